@@ -1,0 +1,64 @@
+"""Argument helpers shared by the subcommands: column mapping, --fix, safe outputs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from ..runs import RunTable, load_runs, parse_column_mapping
+
+
+def add_runs_argument(parser: argparse.ArgumentParser) -> None:
+    """The RUNS.csv positional argument and the --columns mapping."""
+    parser.add_argument("runs", metavar="RUNS.csv", help="run table, one row per finished run")
+    parser.add_argument("--columns", metavar="MAP", default=None,
+                        help="map canonical names onto your columns, e.g. r=num_recur,loss=val_loss")
+
+
+def load_runs_from_args(args: argparse.Namespace) -> RunTable:
+    return load_runs(args.runs, columns=parse_column_mapping(args.columns))
+
+
+def parse_fix(items: list[str] | None) -> dict[str, float]:
+    """Parse repeated ``--fix phi=0`` (or ``--fix phi=0,E=1.7``) into {name: value}."""
+    fixed: dict[str, float] = {}
+    for item in items or []:
+        for part in item.split(","):
+            if "=" not in part:
+                raise ValueError(f"--fix: expected NAME=VALUE such as phi=0, got {part!r}")
+            name, value = (s.strip() for s in part.split("=", 1))
+            try:
+                fixed[name] = float(value)
+            except ValueError:
+                raise ValueError(f"--fix: value of {name} must be a number, got {value!r}") from None
+    return fixed
+
+
+def is_phifit_output(path: str) -> bool:
+    """True when ``path`` is a JSON file that phifit itself wrote (safe to replace)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh).get("generator") == "phifit"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def check_output_file(path: str, force: bool) -> None:
+    """Refuse to overwrite a file phifit did not write, unless ``--force`` was given."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path}: is a directory; expected a file path")
+    if os.path.exists(path) and not force and not is_phifit_output(path):
+        raise FileExistsError(f"{path}: exists and was not written by phifit; "
+                              f"choose another path or pass --force to overwrite it")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise NotADirectoryError(f"{path}: directory {parent} does not exist")
+
+
+def write_json(path: str, text: str) -> None:
+    """Write JSON text atomically (temporary file, then rename)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text if text.endswith("\n") else text + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,94 @@
+"""What every fitter shares: goodness of fit, bound checks and the FitResult assembly.
+
+Each fitter finds theta its own way and hands it to :func:`build_result`, so R^2,
+RMSE, residuals and the bound/identifiability warnings are defined once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, theta_to_params
+from ..result import FitResult
+from ..runs import RunTable
+
+#: phi is held here when the data cannot identify it: N_eff = N_once + N_rec.
+UNIDENTIFIED_PHI = 0.0
+PHI_UNIDENTIFIED_WARNING = (
+    "phi is not identifiable from these runs ({why}); fitted the law without phi "
+    "(N = n_once + n_rec, the unique parameter count) and reported phi as null")
+
+
+def effective_spec(runs: RunTable, spec: LawSpec) -> tuple[LawSpec, list[str]]:
+    """The spec actually fitted: phi is fixed when the runs cannot identify it."""
+    if runs.phi_identifiable or "phi" in spec.fixed:
+        return spec, []
+    looped = (runs.r > 1) & (runs.n_rec > 0)
+    why = "no looped runs (r > 1 with n_rec > 0)" if not looped.any() else "all runs have the same r"
+    fixed = dict(spec.fixed)
+    fixed["phi"] = UNIDENTIFIED_PHI
+    return LawSpec(fixed=fixed, bounds=spec.bounds), [PHI_UNIDENTIFIED_WARNING.format(why=why)]
+
+
+def goodness_of_fit(loss: np.ndarray, predicted: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """(R^2, RMSE, residuals) on raw nats; residual = actual - predicted.
+
+    R^2 = 1 - SSR / SST with SST centred on the mean loss; NaN when SST = 0.
+    """
+    resid = loss - predicted
+    ssr = float(np.sum(resid**2))
+    sst = float(np.sum((loss - loss.mean()) ** 2))
+    r2 = 1.0 - ssr / sst if sst > 0 else float("nan")
+    return r2, float(np.sqrt(np.mean(resid**2))), resid
+
+
+def bound_hits(theta_free: np.ndarray, spec: LawSpec, rtol: float = 1e-6) -> list[str]:
+    """Natural names of the free parameters within rtol * (box width) of a bound."""
+    lo, hi = spec.lower, spec.upper
+    tol = rtol * (hi - lo)
+    hit = (theta_free <= lo + tol) | (theta_free >= hi - tol)
+    return [name for name, h in zip(spec.free_names, hit) if h]
+
+
+def bound_messages(theta: np.ndarray, spec: LawSpec, names: list[str]) -> list[str]:
+    """Readable 'phi=3.000000 at upper bound 3' messages (internal coordinates for a, b, e)."""
+    msgs = []
+    inverse = {v: k for k, v in THETA_TO_PARAM.items()}
+    for name in names:
+        coord = inverse[name]
+        value = theta[THETA_NAMES.index(coord)]
+        lo, hi = spec.bounds[coord]
+        side, bound = ("lower", lo) if abs(value - lo) <= abs(value - hi) else ("upper", hi)
+        label = coord if coord == name else f"{coord} = log {name}"
+        msgs.append(f"{label} = {value:.6g} at {side} bound {bound:g}; the optimum may lie "
+                    f"outside the box and this parameter is not well determined")
+    return msgs
+
+
+def build_result(runs: RunTable, spec: LawSpec, theta: np.ndarray, *, method: str,
+                 objective: float, objective_name: str, converged: bool,
+                 warnings: list[str] | None = None, extras: Mapping[str, Any] | None = None,
+                 stderr: Mapping[str, float] | None = None,
+                 phi_identified: bool = True) -> FitResult:
+    """Assemble a FitResult from the fitted theta (complete, internal coordinates)."""
+    predicted = np.exp(log_loss(theta, runs.design))
+    r2, rmse, resid = goodness_of_fit(runs.loss, predicted)
+    free = theta[spec.free_mask]
+    hits = bound_hits(free, spec)
+    params: dict[str, float | None] = theta_to_params(theta)
+    if not phi_identified:
+        params["phi"] = None
+    fixed = {k: v for k, v in spec.fixed.items() if phi_identified or k != "phi"}
+    msgs = list(warnings or []) + bound_messages(theta, spec, hits)
+    if not converged:
+        msgs.append("the optimiser did not report convergence; treat the estimates with care")
+    return FitResult(
+        method=method, params=params, n_runs=len(runs), objective=float(objective),
+        objective_name=objective_name, r2=r2, rmse=rmse, converged=bool(converged),
+        fixed=dict(fixed), at_bounds=hits, warnings=msgs, residuals=resid.tolist(),
+        run_ids=runs.run_ids, source=runs.source,
+        stderr=dict(stderr) if stderr is not None else None, extras=dict(extras or {}),
+    )

@@ -1,0 +1,312 @@
+"""The joint iso-depth scaling law of looped language models, in one place.
+
+    L(N_once, N_rec, D, r) = E + A * N_eff**(-alpha) + B * D**(-beta),
+    N_eff = N_once + r**phi * N_rec
+
+(Schwethelm, Rueckert, Kaissis 2026, arXiv 2604.21106, Eq. 3.)  Every fitter,
+simulator, derived quantity and plot in phifit evaluates the law through this
+module.
+
+Fits work in log space with the log-sum-exp parameterisation of Hoffmann et al.
+(2022), with a = log A, b = log B, e = log E:
+
+    log L = LSE(a - alpha * log N_eff,  b - beta * log D,  e)
+    log N_eff = logaddexp(log N_once, phi * log r + log N_rec)
+
+The internal parameter vector ``theta`` is ordered as :data:`THETA_NAMES`:
+``(a, alpha, b, beta, e, phi)``.  Users see the natural parameters
+:data:`PARAM_NAMES` ``(E, A, alpha, B, beta, phi)``.  A :class:`LawSpec` says
+which of them vary and which are held fixed (phi = 0, phi = 1, or anything).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+
+#: Natural parameter names, in the order results print them.
+PARAM_NAMES: tuple[str, ...] = ("E", "A", "alpha", "B", "beta", "phi")
+#: Internal (log-space) parameter names, in the order of ``theta``.
+THETA_NAMES: tuple[str, ...] = ("a", "alpha", "b", "beta", "e", "phi")
+#: Natural name of each internal coordinate.
+THETA_TO_PARAM: Mapping[str, str] = MappingProxyType(
+    {"a": "A", "alpha": "alpha", "b": "B", "beta": "beta", "e": "E", "phi": "phi"}
+)
+_LOG_COORDS = frozenset({"a", "b", "e"})
+
+#: The reference study's box (paper-notes section 1.2), in internal coordinates.
+DEFAULT_BOUNDS: Mapping[str, tuple[float, float]] = MappingProxyType(
+    {
+        "a": (-5.0, 35.0),
+        "alpha": (0.0, 2.5),
+        "b": (-5.0, 35.0),
+        "beta": (0.0, 2.5),
+        "e": (-3.0, 2.0),
+        "phi": (-3.0, 3.0),
+    }
+)
+
+#: The study's joint fit (paper-notes section 0; A and B from the project page).
+REFERENCE_PARAMS: Mapping[str, float] = MappingProxyType(
+    {"E": 1.56773, "A": 28.027, "alpha": 0.19924, "B": 915.82, "beta": 0.36863, "phi": 0.459}
+)
+
+
+def params_to_theta(params: Mapping[str, float]) -> np.ndarray:
+    """Natural parameters {E, A, alpha, B, beta, phi} -> theta (a, alpha, b, beta, e, phi)."""
+    missing = [p for p in PARAM_NAMES if p not in params or params[p] is None]
+    if missing:
+        raise ValueError(f"missing parameter(s): {', '.join(missing)}")
+    for name in ("E", "A", "B"):
+        if not params[name] > 0:
+            raise ValueError(f"{name} must be > 0 (it is a log-space parameter), got {params[name]}")
+    return np.array(
+        [
+            math.log(params["A"]),
+            float(params["alpha"]),
+            math.log(params["B"]),
+            float(params["beta"]),
+            math.log(params["E"]),
+            float(params["phi"]),
+        ]
+    )
+
+
+def theta_to_params(theta: np.ndarray) -> dict[str, float]:
+    """theta (a, alpha, b, beta, e, phi) -> natural parameters {E, A, alpha, B, beta, phi}."""
+    a, alpha, b, beta, e, phi = (float(v) for v in theta)
+    return {"E": math.exp(e), "A": math.exp(a), "alpha": alpha, "B": math.exp(b), "beta": beta,
+            "phi": phi}
+
+
+def to_internal(name: str, value: float) -> tuple[str, float]:
+    """Map a natural parameter (``E=1.7``) to its internal coordinate (``e=log 1.7``)."""
+    inverse = {v: k for k, v in THETA_TO_PARAM.items()}
+    if name not in inverse:
+        raise ValueError(f"unknown parameter {name!r}; expected one of {', '.join(PARAM_NAMES)}")
+    coord = inverse[name]
+    if coord in _LOG_COORDS:
+        if not value > 0:
+            raise ValueError(f"{name} must be > 0, got {value}")
+        return coord, math.log(value)
+    return coord, float(value)
+
+
+@dataclass(frozen=True)
+class LawSpec:
+    """Which parameters of the law vary in a fit, their box, and the fixed values.
+
+    ``fixed`` maps natural parameter names to values, e.g. ``{"phi": 0.0}`` for the
+    restricted "a recurrence is worth nothing" law.  ``bounds`` are in internal
+    coordinates (a, b, e are logs); the defaults are the reference study's box.
+    """
+
+    fixed: Mapping[str, float] = field(default_factory=dict)
+    bounds: Mapping[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_BOUNDS))
+
+    def __post_init__(self) -> None:
+        fixed = {}
+        for name, value in dict(self.fixed).items():
+            to_internal(name, value)  # validates name and value
+            fixed[name] = float(value)
+        object.__setattr__(self, "fixed", MappingProxyType(fixed))
+        bounds = dict(DEFAULT_BOUNDS)
+        for coord, (lo, hi) in dict(self.bounds).items():
+            if coord not in DEFAULT_BOUNDS:
+                raise ValueError(f"unknown bound {coord!r}; expected one of {', '.join(THETA_NAMES)}")
+            if not lo < hi:
+                raise ValueError(f"bound for {coord} must have lower < upper, got [{lo}, {hi}]")
+            bounds[coord] = (float(lo), float(hi))
+        object.__setattr__(self, "bounds", MappingProxyType(bounds))
+
+    @property
+    def free_mask(self) -> np.ndarray:
+        """Boolean mask over theta: True where the coordinate is fitted."""
+        return np.array([THETA_TO_PARAM[c] not in self.fixed for c in THETA_NAMES])
+
+    @property
+    def free_names(self) -> tuple[str, ...]:
+        """Natural names of the fitted parameters."""
+        return tuple(THETA_TO_PARAM[c] for c, f in zip(THETA_NAMES, self.free_mask) if f)
+
+    @property
+    def lower(self) -> np.ndarray:
+        """Lower bounds of the free coordinates."""
+        return np.array([self.bounds[c][0] for c in self._free_coords])
+
+    @property
+    def upper(self) -> np.ndarray:
+        """Upper bounds of the free coordinates."""
+        return np.array([self.bounds[c][1] for c in self._free_coords])
+
+    @property
+    def _free_coords(self) -> list[str]:
+        return [c for c, f in zip(THETA_NAMES, self.free_mask) if f]
+
+    def full_theta(self, free: np.ndarray) -> np.ndarray:
+        """Complete theta from free coordinates; ``free`` may be (k,) or (S, k)."""
+        free = np.asarray(free, dtype=float)
+        shape = free.shape[:-1] + (len(THETA_NAMES),)
+        theta = np.empty(shape)
+        theta[..., self.free_mask] = free
+        for i, coord in enumerate(THETA_NAMES):
+            name = THETA_TO_PARAM[coord]
+            if name in self.fixed:
+                theta[..., i] = to_internal(name, self.fixed[name])[1]
+        return theta
+
+    def label(self) -> str:
+        """Short label such as ``"free"`` or ``"phi=0"``."""
+        if not self.fixed:
+            return "free"
+        return ",".join(f"{k}={v:g}" for k, v in self.fixed.items())
+
+
+@dataclass(frozen=True)
+class Design:
+    """The covariates of a set of runs, in log space, ready for the law.
+
+    ``log_n_once`` may be ``-inf`` (a fully looped model has N_once = 0) and
+    ``log_n_rec`` is ``-inf`` for non-looped runs (N_rec = 0).
+    """
+
+    log_n_once: np.ndarray
+    log_n_rec: np.ndarray
+    log_r: np.ndarray
+    log_tokens: np.ndarray
+
+    @classmethod
+    def from_arrays(cls, r, n_once, n_rec, tokens) -> Design:
+        """Build a design from raw counts (r >= 1, N_once >= 0, N_rec >= 0, D > 0)."""
+        with np.errstate(divide="ignore"):
+            return cls(
+                log_n_once=np.log(np.asarray(n_once, dtype=float)),
+                log_n_rec=np.log(np.asarray(n_rec, dtype=float)),
+                log_r=np.log(np.asarray(r, dtype=float)),
+                log_tokens=np.log(np.asarray(tokens, dtype=float)),
+            )
+
+    def __len__(self) -> int:
+        return len(self.log_tokens)
+
+    def subset(self, index) -> Design:
+        """Rows selected by a boolean mask or integer index array."""
+        return Design(self.log_n_once[index], self.log_n_rec[index], self.log_r[index],
+                      self.log_tokens[index])
+
+
+def log_n_eff(phi, design: Design) -> np.ndarray:
+    """log N_eff = logaddexp(log N_once, phi * log r + log N_rec); phi broadcasts as (S, 1)."""
+    return np.logaddexp(design.log_n_once, np.asarray(phi)[..., None] * design.log_r
+                        + design.log_n_rec)
+
+
+def _terms(theta: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three log-space terms u = (a - alpha log N_eff, b - beta log D, e), each (S, n)."""
+    theta = np.asarray(theta, dtype=float)
+    a, alpha, b, beta, e, phi = (theta[..., i] for i in range(6))
+    lne = log_n_eff(phi, design)
+    u1 = a[..., None] - alpha[..., None] * lne
+    u2 = b[..., None] - beta[..., None] * design.log_tokens
+    u3 = np.broadcast_to(e[..., None], u1.shape)
+    return u1, u2, u3
+
+
+def log_loss(theta: np.ndarray, design: Design) -> np.ndarray:
+    """Predicted log L = LSE(a - alpha log N_eff, b - beta log D, e).
+
+    ``theta`` is (6,) or (S, 6); the result is (n,) or (S, n).
+    """
+    u1, u2, u3 = _terms(theta, design)
+    return np.logaddexp(np.logaddexp(u1, u2), u3)
+
+
+def loss(theta: np.ndarray, design: Design) -> np.ndarray:
+    """Predicted loss in nats, L = E + A N_eff^-alpha + B D^-beta."""
+    return np.exp(log_loss(theta, design))
+
+
+def log_loss_and_jacobian(theta: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted log L and its analytic Jacobian with respect to theta.
+
+    With p = softmax(u) over the three terms and w = r^phi N_rec / N_eff,
+
+        d/da = p1,  d/dalpha = -p1 log N_eff,  d/db = p2,  d/dbeta = -p2 log D,
+        d/de = p3,  d/dphi = -alpha p1 w log r.
+
+    Returns (log L of shape (..., n), J of shape (..., n, 6)).
+    """
+    out, jac_t = log_loss_and_jacobian_t(theta, design)
+    return out, np.swapaxes(jac_t, -1, -2)
+
+
+def log_loss_and_jacobian_t(theta: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray]:
+    """As :func:`log_loss_and_jacobian`, with the Jacobian transposed: shape (..., 6, n).
+
+    The transposed layout keeps each parameter's row contiguous, which makes the
+    batched normal equations J^T W J of the vectorised fitters fast.
+    """
+    theta = np.asarray(theta, dtype=float)
+    a, alpha, b, beta, e, phi = (theta[..., i, None] for i in range(6))
+    rec = phi * design.log_r + design.log_n_rec
+    lne = np.logaddexp(design.log_n_once, rec)
+    with np.errstate(over="ignore"):
+        w = 1.0 / (1.0 + np.exp(design.log_n_once - rec))  # r^phi N_rec / N_eff
+    u1 = a - alpha * lne
+    u2 = b - beta * design.log_tokens
+    m = np.maximum(np.maximum(u1, u2), e)
+    e1, e2, e3 = np.exp(u1 - m), np.exp(u2 - m), np.exp(e - m)
+    total = e1 + e2 + e3
+    out = m + np.log(total)
+    jac = np.empty(out.shape[:-1] + (6, out.shape[-1]))
+    p1 = np.divide(e1, total, out=jac[..., 0, :])
+    np.multiply(p1, -lne, out=jac[..., 1, :])
+    p2 = np.divide(e2, total, out=jac[..., 2, :])
+    np.multiply(p2, -design.log_tokens, out=jac[..., 3, :])
+    np.divide(e3, total, out=jac[..., 4, :])
+    np.multiply(-alpha * p1 * w, design.log_r, out=jac[..., 5, :])
+    return out, jac
+
+
+@dataclass(frozen=True)
+class JointLaw:
+    """A fully specified joint law, L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta.
+
+    Plain value object: holds the six natural parameters and evaluates the law.
+    """
+
+    E: float
+    A: float
+    alpha: float
+    B: float
+    beta: float
+    phi: float
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, float]) -> JointLaw:
+        return cls(**{k: float(params[k]) for k in PARAM_NAMES})
+
+    @classmethod
+    def reference(cls) -> JointLaw:
+        """The reference study's joint fit (phi = 0.459)."""
+        return cls.from_params(REFERENCE_PARAMS)
+
+    @property
+    def params(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in PARAM_NAMES}
+
+    @property
+    def theta(self) -> np.ndarray:
+        return params_to_theta(self.params)
+
+    def n_eff(self, r, n_once, n_rec) -> np.ndarray:
+        """Effective non-looped size N_eff = N_once + r^phi N_rec."""
+        return np.asarray(n_once, float) + np.asarray(r, float) ** self.phi * np.asarray(n_rec, float)
+
+    def loss(self, r, n_once, n_rec, tokens) -> np.ndarray:
+        """Predicted loss (nats) for the given runs."""
+        return loss(self.theta, Design.from_arrays(r, n_once, n_rec, tokens))

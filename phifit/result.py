@@ -1,0 +1,216 @@
+"""FitResult: the one result type every fitter returns.
+
+A plain, inert record: the fitted parameters, goodness of fit, residuals,
+status and warnings, plus optional uncertainty (bootstrap intervals,
+standard errors) and a method-specific ``extras`` dict.  It prints a readable
+:meth:`FitResult.summary`, and round-trips through JSON
+(:meth:`FitResult.to_json` / :meth:`FitResult.from_json`).
+
+Goodness of fit, as defined in the reference study (paper-notes section 1.2):
+
+- residual_i = L_i - L_hat_i, in nats (actual minus predicted);
+- R^2 = 1 - sum(residual^2) / sum((L - mean L)^2), on raw nats;
+- RMSE = sqrt(mean(residual^2)), nats.
+
+The ``objective`` is the fitter's own criterion at the optimum, named by
+``objective_name`` (for the Huber fit: the *sum* over runs of Huber_delta on
+log-loss residuals).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .law import PARAM_NAMES, JointLaw, params_to_theta
+
+GENERATOR = "phifit"
+
+
+def _plain(value: Any) -> Any:
+    """Convert NumPy scalars/arrays and tuples to JSON-safe Python types (NaN -> None)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        x = float(value)
+        return x if math.isfinite(x) else None
+    return value
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Result of fitting the joint law to a run table.
+
+    Attributes
+    ----------
+    method : "huber", "lsq" or "bayes".
+    params : {E, A, alpha, B, beta, phi}; phi is None when the data cannot identify it.
+    fixed : parameters held fixed in the fit (e.g. {"phi": 0.0}).
+    n_runs : number of runs fitted.
+    objective, objective_name : the fitter's criterion at the optimum and its definition.
+    r2, rmse : on raw nats (see module docstring).
+    converged : the optimiser (or sampler) reports success.
+    at_bounds : parameters that ended at a box bound.
+    warnings : plain-language messages about anything suspect.
+    residuals : actual - predicted loss per run, nats, in table order.
+    run_ids : run names in table order.
+    stderr : standard errors where the method provides them.
+    ci, ci_bca : 95% intervals {param: [lo, hi]} (percentile and BCa bootstrap).
+    bootstrap : bootstrap bookkeeping {n, n_failed, block, ...} when run.
+    extras : method-specific details (starts, solver messages, correlations, ...).
+    """
+
+    method: str
+    params: dict[str, float | None]
+    n_runs: int
+    objective: float
+    objective_name: str
+    r2: float
+    rmse: float
+    converged: bool
+    fixed: dict[str, float] = field(default_factory=dict)
+    at_bounds: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    residuals: list[float] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)
+    source: str = ""
+    stderr: dict[str, float] | None = None
+    ci: dict[str, list[float]] | None = None
+    ci_bca: dict[str, list[float]] | None = None
+    bootstrap: dict[str, Any] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    # -- derived ---------------------------------------------------------------
+    @property
+    def phi(self) -> float | None:
+        return self.params.get("phi")
+
+    @property
+    def phi_identified(self) -> bool:
+        return self.params.get("phi") is not None
+
+    @property
+    def law(self) -> JointLaw:
+        """The fitted law; when phi was not identified, N_eff = N_once + N_rec (phi = 0)."""
+        p = dict(self.params)
+        if p.get("phi") is None:
+            p["phi"] = 0.0
+        return JointLaw.from_params(p)
+
+    @property
+    def theta(self) -> np.ndarray:
+        return params_to_theta(self.law.params)
+
+    def with_updates(self, **changes: Any) -> FitResult:
+        """A copy with some fields replaced (results are never mutated)."""
+        return dataclasses.replace(self, **changes)
+
+    # -- views -----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict of plain Python types (NaN and inf become null)."""
+        out = {"generator": GENERATOR, "phifit_version": __version__}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.name in ("stderr", "ci", "ci_bca", "bootstrap"):
+                continue
+            out[f.name] = value
+        return _plain(out)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FitResult:
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["params"] = {k: (None if kwargs["params"].get(k) is None else float(kwargs["params"][k]))
+                            for k in PARAM_NAMES}
+        for key in ("objective", "r2", "rmse"):
+            kwargs[key] = float("nan") if kwargs.get(key) is None else float(kwargs[key])
+        return cls(**kwargs)
+
+    def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2) -> str:
+        """Serialise to JSON text; also write it to ``path`` when given."""
+        text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+        return text
+
+    @classmethod
+    def from_json(cls, source: str | os.PathLike) -> FitResult:
+        """Load from a JSON file path or a JSON string."""
+        text = str(source)
+        if not text.lstrip().startswith("{"):
+            with open(source, encoding="utf-8") as fh:
+                text = fh.read()
+        return cls.from_dict(json.loads(text))
+
+    def summary(self) -> str:
+        """Readable multi-section text: fit statistics, parameters, notes."""
+        lines = [f"[[phifit: joint law, method={self.method}]]",
+                 "L = E + A * (N_once + r**phi * N_rec)**(-alpha) + B * D**(-beta)", ""]
+        lines.append("[[Fit statistics]]")
+        stats = [("runs", f"{self.n_runs}"), ("objective", f"{self.objective:.10g}"),
+                 ("  definition", self.objective_name), ("R^2 (raw nats)", f"{self.r2:.5f}"),
+                 ("RMSE (nats)", f"{self.rmse:.5f}"), ("converged", str(self.converged))]
+        if self.residuals:
+            stats.append(("max |resid| (nats)", f"{np.max(np.abs(self.residuals)):.5f}"))
+        for key in ("n_starts", "n_starts_at_best"):
+            if key in self.extras:
+                stats.append((key.replace("_", " "), str(self.extras[key])))
+        if self.bootstrap:
+            b = self.bootstrap
+            stats.append(("bootstrap", f"{b.get('n')} resamples of blocks '{b.get('block')}', "
+                                       f"{b.get('n_failed', 0)} failed"))
+        width = max(len(k) for k, _ in stats)
+        lines += [f"    {k:<{width}}  {v}" for k, v in stats]
+        lines += ["", "[[Parameters]]"]
+        head = f"    {'':<6} {'value':>12}"
+        if self.stderr:
+            head += f" {'stderr':>10}"
+        if self.ci:
+            head += f"   {'95% CI (percentile)':>24}"
+        if self.ci_bca:
+            head += f"   {'95% CI (BCa)':>24}"
+        lines.append(head)
+        for name in PARAM_NAMES:
+            value = self.params.get(name)
+            text = f"    {name:<6} {'n/a':>12}" if value is None else f"    {name:<6} {value:>12.6g}"
+            if self.stderr:
+                se = self.stderr.get(name)
+                text += f" {se:>10.3g}" if se is not None else f" {'':>10}"
+            for ci in (self.ci, self.ci_bca):
+                if ci:
+                    iv = ci.get(name)
+                    text += (f"   [{iv[0]:>10.5g}, {iv[1]:>10.5g}]" if iv and None not in iv
+                             else f"   {'':>24}")
+            if name in self.fixed:
+                text += "  (fixed)"
+            if name in self.at_bounds:
+                text += "  (at bound)"
+            lines.append(text)
+        if self.warnings:
+            lines += ["", "[[Notes]]"]
+            lines += [f"    [{i}] {w}" for i, w in enumerate(self.warnings, 1)]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def _repr_html_(self) -> str:
+        import html
+        return f"<pre>{html.escape(self.summary())}</pre>"

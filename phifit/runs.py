@@ -1,0 +1,318 @@
+"""Run tables: load a CSV of finished training runs and validate it, once.
+
+One row per finished run.  Canonical columns:
+
+========  ==========================================================  ========
+column    meaning                                                     required
+========  ==========================================================  ========
+r         recurrences of the shared block (integer >= 1; 1 = plain)   looped
+n_once    parameters applied once per token                           yes
+n_rec     parameters of the shared block, applied r times             looped
+tokens    training tokens D                                           yes
+loss      validation loss, nats per token                             yes
+run_id    unique run name                                             no
+flops     training FLOPs of the run                                   no
+budget    FLOP-budget label (one isoFLOP curve)                       no
+variant   training recipe                                             no
+size      width / size label                                          no
+seed      training seed                                               no
+========  ==========================================================  ========
+
+A table without ``r`` and ``n_rec`` is a non-looped table: every run has r = 1,
+N_rec = 0 and the law reduces to Chinchilla's E + A N^-alpha + B D^-beta with
+N = ``n_once``.  Other column names map onto these through ``columns``
+(``{"r": "num_recur", "loss": "val_loss"}``).  Any other column is kept.
+
+This is the only module that knows column names.  Every problem is reported
+with the file, the row (1-based data row and the line in the file) and the
+column, and nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .law import Design
+
+REQUIRED = ("n_once", "tokens", "loss")
+LOOP_COLUMNS = ("r", "n_rec")
+OPTIONAL = ("run_id", "flops", "budget", "variant", "size", "seed")
+CANONICAL = ("r", "n_once", "n_rec", "tokens", "loss") + OPTIONAL
+_MAX_LISTED = 5
+
+
+class RunTableError(ValueError):
+    """A run table that cannot be used, with every problem found (file, row, column)."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = list(problems)
+        shown = "; ".join(self.problems[:_MAX_LISTED])
+        more = len(self.problems) - _MAX_LISTED
+        suffix = f"; and {more} more problem(s)" if more > 0 else ""
+        super().__init__(f"{source}: {shown}{suffix}")
+
+
+@dataclass(frozen=True)
+class RunTable:
+    """A validated table of runs.
+
+    ``frame`` holds the canonical columns (``r``, ``n_once``, ``n_rec``, ``tokens``,
+    ``loss`` always present, as numbers) plus every other column of the file.
+    ``looped`` is False for a table that had no ``r``/``n_rec`` columns.
+    """
+
+    frame: pd.DataFrame
+    source: str = "<table>"
+    looped: bool = True
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    @property
+    def r(self) -> np.ndarray:
+        return self.frame["r"].to_numpy(dtype=float)
+
+    @property
+    def n_once(self) -> np.ndarray:
+        return self.frame["n_once"].to_numpy(dtype=float)
+
+    @property
+    def n_rec(self) -> np.ndarray:
+        return self.frame["n_rec"].to_numpy(dtype=float)
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return self.frame["tokens"].to_numpy(dtype=float)
+
+    @property
+    def loss(self) -> np.ndarray:
+        return self.frame["loss"].to_numpy(dtype=float)
+
+    @property
+    def run_ids(self) -> list[str]:
+        """Run names: the ``run_id`` column, else ``row<k>`` (1-based)."""
+        if "run_id" in self.frame:
+            return [str(v) for v in self.frame["run_id"]]
+        return [f"row{i + 1}" for i in range(len(self))]
+
+    @property
+    def design(self) -> Design:
+        """Log-space covariates for the law."""
+        return Design.from_arrays(self.r, self.n_once, self.n_rec, self.tokens)
+
+    @property
+    def log_loss(self) -> np.ndarray:
+        return np.log(self.loss)
+
+    @property
+    def phi_identifiable(self) -> bool:
+        """True when some runs are looped (r > 1, N_rec > 0) and r takes >= 2 values."""
+        looped = (self.r > 1) & (self.n_rec > 0)
+        return bool(looped.any()) and len(np.unique(self.r)) >= 2
+
+    def subset(self, mask) -> RunTable:
+        """The runs selected by a boolean mask or integer positions (order kept)."""
+        frame = self.frame.iloc[np.flatnonzero(mask) if np.asarray(mask).dtype == bool
+                                else np.asarray(mask)]
+        return RunTable(frame.reset_index(drop=True), source=self.source, looped=self.looped)
+
+    def groups(self, column: str) -> dict[object, RunTable]:
+        """Split into sub-tables by the values of ``column``, in sorted order."""
+        if column not in self.frame:
+            raise RunTableError(self.source, [f"no column {column!r} to group by; columns: "
+                                              f"{', '.join(map(str, self.frame.columns))}"])
+        keys = self.frame[column]
+        return {k: self.subset((keys == k).to_numpy()) for k in sorted(keys.unique(), key=str)}
+
+
+def parse_column_mapping(text: str | None) -> dict[str, str]:
+    """Parse ``"r=num_recur,loss=val_loss"`` into ``{"r": "num_recur", "loss": "val_loss"}``."""
+    if not text:
+        return {}
+    mapping: dict[str, str] = {}
+    for item in text.split(","):
+        if "=" not in item:
+            raise ValueError(f"--columns: expected CANONICAL=COLUMN pairs such as r=num_recur, "
+                             f"got {item!r}")
+        key, value = (s.strip() for s in item.split("=", 1))
+        if key not in CANONICAL:
+            raise ValueError(f"--columns: unknown canonical column {key!r}; expected one of "
+                             f"{', '.join(CANONICAL)}")
+        if not value:
+            raise ValueError(f"--columns: empty source column for {key!r}")
+        mapping[key] = value
+    return mapping
+
+
+def load_runs(path: str | os.PathLike, *, columns: Mapping[str, str] | None = None) -> RunTable:
+    """Load and validate a run CSV.
+
+    Parameters
+    ----------
+    path
+        CSV file, one row per finished run.
+    columns
+        Optional mapping canonical name -> column name in the file.
+
+    Raises
+    ------
+    RunTableError
+        (a ``ValueError``) listing every problem with file, row and column.
+    """
+    source = os.fspath(path)
+    if not os.path.exists(source):
+        raise RunTableError(source, ["file not found"])
+    if os.path.isdir(source):
+        raise RunTableError(source, ["is a directory; expected a CSV file"])
+    try:
+        raw = pd.read_csv(source, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except pd.errors.EmptyDataError:
+        raise RunTableError(source, ["file is empty; expected a CSV header with columns "
+                                     "r, n_once, n_rec, tokens, loss"]) from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+        msg = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        raise RunTableError(source, [f"not a readable CSV file ({msg})"]) from None
+    return table_from_frame(raw, source=source, columns=columns)
+
+
+def table_from_frame(raw: pd.DataFrame, *, source: str = "<table>",
+                     columns: Mapping[str, str] | None = None) -> RunTable:
+    """Validate a frame of raw values (strings or numbers) into a :class:`RunTable`."""
+    columns = dict(columns or {})
+    raw = raw.copy()
+    raw.columns = [str(c).strip() for c in raw.columns]
+    problems: list[str] = []
+
+    # -- header -----------------------------------------------------------------
+    dupes = sorted({c for c in raw.columns if list(raw.columns).count(c) > 1})
+    if dupes:
+        raise RunTableError(source, [f"duplicate column name(s) {', '.join(map(repr, dupes))}"])
+    for canon, src in columns.items():
+        if src not in raw.columns:
+            problems.append(f"mapped column {src!r} (for {canon!r}) not found; columns: "
+                            f"{', '.join(raw.columns)}")
+        elif canon in raw.columns and canon != src:
+            problems.append(f"column {canon!r} exists and {src!r} is also mapped onto it")
+    if problems:
+        raise RunTableError(source, problems)
+    raw = raw.rename(columns={src: canon for canon, src in columns.items()})
+
+    has_r, has_rec = "r" in raw.columns, "n_rec" in raw.columns
+    missing = [c for c in REQUIRED if c not in raw.columns]
+    if missing:
+        raise RunTableError(source, [
+            f"missing required column(s) {', '.join(map(repr, missing))}; found: "
+            f"{', '.join(map(repr, raw.columns)) or 'none'} (map names with --columns "
+            f"canonical=yours)"])
+    if len(raw) == 0:
+        raise RunTableError(source, ["no rows: the file has a header but no runs"])
+
+    def where(i: int, col: str) -> str:
+        return f"row {i + 1} (line {i + 2}), column {col!r}"
+
+    def numbers(col: str) -> np.ndarray:
+        out = np.full(len(raw), np.nan)
+        for i, v in enumerate(raw[col].tolist()):
+            text = "" if v is None else str(v).strip()
+            try:
+                x = float(text)
+            except ValueError:
+                problems.append(f"{where(i, col)}: expected a number, got {text!r}"
+                                if text else f"{where(i, col)}: empty cell, expected a number")
+                continue
+            if not math.isfinite(x):
+                problems.append(f"{where(i, col)}: expected a finite number, got {text!r}")
+                continue
+            out[i] = x
+        return out
+
+    values: dict[str, np.ndarray] = {}
+    for col in ("n_once", "tokens", "loss") + tuple(c for c in LOOP_COLUMNS if c in raw.columns):
+        values[col] = numbers(col)
+    for col, label in (("tokens", "tokens"), ("loss", "loss (nats)")):
+        for i in np.flatnonzero(values[col] <= 0):
+            problems.append(f"{where(i, col)}: {label} must be > 0, got {raw[col].iloc[i]!r}")
+    for col in ("n_once", "n_rec"):
+        if col in values:
+            for i in np.flatnonzero(values[col] < 0):
+                problems.append(f"{where(i, col)}: parameter count must be >= 0, "
+                                f"got {raw[col].iloc[i]!r}")
+    if has_r:
+        r = values["r"]
+        bad = np.isfinite(r) & ((r < 1) | (r != np.round(r)))
+        for i in np.flatnonzero(bad):
+            problems.append(f"{where(i, 'r')}: expected an integer >= 1, got {raw['r'].iloc[i]!r}")
+    else:
+        values["r"] = np.ones(len(raw))
+    if not has_rec:
+        values["n_rec"] = np.zeros(len(raw))
+        looped = np.flatnonzero(values["r"] > 1)
+        if len(looped):
+            problems.append(f"column 'n_rec' is missing but {len(looped)} row(s) have r > 1 "
+                            f"(first: row {looped[0] + 1}); a looped table needs n_rec")
+    else:
+        for i in np.flatnonzero((values["r"] > 1) & (values["n_rec"] == 0)):
+            problems.append(f"{where(i, 'n_rec')}: r = {raw['r'].iloc[i]} > 1 needs n_rec > 0 "
+                            f"(the shared block's parameters), got {raw['n_rec'].iloc[i]!r}")
+    total = values["n_once"] + values["n_rec"]
+    for i in np.flatnonzero(total == 0):
+        problems.append(f"{where(i, 'n_once')}: n_once + n_rec must be > 0 (model has no "
+                        f"parameters)")
+
+    if "run_id" in raw.columns:
+        ids = raw["run_id"].astype(str).str.strip()
+        for i in np.flatnonzero(ids.to_numpy() == ""):
+            problems.append(f"{where(i, 'run_id')}: empty run_id")
+        first_seen: dict[str, int] = {}
+        for i, v in enumerate(ids.tolist()):
+            if v and v in first_seen:
+                problems.append(f"{where(i, 'run_id')}: duplicate run_id {v!r} "
+                                f"(first at row {first_seen[v] + 1})")
+            first_seen.setdefault(v, i)
+    if "flops" in raw.columns:
+        flops = numbers("flops")
+        for i in np.flatnonzero(flops <= 0):
+            problems.append(f"{where(i, 'flops')}: FLOPs must be > 0, got {raw['flops'].iloc[i]!r}")
+        values["flops"] = flops
+
+    if problems:
+        raise RunTableError(source, problems)
+
+    frame = raw.copy()
+    for col, arr in values.items():
+        frame[col] = arr
+    frame["r"] = frame["r"].astype(int)
+    for col in ("budget", "seed"):
+        if col in frame.columns:
+            numeric = pd.to_numeric(frame[col], errors="coerce")
+            if numeric.notna().all():
+                frame[col] = numeric
+    ordered = [c for c in CANONICAL if c in frame.columns]
+    frame = frame[ordered + [c for c in frame.columns if c not in ordered]]
+    return RunTable(frame.reset_index(drop=True), source=source, looped=has_r or has_rec)
+
+
+def load_design(path: str | os.PathLike, *, columns: Mapping[str, str] | None = None) -> RunTable:
+    """Load a design (r, n_once, n_rec, tokens; ``loss`` optional) for simulation.
+
+    Validated like a run table; when the file has no ``loss`` column the returned
+    table carries a placeholder loss of 1.0 that the caller replaces.
+    """
+    source = os.fspath(path)
+    if not os.path.isfile(source):
+        raise RunTableError(source, ["file not found"])
+    try:
+        raw = pd.read_csv(source, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except pd.errors.EmptyDataError:
+        raise RunTableError(source, ["file is empty; expected columns r, n_once, n_rec, tokens"]) from None
+    mapped = dict(columns or {})
+    if "loss" not in raw.columns and "loss" not in mapped:
+        raw["loss"] = "1.0"
+    return table_from_frame(raw, source=source, columns=mapped)

@@ -1,0 +1,73 @@
+"""The command line: simulate -> fit -> JSON, and the promises about user files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from phifit.cli import main
+from phifit.law import REFERENCE_PARAMS
+from phifit.result import FitResult
+
+
+def test_simulate_then_fit_json(tmp_path, capsys):
+    runs, out = tmp_path / "runs.csv", tmp_path / "fit.json"
+    assert main(["simulate", "--design", "paper", "--phi", "0.6", "--out", str(runs)]) == 0
+    assert main(["fit", str(runs), "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "[[Parameters]]" in text and "phi" in text
+    data = json.loads(out.read_text())
+    for key in ("method", "n_runs", "params", "r2", "rmse", "objective", "converged", "warnings"):
+        assert key in data
+    assert data["n_runs"] == 116 and data["method"] == "huber"
+    assert data["params"]["phi"] == pytest.approx(0.6, abs=1e-6)
+    assert set(data["params"]) == set(REFERENCE_PARAMS)
+    assert FitResult.from_json(out).params["phi"] == data["params"]["phi"]
+
+
+def test_fit_fix_phi(tmp_path):
+    runs, out = tmp_path / "runs.csv", tmp_path / "fit.json"
+    main(["simulate", "--out", str(runs)])
+    assert main(["fit", str(runs), "--fix", "phi=0", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["params"]["phi"] == 0.0 and data["fixed"] == {"phi": 0.0}
+
+
+def test_never_overwrites_user_files(tmp_path, capsys):
+    runs, precious = tmp_path / "runs.csv", tmp_path / "notes.json"
+    main(["simulate", "--out", str(runs)])
+    precious.write_text('{"mine": true}')
+    assert main(["fit", str(runs), "--json", str(precious)]) == 2
+    assert "not written by phifit" in capsys.readouterr().err
+    assert precious.read_text() == '{"mine": true}'
+    assert main(["simulate", "--out", str(runs)]) == 2  # exists
+    assert main(["fit", str(runs), "--json", str(precious), "--force"]) == 0
+    out = tmp_path / "fit.json"
+    assert main(["fit", str(runs), "--json", str(out)]) == 0
+    assert main(["fit", str(runs), "--json", str(out)]) == 0  # phifit's own output: replaced
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["fit", "RUNS", "--fix", "phi"], "--fix: expected NAME=VALUE"),
+    (["fit", "RUNS", "--fix", "gamma=1"], "unknown parameter 'gamma'"),
+    (["fit", "RUNS", "--starts", "0"], "--starts must be >= 1"),
+    (["fit", "RUNS", "--columns", "r"], "--columns: expected CANONICAL=COLUMN"),
+    (["simulate", "--design", "nope", "--out", "OUT"], "nope: file not found"),
+])
+def test_bad_arguments_exit_2(tmp_path, capsys, argv, message):
+    runs = tmp_path / "runs.csv"
+    main(["simulate", "--out", str(runs)])
+    capsys.readouterr()
+    argv = [str(runs) if a == "RUNS" else str(tmp_path / "o.csv") if a == "OUT" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_simulate_user_design(tmp_path):
+    design = tmp_path / "design.csv"
+    design.write_text("r,n_once,n_rec,tokens\n1,1e6,1e7,1e9\n4,1e6,3e6,1e9\n")
+    out = tmp_path / "sim.csv"
+    assert main(["simulate", "--design", str(design), "--out", str(out), "--noise", "0.01"]) == 0
+    assert out.read_text().count("\n") == 3
