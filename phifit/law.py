@@ -123,6 +123,10 @@ class LawSpec:
             bounds[coord] = (float(lo), float(hi))
         object.__setattr__(self, "bounds", MappingProxyType(bounds))
 
+    def __reduce__(self):
+        """Pickle as plain dicts (mapping proxies do not pickle), for process pools."""
+        return (LawSpec, (dict(self.fixed), dict(self.bounds)))
+
     @property
     def free_mask(self) -> np.ndarray:
         """Boolean mask over theta: True where the coordinate is fitted."""

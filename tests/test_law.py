@@ -95,3 +95,10 @@ def test_spec_rejects_bad_fixed(fixed, match):
 def test_spec_rejects_inverted_bounds():
     with pytest.raises(ValueError, match="lower < upper"):
         LawSpec(bounds={"phi": (1.0, 0.0)})
+
+
+def test_spec_pickles():
+    import pickle
+    spec = LawSpec(fixed={"phi": 0.0}, bounds={"alpha": (0.0, 1.0)})
+    back = pickle.loads(pickle.dumps(spec))
+    assert back == spec and back.bounds["alpha"] == (0.0, 1.0) and back.label() == "phi=0"

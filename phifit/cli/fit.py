@@ -1,10 +1,25 @@
-"""``phifit fit``: fit the joint law to a run table and print its summary."""
+"""``phifit fit``: fit the joint law to a run table and print its summary.
+
+Modes:
+
+- ``phifit fit RUNS.csv``: one fit (``--method huber|lsq|bayes``, ``--fix NAME=VALUE``);
+- ``--bootstrap N [--block COL[,COL]]``: adds a block bootstrap; the JSON gains ``ci``
+  (95% percentile), ``ci_bca`` and ``bootstrap: {n, n_failed, block, ...}``;
+- ``--by variant --baseline NAME [--bootstrap N]``: separate fits per recipe and Delta-phi
+  against the baseline refit on the same budgets (default 1000 bootstrap replicates); the
+  JSON has ``fits: {variant: fit JSON}`` and ``delta_phi: {variant: {estimate, ci,
+  p_value}}``.
+
+Progress bars go to stderr, only when it is a terminal, and never with ``--quiet``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 from ..fit import METHODS, fit
+from ..law import LawSpec
 from ._common import (
     add_runs_argument,
     check_output_file,
@@ -12,6 +27,8 @@ from ._common import (
     parse_fix,
     write_json,
 )
+
+BOOTSTRAP_METHODS = ("huber", "lsq")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,8 +40,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "bayes (PyMC)")
     p.add_argument("--fix", action="append", metavar="NAME=VALUE",
                    help="hold a parameter fixed, e.g. --fix phi=0 (repeatable)")
-    p.add_argument("--starts", type=int, default=500, help="Huber: random starts (default 500)")
+    p.add_argument("--starts", type=int, default=500,
+                   help="huber/lsq: random starts (default 500)")
     p.add_argument("--seed", type=int, default=0, help="seed of starts and resampling (default 0)")
+    p.add_argument("--bootstrap", type=int, metavar="N", default=None,
+                   help="block-bootstrap replicates (e.g. 1000): percentile and BCa intervals")
+    p.add_argument("--block", metavar="COL[,COL]", default=None,
+                   help="bootstrap blocks: default (budget, r) cells when a budget column "
+                        "exists, else single runs; 'run' for single runs")
+    p.add_argument("--by", metavar="COL", default=None,
+                   help="fit each recipe (value of COL, e.g. variant) separately and report "
+                        "Delta-phi against --baseline")
+    p.add_argument("--baseline", metavar="NAME", default=None,
+                   help="with --by: the reference recipe (default 'baseline' or the first value)")
+    p.add_argument("--n-jobs", type=int, default=2, dest="n_jobs",
+                   help="parallel workers for the bootstrap refits (default 2)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--json", metavar="OUT", help="write the result as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
     p.set_defaults(func=run)
@@ -32,19 +63,67 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def method_options(args: argparse.Namespace) -> dict:
     """Keyword options for the chosen method from the parsed arguments."""
-    if args.method == "huber":
+    if args.method in ("huber", "lsq"):
         if args.starts < 1:
             raise ValueError(f"--starts must be >= 1, got {args.starts}")
         return {"n_starts": args.starts, "seed": args.seed}
     return {"seed": args.seed}
 
 
+def _check(args: argparse.Namespace) -> None:
+    if args.bootstrap is not None and args.bootstrap < 2:
+        raise ValueError(f"--bootstrap must be >= 2 replicates, got {args.bootstrap}")
+    if args.n_jobs == 0 or args.n_jobs < -1:
+        raise ValueError(f"--n-jobs must be >= 1 or -1 (all cores), got {args.n_jobs}")
+    if args.baseline is not None and args.by is None:
+        raise ValueError("--baseline needs --by COL (the column naming each run's recipe)")
+    if args.block is not None and args.bootstrap is None and args.by is None:
+        raise ValueError("--block only applies with --bootstrap N or --by COL")
+    if (args.bootstrap is not None or args.by) and args.method not in BOOTSTRAP_METHODS:
+        raise ValueError(f"--bootstrap and --by work with --method "
+                         f"{' or '.join(BOOTSTRAP_METHODS)}, not {args.method}")
+    if args.by and args.fix:
+        raise ValueError("--fix cannot be combined with --by (Delta-phi needs phi free)")
+
+
 def run(args: argparse.Namespace) -> int:
+    _check(args)
     if args.json:
         check_output_file(args.json, args.force)
     runs = load_runs_from_args(args)
-    result = fit(runs, method=args.method, fix=parse_fix(args.fix), **method_options(args))
-    print(result.summary())
+    progress = not args.quiet
+    if args.by:
+        from ..recipes import compare_recipes
+        comparison = compare_recipes(
+            runs, by=args.by, baseline=args.baseline,
+            n_boot=1000 if args.bootstrap is None else args.bootstrap, seed=args.seed,
+            block=args.block, method=args.method, n_starts=args.starts, n_jobs=args.n_jobs,
+            progress=progress)
+        print(comparison.summary())
+        if args.json:
+            write_json(args.json, json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
+            print(f"\nwrote {args.json}")
+        return 0
+    fixed = parse_fix(args.fix)
+    if args.bootstrap is not None:
+        from ..bootstrap import block_codes
+        block_codes(runs, args.block)  # bad --block fails before the fit
+    result = fit(runs, method=args.method, fix=fixed, **method_options(args))
+    if args.bootstrap is not None:
+        from ..bootstrap import block_bootstrap
+        boot = block_bootstrap(runs, spec=LawSpec(fixed=fixed), n=args.bootstrap,
+                               block=args.block, seed=args.seed, n_jobs=args.n_jobs,
+                               progress=progress, method=args.method, point=result)
+        result = boot.attach(result)
+        print(result.summary())
+        print()
+        print(boot.summary())
+    else:
+        print(result.summary())
+    if result.method == "lsq":
+        from ..fit.lsq import lsq_report
+        print()
+        print(lsq_report(result))
     if args.json:
         write_json(args.json, result.to_json())
         print(f"\nwrote {args.json}")

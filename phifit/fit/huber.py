@@ -220,8 +220,8 @@ def weighted_huber(res: np.ndarray, weights: np.ndarray, delta: float) -> np.nda
 
 def batched_weighted_lm(model, x0: np.ndarray, y: np.ndarray, weights: np.ndarray,
                         lower: np.ndarray, upper: np.ndarray, *, delta: float = DELTA,
-                        max_iter: int = 300, tol: float = 1e-13, switch_rtol: float = 1e-6,
-                        near_curvature: float = 1e-2) -> BatchedLM:
+                        max_iter: int = 300, tol: float = 1e-13, atol: float = 1e-26,
+                        switch_rtol: float = 1e-6, near_curvature: float = 1e-2) -> BatchedLM:
     """Projected Levenberg-Marquardt on many (start, weighting) pairs at once.
 
     Minimises, separately for every row s,
@@ -229,7 +229,7 @@ def batched_weighted_lm(model, x0: np.ndarray, y: np.ndarray, weights: np.ndarra
         F_s(x) = sum_i w_si Huber_delta(f_i(x) - y_i)     (delta = inf: least squares)
 
     inside the box [lower, upper].  ``model(x)`` maps x (m, k) to predictions (m, n)
-    and their Jacobian (m, n, k).  Each iteration solves
+    and their *transposed* Jacobian (m, k, n).  Each iteration solves
 
         (H + lam diag(H)) step = -g,   g = sum_i w_i psi(res_i) J_i,
         H = sum_i w_i omega_i J_i J_i^T,
@@ -245,10 +245,11 @@ def batched_weighted_lm(model, x0: np.ndarray, y: np.ndarray, weights: np.ndarra
 
     A row stops as ``converged`` once the predicted decrease of the projected gradient
     g_p (components pushing out of the box at an active bound set to 0),
-    g_p^T H^-1 g_p / 2, is below ``tol * F`` (relative: the objective is ~1e-4 and its
-    gradients tiny, so absolute tolerances mean nothing).  It stops unconverged when no
-    step improves F even at maximal damping (lam = 1e10) while the predicted decrease is
-    still above ``1e3 * tol * F``, or after ``max_iter`` iterations.  Rows leave the
+    g_p^T H^-1 g_p / 2, is below ``tol * F + atol * sum_i w_i`` (relative: the objective
+    is ~1e-4 and its gradients tiny; the small absolute part only matters for an exact,
+    noise-free fit, F ~ 0).  It stops unconverged when no step improves F even at maximal
+    damping (lam = 1e10) while the predicted decrease is still above 1e3 times that
+    threshold, or after ``max_iter`` iterations.  Rows leave the
     computation as they stop, so the cost falls as they finish.
     """
     x = np.clip(np.array(x0, dtype=float, copy=True), lower, upper)
@@ -260,7 +261,7 @@ def batched_weighted_lm(model, x0: np.ndarray, y: np.ndarray, weights: np.ndarra
     finite_delta = bool(np.isfinite(delta))
 
     def evaluate(xs, ws, curv):
-        pred, jac = model(xs)
+        pred, jac_t = model(xs)
         res = pred - y
         if finite_delta:
             ares = np.abs(res)
@@ -271,8 +272,8 @@ def batched_weighted_lm(model, x0: np.ndarray, y: np.ndarray, weights: np.ndarra
         else:
             obj = (ws * 0.5 * res * res).sum(-1)
             psi, omega = res, 1.0
-        grad = np.einsum("snk,sn->sk", jac, ws * psi)
-        hess = np.matmul((jac * (ws * omega)[..., None]).transpose(0, 2, 1), jac)
+        grad = np.matmul(jac_t, (ws * psi)[..., None])[..., 0]
+        hess = np.matmul(jac_t * (ws * omega)[..., None, :], np.swapaxes(jac_t, -1, -2))
         return obj, grad, hess
 
     def decrement(xs, grad, hess):
@@ -287,31 +288,33 @@ def batched_weighted_lm(model, x0: np.ndarray, y: np.ndarray, weights: np.ndarra
         return 0.5 * np.abs(np.einsum("sk,sk->s", gp, sol))
 
     curv = np.ones(m)
+    floor = atol * weights.sum(-1)
     obj, grad_a, hess_a = evaluate(x, weights, curv)
     converged = np.zeros(m, dtype=bool)
     n_iter = np.full(m, max_iter)
     idx = np.flatnonzero(np.isfinite(obj))
     n_iter[~np.isfinite(obj)] = 0
-    xa, wa, obj_a, curv = x[idx], weights[idx], obj[idx], curv[idx]
+    xa, wa, obj_a, curv, floor = x[idx], weights[idx], obj[idx], curv[idx], floor[idx]
     grad_a, hess_a = grad_a[idx], hess_a[idx]
     lam = np.full(len(idx), 1e-3)
     for it in range(max_iter):
         if len(idx) == 0:
             break
         dec = decrement(xa, grad_a, hess_a)
-        near = dec <= tol * obj_a
+        threshold = tol * obj_a + floor
+        near = dec <= threshold
         switch = (curv > near_curvature) & ((dec <= switch_rtol * obj_a) | (lam >= 1e10))
         near &= ~switch
         stuck = (lam >= 1e10) & ~switch
-        done = near | (stuck & (dec <= 1e3 * tol * obj_a))
+        done = near | (stuck & (dec <= 1e3 * threshold))
         stop = done | stuck
         if stop.any():
             x[idx[stop]], obj[idx[stop]] = xa[stop], obj_a[stop]
             converged[idx[done]] = True
             n_iter[idx[stop]] = it
             keep = ~stop
-            idx, xa, wa, obj_a, lam, curv = (idx[keep], xa[keep], wa[keep], obj_a[keep],
-                                              lam[keep], curv[keep])
+            idx, xa, wa, obj_a, lam, curv, floor = (idx[keep], xa[keep], wa[keep], obj_a[keep],
+                                                     lam[keep], curv[keep], floor[keep])
             grad_a, hess_a, switch = grad_a[keep], hess_a[keep], switch[keep]
             if len(idx) == 0:
                 break
@@ -339,12 +342,14 @@ def batched_weighted_lm(model, x0: np.ndarray, y: np.ndarray, weights: np.ndarra
 def law_model(spec: LawSpec, design):
     """``model(x)`` for :func:`batched_weighted_lm`: the joint law on ``design`` under ``spec``.
 
-    Returns predicted log-loss (m, n) and its Jacobian over the free coordinates (m, n, k).
+    Returns predicted log-loss (m, n) and its transposed Jacobian over the free
+    coordinates (m, k, n).
     """
     mask = spec.free_mask
+    all_free = bool(mask.all())
 
     def model(x):
-        pred, jac = log_loss_and_jacobian(spec.full_theta(x), design)
-        return pred, jac[..., mask]
+        pred, jac_t = log_loss_and_jacobian_t(spec.full_theta(x), design)
+        return pred, (jac_t if all_free else jac_t[..., mask, :])
 
     return model

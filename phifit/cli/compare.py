@@ -1,0 +1,60 @@
+"""``phifit compare``: phi free against phi = 0, phi = 1 and any --fix, with a verdict.
+
+Prints each fit's R^2 and RMSE (raw nats), AIC, BIC and the likelihood-ratio test against
+the free fit (Gaussian on log-loss residuals, sigma profiled out), the leave-one-budget-out
+and largest-budget extrapolation RMSE, and a verdict line.  ``--json OUT`` writes
+``fits: {"free": ..., "phi=0": ..., "phi=1": ...}`` (each a fit JSON plus ``aic, bic,
+lr_stat, lr_p_value, cv_rmse``) and ``verdict``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ._common import (
+    add_runs_argument,
+    check_output_file,
+    load_runs_from_args,
+    parse_fix,
+    write_json,
+)
+
+DEFAULT_FIXES = ({"phi": 0.0}, {"phi": 1.0})
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="phi free vs phi = 0 and phi = 1: tests, AIC/BIC, "
+                                       "out-of-sample error, verdict",
+                       description="Fit phi free, phi = 0, phi = 1 (and each --fix) and compare.")
+    add_runs_argument(p)
+    p.add_argument("--fix", action="append", metavar="NAME=VALUE[,NAME=VALUE]",
+                   help="an extra restricted fit, e.g. --fix phi=0.5 (repeatable; each occurrence "
+                        "is one restriction; phi = 0 and phi = 1 are always included)")
+    p.add_argument("--method", choices=("huber", "lsq"), default="huber",
+                   help="huber (the study's objective) or lsq (least squares on log-loss)")
+    p.add_argument("--starts", type=int, default=500, help="random starts per fit (default 500)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the starts (default 0)")
+    p.add_argument("--no-cv", action="store_true",
+                   help="skip the out-of-sample errors (leave-one-budget-out, extrapolation)")
+    p.add_argument("--json", metavar="OUT", help="write the comparison as JSON")
+    p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..compare import compare_fits
+
+    if args.starts < 1:
+        raise ValueError(f"--starts must be >= 1, got {args.starts}")
+    fixes = list(DEFAULT_FIXES) + [parse_fix([item]) for item in (args.fix or [])]
+    if args.json:
+        check_output_file(args.json, args.force)
+    runs = load_runs_from_args(args)
+    comparison = compare_fits(runs, fixes=fixes, method=args.method, seed=args.seed,
+                              cv=not args.no_cv, n_starts=args.starts)
+    print(comparison.summary())
+    if args.json:
+        write_json(args.json, json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
+        print(f"\nwrote {args.json}")
+    return 0

@@ -1,0 +1,162 @@
+"""Restricted fits, likelihood-ratio tests, information criteria, out-of-sample error."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from conftest import paper_table
+from scipy import stats
+
+from phifit.cli import main
+from phifit.compare import Comparison, compare_fits, gaussian_log_lik
+from phifit.law import log_loss
+from phifit.runs import table_from_frame
+from phifit.simulate import simulate
+
+STARTS = 100  # enough for this well-posed problem; keeps the suite fast
+
+
+@pytest.fixture(scope="module")
+def study_like():
+    """phi = 0.46 with the study's noise level (R^2 ~ 0.997)."""
+    runs = paper_table(noise=0.004, seed=21, phi=0.46)
+    return runs, compare_fits(runs, n_starts=STARTS)
+
+
+def test_gaussian_log_likelihood_with_sigma_profiled_out():
+    e = np.random.default_rng(0).normal(0, 0.01, 50)
+    ll, rss = gaussian_log_lik(e)
+    sigma = math.sqrt(np.sum(e**2) / 50)
+    assert rss == pytest.approx(np.sum(e**2))
+    assert ll == pytest.approx(np.sum(stats.norm.logpdf(e, scale=sigma)), rel=1e-12)
+    assert gaussian_log_lik(np.zeros(5))[0] == math.inf
+
+
+def test_rejects_phi_0_and_1_when_phi_is_046(study_like):
+    """Acceptance 3, first half."""
+    _, cmp = study_like
+    assert set(cmp.fits) == {"free", "phi=0", "phi=1"}
+    assert cmp.stats["phi=0"].rejected and cmp.stats["phi=1"].rejected
+    assert cmp.verdict.startswith("phi = 0 and phi = 1 are both rejected:")
+    assert cmp.fits["free"].phi == pytest.approx(0.46, abs=0.06)
+    for label in ("phi=0", "phi=1"):
+        st = cmp.stats[label]
+        assert st.lr_p_value < 1e-6 and st.lr_df == 1 and st.lr_reference == "chi2(1)"
+        assert st.cv_rmse > cmp.stats["free"].cv_rmse
+        assert st.aic > cmp.stats["free"].aic and st.bic > cmp.stats["free"].bic
+    assert cmp.stats["free"].r2 > cmp.stats["phi=0"].r2 > cmp.stats["phi=1"].r2
+
+
+def test_does_not_reject_phi_0_when_phi_is_0():
+    """Acceptance 3, second half.  The test has 5% size, so any one table is rejected with
+    probability ~0.05 (e.g. seed 22 of paper_table: phi_hat = -0.15, p = 7e-6); over five
+    tables (seeds 0-4) at least four must keep phi = 0 (a 2% chance to fail by luck)."""
+    kept = 0
+    for seed in range(5):
+        runs = paper_table(noise=0.004, seed=seed, phi=0.0)
+        cmp = compare_fits(runs, n_starts=STARTS)
+        assert cmp.stats["phi=1"].rejected
+        if not cmp.stats["phi=0"].rejected:
+            kept += 1
+            assert cmp.verdict.startswith("phi = 1 is rejected")
+            assert "phi = 0 is not rejected" in cmp.verdict
+    assert kept >= 4
+
+
+def test_statistics_follow_their_definitions(study_like):
+    runs, cmp = study_like
+    n = len(runs)
+    free, r0 = cmp.stats["free"], cmp.stats["phi=0"]
+    for label, st in cmp.stats.items():
+        e = runs.log_loss - log_loss(cmp.fits[label].theta, runs.design)
+        assert st.rss_log == pytest.approx(np.sum(e**2))
+        k = 7 if label == "free" else 6
+        assert st.n_params == k
+        assert st.aic == pytest.approx(-2 * st.log_lik + 2 * k)
+        assert st.bic == pytest.approx(-2 * st.log_lik + k * math.log(n))
+    assert r0.lr_stat == pytest.approx(n * math.log(r0.rss_log / free.rss_log))
+    assert r0.lr_p_value == pytest.approx(stats.chi2.sf(r0.lr_stat, 1))
+    # leave-one-budget-out RMSE pools the held-out budgets run by run
+    counts = runs.frame.groupby("budget").size()
+    pooled = sum(counts[float(b)] * v**2 for b, v in free.cv_rmse_by_budget.items()) / n
+    assert free.cv_rmse == pytest.approx(math.sqrt(pooled))
+    assert free.extrap_budget == str(max(runs.frame["budget"]))
+
+
+def test_json_contract_round_trips(study_like, tmp_path):
+    _, cmp = study_like
+    data = json.loads(json.dumps(cmp.to_dict(), allow_nan=False))
+    assert set(data["fits"]) == {"free", "phi=0", "phi=1"} and data["verdict"] == cmp.verdict
+    for entry in data["fits"].values():
+        for key in ("params", "r2", "rmse", "objective", "aic", "bic", "lr_stat", "lr_p_value",
+                    "cv_rmse"):
+            assert key in entry
+    assert data["fits"]["free"]["lr_stat"] is None
+    again = Comparison.from_dict(data)
+    assert again.verdict == cmp.verdict
+    assert again.stats["phi=1"].lr_p_value == pytest.approx(cmp.stats["phi=1"].lr_p_value)
+    assert "Verdict:" in cmp.summary() and "sigma profiled out" in cmp.summary()
+
+
+def test_restriction_at_a_bound_uses_the_mixture():
+    runs = paper_table(noise=0.004, seed=23)
+    cmp = compare_fits(runs, fixes=({"phi": 3.0},), cv=False, n_starts=STARTS)
+    st = cmp.stats["phi=3"]
+    assert st.lr_reference == "0.5 chi2(0) + 0.5 chi2(1)"
+    assert st.lr_p_value == pytest.approx(0.5 * stats.chi2.sf(st.lr_stat, 1))
+    assert any("bound of its box" in n for n in st.notes)
+
+
+def test_without_budgets_the_test_alone_decides():
+    frame = simulate("paper", noise=0.004, seed=24).drop(columns=["budget"])
+    cmp = compare_fits(table_from_frame(frame), n_starts=STARTS)
+    assert cmp.stats["free"].cv_rmse is None and cmp.stats["phi=0"].rejected
+    assert "likelihood-ratio test alone" in cmp.verdict
+    assert any("no 'budget' column" in n for n in cmp.notes)
+
+
+def test_lsq_method_and_extra_restrictions():
+    runs = paper_table(noise=0.004, seed=25)
+    cmp = compare_fits(runs, fixes=({"phi": 0.0}, {"phi": 0.5, "E": 1.6}), method="lsq",
+                       cv=False, n_starts=STARTS)
+    assert set(cmp.fits) == {"free", "phi=0", "phi=0.5,E=1.6"}
+    assert cmp.stats["phi=0.5,E=1.6"].lr_df == 2
+    assert all(f.method == "lsq" for f in cmp.fits.values())
+    # least squares is the Gaussian ML fit: restricted log-RSS can never beat the free one
+    assert all(st.rss_log >= cmp.stats["free"].rss_log * (1 - 1e-9) for st in cmp.stats.values())
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"method": "bayes"}, "unknown method 'bayes'"),
+    ({"fixes": ({"gamma": 1.0},)}, "unknown parameter 'gamma'"),
+    ({"fixes": ({},)}, "non-empty mapping"),
+    ({"fixes": ()}, "at least one restriction"),
+])
+def test_bad_arguments(paper_clean, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        compare_fits(paper_clean, **kwargs)
+
+
+def test_phi_restrictions_need_identifiable_phi(paper_clean):
+    r1 = table_from_frame(paper_clean.frame[paper_clean.frame.r == 1])
+    with pytest.raises(ValueError, match="phi is not identifiable"):
+        compare_fits(r1)
+
+
+def test_cli_compare(tmp_path, capsys):
+    runs, out = tmp_path / "runs.csv", tmp_path / "cmp.json"
+    assert main(["simulate", "--noise", "0.004", "--seed", "3", "--out", str(runs)]) == 0
+    assert main(["compare", str(runs), "--fix", "phi=0.5", "--starts", "50", "--no-cv",
+                 "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Verdict: phi = 0, phi = 1 and phi = 0.5 are all rejected" in text or (
+        "Verdict: phi = 0 and phi = 1 are both rejected" in text
+        and "phi = 0.5 is not rejected" in text)
+    data = json.loads(out.read_text())
+    assert data["generator"] == "phifit" and set(data["fits"]) == {"free", "phi=0", "phi=1",
+                                                                    "phi=0.5"}
+    assert main(["compare", str(runs), "--fix", "gamma=1"]) == 2
+    assert "unknown parameter 'gamma'" in capsys.readouterr().err

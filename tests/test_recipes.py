@@ -1,0 +1,160 @@
+"""Delta-phi between recipes: paired block bootstrap, borrowed r = 1, same budgets, joint fit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from phifit.cli import main
+from phifit.law import REFERENCE_PARAMS
+from phifit.recipes import compare_recipes, paired_block_weights
+from phifit.runs import table_from_frame
+from phifit.simulate import simulate
+
+NOISE = 0.005
+BOOT = 300
+
+
+def two_recipes(phi_base: float, phi_var: float, *, seed: int = 0, variant_r1: bool = False,
+                variant_budgets: int | None = None) -> pd.DataFrame:
+    """A baseline on the paper design and a variant that reruns r > 1 (and r = 1 if asked),
+    optionally only on its ``variant_budgets`` lowest budgets, as the study's probes do."""
+    base = simulate("paper", params={**REFERENCE_PARAMS, "phi": phi_base}, noise=NOISE,
+                    seed=seed)
+    base["variant"] = "baseline"
+    var = simulate("paper", params={**REFERENCE_PARAMS, "phi": phi_var}, noise=NOISE,
+                   seed=seed + 1000)
+    var["variant"] = "probe"
+    var["run_id"] = var["run_id"] + "_probe"
+    if not variant_r1:
+        var = var[var.r > 1]
+    if variant_budgets is not None:
+        keep = sorted(var.budget.unique())[:variant_budgets]
+        var = var[var.budget.isin(keep)]
+    return pd.concat([base, var], ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def different():
+    """Acceptance 4: phi 0.45 vs 0.65 on the same design (variant borrows r = 1)."""
+    runs = table_from_frame(two_recipes(0.45, 0.65, seed=1))
+    return compare_recipes(runs, n_boot=BOOT, seed=0, n_jobs=1, n_starts=200)
+
+
+def test_delta_phi_interval_excludes_0_and_covers_the_truth(different):
+    d = different.delta_phi["probe"]
+    lo, hi = d["ci"]
+    assert lo > 0 and lo <= 0.2 <= hi
+    assert d["p_value"] < 0.05 and d["n_failed"] == 0
+    assert d["estimate"] == pytest.approx(d["variant_phi"] - d["baseline_phi"])
+    assert d["ci_bca"][0] > 0
+    assert different.fits["probe"].phi == pytest.approx(0.65, abs=0.06)
+
+
+def test_equal_phi_interval_covers_0():
+    runs = table_from_frame(two_recipes(0.46, 0.46, seed=2))
+    rc = compare_recipes(runs, n_boot=BOOT, seed=0, n_jobs=1, n_starts=200)
+    d = rc.delta_phi["probe"]
+    assert d["ci"][0] <= 0 <= d["ci"][1] and d["p_value"] > 0.05
+    assert rc.joint.lr_p_value > 0.05 and "not rejected" in rc.joint.verdict
+
+
+def test_variant_without_r1_borrows_the_baselines(different):
+    d = different.delta_phi["probe"]
+    assert d["borrowed_r1"] == 29 and d["n_runs_variant"] == 87 + 29
+    assert different.fits["probe"].n_runs == 116
+    assert any("borrowed the baseline's 29 r = 1 runs" in n for n in different.notes)
+
+
+def test_baseline_is_refit_on_the_variants_budgets():
+    """The study's lesson: Delta-phi uses the baseline refit on the same budgets."""
+    runs = table_from_frame(two_recipes(0.45, 0.45, seed=3, variant_budgets=4))
+    rc = compare_recipes(runs, baseline="baseline", n_boot=0, n_starts=200, joint=False)
+    refit = rc.baseline_refits["probe"]
+    assert refit.n_runs == 80 and rc.fits["baseline"].n_runs == 116
+    d = rc.delta_phi["probe"]
+    assert d["baseline_phi"] == refit.phi != rc.fits["baseline"].phi
+    assert d["estimate"] == pytest.approx(rc.fits["probe"].phi - refit.phi)
+    assert len(d["budgets"]) == 4 and d["ci"] is None and d["p_value"] is None
+    assert "refitted on the same budgets" in rc.summary()
+
+
+def test_paired_weights_move_shared_cells_together():
+    runs = table_from_frame(two_recipes(0.45, 0.65, seed=4))
+    frame = runs.frame
+    base = table_from_frame(frame[frame.variant == "baseline"])
+    probe = table_from_frame(pd.concat([frame[frame.variant == "probe"],
+                                        frame[(frame.variant == "baseline") & (frame.r == 1)]]))
+    (wv, wb), (jv, jb) = paired_block_weights([probe, base], ["budget", "r"], 200,
+                                              np.random.default_rng(0))
+    assert wv.shape == (200, len(probe)) and wb.shape == (200, len(base))
+    # the same cell gets the same count in both recipes (shared r = 1 runs included)
+    key_v = list(zip(probe.frame.budget, probe.frame.r))
+    key_b = list(zip(base.frame.budget, base.frame.r))
+    for i, kv in enumerate(key_v):
+        j = key_b.index(kv)
+        np.testing.assert_array_equal(wv[:, i], wb[:, j])
+    # 24 cells in the union, 24 draws per replicate; the jackknife deletes one cell
+    counts = {}
+    for k, w in zip(key_b, wb.T):
+        counts[k] = w
+    assert np.all(np.sum(list(counts.values()), axis=0) == 24)
+    assert jv.shape[0] == 24 and np.all(jb.sum(axis=0) == 23)
+
+
+def test_joint_fit_with_a_phi_per_recipe(different):
+    j = different.joint
+    assert set(j.phi) == {"baseline", "probe"}
+    assert j.phi["probe"] - j.phi["baseline"] == pytest.approx(0.2, abs=0.07)
+    assert j.delta_phi["probe"] == pytest.approx(j.phi["probe"] - j.phi["baseline"])
+    assert j.lr_df == 1 and j.lr_p_value < 1e-6 and j.aic < j.shared_aic
+    assert j.n_runs == 116 + 87  # borrowed r = 1 runs enter once
+    assert j.r2 > j.shared.r2 and "rejected" in j.verdict
+
+
+def test_result_round_trips_through_json(different):
+    from phifit.recipes import RecipeComparison
+    data = json.loads(json.dumps(different.to_dict(), allow_nan=False))
+    again = RecipeComparison.from_dict(data)
+    assert again.delta_phi == data["delta_phi"]
+    assert again.joint.phi == different.joint.phi
+    assert again.fits["probe"].params == different.fits["probe"].params
+    assert again.summary() == different.summary()
+
+
+def test_json_contract_via_cli(tmp_path, capsys):
+    csv, out = tmp_path / "runs.csv", tmp_path / "recipes.json"
+    two_recipes(0.45, 0.65, seed=5).to_csv(csv, index=False)
+    assert main(["fit", str(csv), "--by", "variant", "--baseline", "baseline", "--bootstrap",
+                 "40", "--starts", "100", "--quiet", "--json", str(out)]) == 0
+    assert "Delta-phi" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert set(data["fits"]) == {"baseline", "probe"}
+    assert data["fits"]["probe"]["method"] == "huber"
+    d = data["delta_phi"]["probe"]
+    assert set(d) >= {"estimate", "ci", "p_value"} and len(d["ci"]) == 2
+    assert data["generator"] == "phifit"
+    assert main(["fit", str(csv), "--by", "variant", "--baseline", "nope"]) == 2
+    assert "baseline 'nope' is not a value of 'variant'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"by": "nope"}, "no column 'nope'"),
+    ({"baseline": "x"}, "baseline 'x' is not a value"),
+    ({"n_boot": 1}, "n_boot must be 0"),
+    ({"method": "bayes"}, "unknown method 'bayes'"),
+])
+def test_bad_arguments(kwargs, message):
+    runs = table_from_frame(two_recipes(0.45, 0.65, seed=6))
+    with pytest.raises(ValueError, match=message):
+        compare_recipes(runs, **kwargs)
+
+
+def test_single_recipe_is_refused():
+    frame = simulate("paper")
+    frame["variant"] = "only"
+    with pytest.raises(ValueError, match="single value"):
+        compare_recipes(table_from_frame(frame))
