@@ -1,0 +1,297 @@
+"""The report folder: files, content, folder safety, the CLIs, and a real browser rendering."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import paper_table
+
+from phifit.cli import main
+from phifit.report import ReportOptions, build_report, check_report_dir
+from phifit.runs import table_from_frame
+from phifit.simulate import simulate
+
+SECTIONS = ("data", "law", "isoflop", "frontier", "bootstrap", "comparison", "residuals",
+            "influence", "equivalence", "files")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rep") / "paper"
+    runs = paper_table(noise=0.004, seed=1)
+    files = build_report(runs, out, options=ReportOptions(n_boot=100, n_starts=200))
+    return out, files
+
+
+def test_every_file_is_written(report):
+    out, files = report
+    assert (out / "index.html").is_file() and (out / "results.json").is_file()
+    names = set(files.figures)
+    # comparison needs phifit.compare; all the others come from this package's own modules
+    assert {"isoflop", "frontier", "bootstrap_phi", "residuals", "influence",
+            "phi_profile"} <= names
+    for name in names:
+        for ext in ("png", "svg"):
+            path = out / "figures" / f"{name}.{ext}"
+            assert path.is_file() and path.stat().st_size > 5000, path
+        assert (out / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert b"<svg" in (out / "figures" / f"{name}.svg").read_bytes()[:2000]
+    listed = json.loads((out / "results.json").read_text())["files"]
+    assert sorted(listed) == sorted(files.files)
+    assert all((out / f).is_file() for f in listed)
+
+
+def test_results_json_holds_the_numbers(report):
+    out, _ = report
+    data = json.loads((out / "results.json").read_text())
+    assert data["generator"] == "phifit" and data["kind"] == "report"
+    fit = data["fit"]
+    assert fit["n_runs"] == 116 and 0.40 < fit["params"]["phi"] < 0.52
+    lo, hi = fit["ci"]["phi"]
+    assert lo < fit["params"]["phi"] < hi
+    assert data["bootstrap"]["n"] == 100 and len(data["bootstrap"]["phi_draws"]) == 100
+    d = data["diagnostics"]
+    assert [g["group"] for g in d["residuals"]["by_r"]] == [1, 2, 4, 8]
+    assert len(d["influence"]["runs"]) == 116
+    fr = data["derived"]["frontier"]
+    assert set(fr["gap"]) == {"2", "4", "8"} and len(fr["gap_interval"]["8"]) == 6
+    assert data["derived"]["parabola_minima"]["cells"]
+    assert len(data["derived"]["equivalence"]["rows"]) == 33
+    ex = data["derived"]["paper_example"]["with_injection"]
+    assert ex["n_unique"] == pytest.approx(1e9 * 98 / 240)
+
+
+def test_html_is_self_contained(report):
+    out, files = report
+    html = (out / "index.html").read_text()
+    for section in SECTIONS:
+        assert f'<section id="{section}">' in html, section
+    imgs = re.findall(r'<img src="([^"]+)"', html)
+    assert len(imgs) == len(files.figures)
+    assert all(src.startswith("data:image/png;base64,") for src in imgs)
+    assert "<script" not in html and "http://" not in html and "https://" not in html
+    assert "Table 7" in html and "parabola minima" in html and "Equivalent sizes" in html
+
+
+def test_folder_safety(tmp_path, report):
+    stranger = tmp_path / "notes"
+    stranger.mkdir()
+    (stranger / "todo.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="holds no phifit report"):
+        check_report_dir(stranger)
+    check_report_dir(stranger, force=True)
+    check_report_dir(tmp_path / "new")
+    with pytest.raises(NotADirectoryError, match="does not exist"):
+        check_report_dir(tmp_path / "no" / "such" / "dir")
+    out, _ = report
+    check_report_dir(out)  # a previous phifit report may be replaced
+    (stranger / "results.json").write_text(json.dumps({"generator": "someone else"}))
+    with pytest.raises(FileExistsError):
+        check_report_dir(stranger)
+
+
+def test_cli_report_rewrites_a_previous_report_and_refuses_strangers(tmp_path, capsys, report):
+    csv = tmp_path / "runs.csv"
+    frame = simulate("paper", noise=0.004, seed=7)
+    frame[frame["budget"] <= 1e18].to_csv(csv, index=False)  # 36 runs: a quick report
+    out = tmp_path / "rep"
+    shutil.copytree(report[0], out)  # a previous phifit report, with a stale figure listed
+    stale = out / "figures" / "posterior.png"
+    data = json.loads((out / "results.json").read_text())
+    data["files"].append("figures/posterior.png")
+    (out / "results.json").write_text(json.dumps(data))
+    stale.write_bytes(b"old")
+    (out / "figures" / "mine.png").write_bytes(b"not listed: kept")
+    args = ["report", str(csv), "--out", str(out), "--bootstrap", "20", "--starts", "50"]
+    assert main(args) == 0
+    assert "phi = " in capsys.readouterr().out
+    assert not stale.exists() and (out / "figures" / "mine.png").exists()
+    assert json.loads((out / "results.json").read_text())["fit"]["n_runs"] == 36
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x.txt").write_text("x")
+    assert main(["report", str(csv), "--out", str(tmp_path / "other")]) == 2
+    assert "holds no phifit report" in capsys.readouterr().err
+    assert main(["report", str(csv), "--out", str(out), "--bootstrap", "1"]) == 2
+    assert "bootstrap replicates must be 0" in capsys.readouterr().err
+
+
+def test_cli_equiv_reproduces_the_study_example(tmp_path, capsys):
+    assert main(["equiv", "--reference", "--r", "4", "--n-once", "200M", "--n-rec", "200M"]) == 0
+    text = capsys.readouterr().out
+    assert "578M" in text and "400M" in text and "1B" in text
+    out = tmp_path / "eq.json"
+    assert main(["equiv", "--reference", "--r", "4", "--n-once", "200e6", "--n-rec", "208.333M",
+                 "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["generator"] == "phifit"
+    assert float(f"{data['n_unique']:.2g}") == 4.1e8
+    assert float(f"{data['paper_example']['blocks_only']['n_eff']:.2g}") == 5.8e8
+    lo, hi = data["n_eff_interval"]
+    assert 2e8 + 4**0.41 * 208.333e6 == pytest.approx(lo, rel=1e-6)
+    assert 2e8 + 4**0.53 * 208.333e6 == pytest.approx(hi, rel=1e-6)
+    with pytest.raises(SystemExit) as exit_info:  # argparse rejects it: usage error, code 2
+        main(["equiv", "--phi", "0.5", "--r", "4", "--n-once", "lots", "--n-rec", "1"])
+    assert exit_info.value.code == 2
+    assert "expected a count such as" in capsys.readouterr().err
+    assert main(["equiv", "--phi", "0.5", "--r", "0", "--n-once", "1", "--n-rec", "1"]) == 2
+    assert "--r must be" in capsys.readouterr().err
+
+
+def test_cli_equiv_from_a_fit_json_and_from_runs(tmp_path, capsys):
+    csv = tmp_path / "runs.csv"
+    simulate("paper", noise=0.004, seed=7).to_csv(csv, index=False)
+    fit_json = tmp_path / "fit.json"
+    assert main(["fit", str(csv), "--json", str(fit_json)]) == 0
+    capsys.readouterr()
+    assert main(["equiv", "--fit", str(fit_json), "--r", "8", "--n-once", "50M",
+                 "--n-rec", "20M"]) == 0
+    assert "no bootstrap interval saved" in capsys.readouterr().out
+    out = tmp_path / "eq.json"
+    assert main(["equiv", "--runs", str(csv), "--bootstrap", "40", "--r", "8", "--n-once", "50M",
+                 "--n-rec", "20M", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["n_draws"] == 40 and data["n_eff_interval"][0] < data["n_eff"]
+
+
+def test_variant_table_gets_the_recipes_section_or_says_why(tmp_path):
+    base = simulate("paper", noise=0.003, seed=2)
+    base = base[base["budget"] <= 2.15e18].copy()
+    base["variant"] = "baseline"
+    other = simulate("paper", params={"phi": 0.6}, noise=0.003, seed=3)
+    other = other[(other["r"] > 1) & (other["budget"] <= 2.15e18)].copy()
+    other["variant"] = "hc"
+    other["run_id"] = other["run_id"] + "_hc"
+    import pandas as pd
+    runs = table_from_frame(pd.concat([base, other], ignore_index=True))
+    files = build_report(runs, tmp_path / "rep", options=ReportOptions(n_boot=20, n_starts=50))
+    data = json.loads((tmp_path / "rep" / "results.json").read_text())
+    html = (tmp_path / "rep" / "index.html").read_text()
+    try:
+        import phifit.recipes  # noqa: F401
+    except ImportError:
+        assert any("phifit.recipes is not available" in n for n in data["notes"])
+        assert data["fit"]["n_runs"] == len(runs)
+    else:
+        assert '<section id="recipes">' in html and "recipes" in files.figures
+        assert data["recipes"] is not None
+        assert data["fit"]["n_runs"] == 56  # the main sections analyse the baseline
+        d = data["recipes"]["delta_phi"]["hc"]
+        assert d["estimate"] == pytest.approx(0.6 - 0.459, abs=0.05)
+        assert "Δφ between recipes" in html
+
+
+# -- a real browser --------------------------------------------------------------------------
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return "/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None
+
+
+_CHECK = """<script>
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var broken = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); });
+  var pre = document.createElement('pre');
+  pre.id = 'phifit-imgcheck';
+  pre.textContent = JSON.stringify({total: imgs.length, broken: broken.length,
+    widths: imgs.map(function (i) { return i.naturalWidth; })});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def _browser(exe: str, page: Path, *extra: str) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory() as profile:
+        cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+               "--no-first-run", "--disable-background-networking", "--disable-component-update",
+               "--disable-sync", f"--user-data-dir={profile}", "--hide-scrollbars", *extra,
+               page.resolve().as_uri()]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+
+def _image_check(exe: str, html: str, folder: Path) -> dict:
+    page = folder / "check.html"
+    page.write_text(html.replace("</body>", _CHECK + "</body>"))
+    proc = _browser(exe, page, "--dump-dom", "--virtual-time-budget=10000")
+    found = re.search(r'<pre id="phifit-imgcheck">(.*?)</pre>', proc.stdout, re.S)
+    assert found, f"no image check in the DOM dump; stderr: {proc.stderr[-2000:]}"
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
+def test_report_renders_in_a_real_browser(report, tmp_path):
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no Chromium on this machine (CI installs Debian's 'chromium'; "
+                    "apt-get install -y chromium)")
+    from PIL import Image
+
+    out, files = report
+    html = (out / "index.html").read_text()
+    # every <img> decodes: the check itself flags a broken image (negative control)
+    broken = _image_check(exe, '<html><body><img src="data:image/png;base64,AAAA">'
+                          '<img src="missing.png"></body></html>', tmp_path)
+    assert broken == {"total": 2, "broken": 2, "widths": [0, 0]}
+    ok = _image_check(exe, html, out)
+    assert ok["total"] == len(files.figures) and ok["broken"] == 0
+    assert all(w >= 600 for w in ok["widths"])  # 150-dpi figures, natural width in pixels
+    (out / "check.html").unlink()
+
+    shot = tmp_path / "shot.png"
+    proc = _browser(exe, out / "index.html", f"--screenshot={shot}", "--window-size=1280,4000")
+    assert shot.is_file(), proc.stderr[-2000:]
+    img = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    assert img.shape[:2] == (4000, 1280)
+    non_white = (img.min(axis=2) < 235).mean()
+    colourful = ((img.max(axis=2) - img.min(axis=2)) > 80).mean()  # Okabe-Ito marks and lines
+    assert non_white > 0.05, f"page looks blank ({non_white:.3%} non-white)"
+    assert colourful > 0.005, f"no figure colours on the page ({colourful:.3%})"
+    # figures are drawn where the page shows them: the isoFLOP panels sit in the first 4000 px
+    rows = ((img.max(axis=2) - img.min(axis=2)) > 80).mean(axis=1)
+    assert (rows > 0.02).sum() > 300
+
+
+@pytest.mark.slow
+def test_bayes_section_with_posterior_file(tmp_path):
+    """--bayes adds the posterior figure, table and the netCDF posterior (compiles PyMC)."""
+    pytest.importorskip("phifit.fit.bayes")
+    runs = paper_table(noise=0.004, seed=1)
+    files = build_report(runs, tmp_path / "rep",
+                         options=ReportOptions(n_boot=20, n_starts=100, bayes=True))
+    data = json.loads((tmp_path / "rep" / "results.json").read_text())
+    assert "posterior" in files.figures and "posterior.nc" in files.files
+    assert (tmp_path / "rep" / "posterior.nc").stat().st_size > 10_000
+    lo, hi = data["bayes"]["ci"]["phi"]
+    assert lo < data["fit"]["params"]["phi"] < hi
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert '<section id="bayes">' in html and "95% HDI" in html
+
+
+def test_tables_without_phi_or_budgets_get_a_report_that_says_what_is_missing(tmp_path):
+    frame = simulate("paper", noise=0.004, seed=5)
+    plain = frame[frame["r"] == 1].drop(columns=["r", "n_rec", "budget"])  # non-looped
+    plain["n_once"] = frame.loc[frame["r"] == 1, "n_rec"] + frame.loc[frame["r"] == 1, "n_once"]
+    files = build_report(table_from_frame(plain), tmp_path / "plain",
+                         options=ReportOptions(n_boot=0, n_starts=100))
+    data = json.loads((tmp_path / "plain" / "results.json").read_text())
+    html = (tmp_path / "plain" / "index.html").read_text()
+    assert data["fit"]["params"]["phi"] is None
+    assert "phi_unidentifiable" in [w.get("kind") for w in data["warnings"]]
+    assert "influence" not in files.figures and "isoflop" not in files.figures
+    assert "No isoFLOP curves" in html and "No equivalence table" in html
+    labelled = frame.copy()
+    labelled["budget"] = labelled["budget"].map(lambda c: f"C{c:.0e}")  # labels, not FLOPs
+    files = build_report(table_from_frame(labelled), tmp_path / "labels",
+                         options=ReportOptions(n_boot=0, n_starts=100))
+    data = json.loads((tmp_path / "labels" / "results.json").read_text())
+    assert len(data["derived"]["frontier"]["budgets"]) == 6  # spread over the runs' compute
+    assert data["derived"]["parabola_minima"]["cells"] and "frontier" in files.figures
