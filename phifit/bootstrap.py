@@ -45,7 +45,7 @@ estimate itself scatters by ~25%, as any estimate of a tail quantile's error doe
 What the block bootstrap does not cover: anything systematic (the law's form), and
 training noise that no resampled block shows.
 
-Measured coverage (``benchmarks/coverage.py``: 200 tables simulated on the study's design
+Measured coverage (``benchmarks/bootstrap_coverage.py``: 200 tables simulated on the study's design
 with log-noise sd 0.004, R^2 ~ 0.997, 300 replicates each): the 95% percentile interval of
 phi covered the true phi in 91.0% (+/- 2.0%) of the tables with the default (budget, r)
 cells as blocks (BCa: 92.0%), and in 95.0% (+/- 1.5%) with single runs as blocks (a
@@ -541,7 +541,7 @@ class BootstrapResult:
             lines.append("    note: on simulated study-like tables the 95% percentile interval of "
                          "phi from (budget, r) cells")
             lines.append("    covered the truth in 91% of tables (95% with single-run blocks); "
-                         "see benchmarks/coverage.py")
+                         "see benchmarks/bootstrap_coverage.py")
         if "phi" in self.ci:
             lines.append("")
             lines.append(f"    share of replicates with phi <= 0: "

@@ -22,9 +22,10 @@ which of them vary and which are held fixed (phi = 0, phi = 1, or anything).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -209,24 +210,27 @@ def log_n_eff(phi, design: Design) -> np.ndarray:
                         + design.log_n_rec)
 
 
-def _terms(theta: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The three log-space terms u = (a - alpha log N_eff, b - beta log D, e), each (S, n)."""
-    theta = np.asarray(theta, dtype=float)
-    a, alpha, b, beta, e, phi = (theta[..., i] for i in range(6))
-    lne = log_n_eff(phi, design)
-    u1 = a[..., None] - alpha[..., None] * lne
-    u2 = b[..., None] - beta[..., None] * design.log_tokens
-    u3 = np.broadcast_to(e[..., None], u1.shape)
-    return u1, u2, u3
+def lse_log_loss(theta: Sequence[Any], design: Sequence[Any], *,
+                 logaddexp: Callable[[Any, Any], Any] = np.logaddexp) -> Any:
+    """The law itself: log L = LSE(a - alpha log N_eff, b - beta log D, e).
+
+    ``theta`` is the sequence (a, alpha, b, beta, e, phi) and ``design`` the sequence
+    (log N_once, log N_rec, log r, log D).  They may be NumPy arrays (broadcasting) or
+    PyTensor tensors with the matching ``logaddexp`` (``pytensor.tensor.logaddexp``):
+    the Bayesian model evaluates this same function, so the formula exists once.
+    log N_eff = logaddexp(log N_once, phi log r + log N_rec).
+    """
+    a, alpha, b, beta, e, phi = theta
+    log_n_once, log_n_rec, log_r, log_tokens = design
+    log_n_eff = logaddexp(log_n_once, phi * log_r + log_n_rec)
+    return logaddexp(logaddexp(a - alpha * log_n_eff, b - beta * log_tokens), e)
 
 
 def log_loss(theta: np.ndarray, design: Design) -> np.ndarray:
-    """Predicted log L = LSE(a - alpha log N_eff, b - beta log D, e).
-
-    ``theta`` is (6,) or (S, 6); the result is (n,) or (S, n).
-    """
-    u1, u2, u3 = _terms(theta, design)
-    return np.logaddexp(np.logaddexp(u1, u2), u3)
+    """Predicted log L for a design; ``theta`` is (6,) or (S, 6), the result (n,) or (S, n)."""
+    theta = np.asarray(theta, dtype=float)
+    return lse_log_loss([theta[..., i, None] for i in range(6)],
+                        (design.log_n_once, design.log_n_rec, design.log_r, design.log_tokens))
 
 
 def loss(theta: np.ndarray, design: Design) -> np.ndarray:

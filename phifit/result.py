@@ -183,7 +183,8 @@ class FitResult:
         if self.stderr:
             head += f" {'stderr':>10}"
         if self.ci:
-            head += f"   {'95% CI (percentile)':>24}"
+            kind = "95% HDI" if self.method == "bayes" else "95% CI (percentile)"
+            head += f"   {kind:>24}"
         if self.ci_bca:
             head += f"   {'95% CI (BCa)':>24}"
         lines.append(head)

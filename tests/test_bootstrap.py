@@ -289,7 +289,7 @@ def _coverage_table(index: int, replicates: int) -> tuple[float, list[float]]:
 def test_percentile_interval_coverage():
     """>= 200 study-like tables (noise sd 0.004, R^2 ~ 0.997): the 95% percentile
     interval of phi covers the truth in 90-98% of them.  Same tables, seeds and replicates
-    as ``benchmarks/coverage.py`` (which prints BCa, widths and more): measured 0.910."""
+    as ``benchmarks/bootstrap_coverage.py`` (which prints BCa, widths and more): measured 0.910."""
     from joblib import Parallel, delayed
     rows = Parallel(n_jobs=2)(delayed(_coverage_table)(i, 300) for i in range(200))
     truth = TRUTH["phi"]

@@ -71,3 +71,31 @@ def test_simulate_user_design(tmp_path):
     out = tmp_path / "sim.csv"
     assert main(["simulate", "--design", str(design), "--out", str(out), "--noise", "0.01"]) == 0
     assert out.read_text().count("\n") == 3
+
+
+def test_fit_and_compare_bayes_from_the_command_line(tmp_path, capsys):
+    """--method bayes reaches PyMC through the CLI (small sampler settings)."""
+    runs, out, post = tmp_path / "runs.csv", tmp_path / "fit.json", tmp_path / "post.nc"
+    main(["simulate", "--noise", "0.005", "--seed", "3", "--out", str(runs)])
+    small = ["--draws", "200", "--tune", "200", "--chains", "2", "--quiet"]
+    assert main(["fit", str(runs), "--method", "bayes", *small, "--json", str(out),
+                 "--save-posterior", str(post)]) == 0
+    assert "95% HDI" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["method"] == "bayes" and data["ci"]["phi"][0] < 0.459 < data["ci"]["phi"][1]
+    assert post.exists()
+    assert main(["fit", str(runs), "--method", "bayes", *small, "--save-posterior", str(post)]) == 0
+    notes = tmp_path / "notes.nc"
+    notes.write_text("mine")
+    assert main(["fit", str(runs), "--method", "bayes", *small, "--save-posterior", str(notes)]) == 2
+    assert notes.read_text() == "mine"
+    cmp_out = tmp_path / "cmp.json"
+    assert main(["compare", str(runs), "--method", "bayes", *small, "--json", str(cmp_out)]) == 0
+    assert json.loads(cmp_out.read_text())["preferred"] == "free"
+
+
+def test_save_posterior_needs_bayes(tmp_path, capsys):
+    runs = tmp_path / "runs.csv"
+    main(["simulate", "--out", str(runs)])
+    assert main(["fit", str(runs), "--save-posterior", str(tmp_path / "p.nc")]) == 2
+    assert "--save-posterior needs --method bayes" in capsys.readouterr().err

@@ -62,3 +62,42 @@ def write_json(path: str, text: str) -> None:
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text if text.endswith("\n") else text + "\n")
     os.replace(tmp, path)
+
+
+BAYES_SAMPLERS = ("auto", "nutpie", "pymc")
+
+
+def add_bayes_arguments(parser: argparse.ArgumentParser) -> None:
+    """Sampler settings of --method bayes (defaults: 4 chains x 1000 draws, 1000 tuning)."""
+    group = parser.add_argument_group("Bayesian fit (--method bayes)")
+    group.add_argument("--draws", type=int, default=1000, help="posterior draws per chain (default 1000)")
+    group.add_argument("--tune", type=int, default=1000, help="tuning steps per chain (default 1000)")
+    group.add_argument("--chains", type=int, default=4, help="chains (default 4)")
+    group.add_argument("--sampler", choices=BAYES_SAMPLERS, default="auto",
+                       help="NUTS implementation: nutpie when installed (auto), or PyMC's own")
+    group.add_argument("--target-accept", type=float, default=0.9, dest="target_accept",
+                       help="NUTS target acceptance rate (default 0.9)")
+
+
+def bayes_options(args: argparse.Namespace) -> dict:
+    """Keyword options of :func:`phifit.fit.bayes.fit_bayes` from parsed arguments."""
+    for name in ("draws", "tune", "chains"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if not 0 < args.target_accept < 1:
+        raise ValueError(f"--target-accept must be in (0, 1), got {args.target_accept}")
+    return {"draws": args.draws, "tune": args.tune, "chains": args.chains, "sampler": args.sampler,
+            "target_accept": args.target_accept, "seed": args.seed,
+            "progressbar": not getattr(args, "quiet", False)}
+
+
+def check_posterior_output(path: str, force: bool) -> None:
+    """Refuse to overwrite a file that is not a posterior phifit saved, unless --force."""
+    if os.path.exists(path) and not force:
+        from ..fit.bayes import load_posterior
+        try:
+            load_posterior(path)
+        except (ValueError, OSError):
+            raise FileExistsError(f"{path}: exists and is not a posterior phifit saved; choose "
+                                  f"another path or pass --force to overwrite it") from None
+    check_output_file(path, force=True)

@@ -13,7 +13,9 @@ import argparse
 import json
 
 from ._common import (
+    add_bayes_arguments,
     add_runs_argument,
+    bayes_options,
     check_output_file,
     load_runs_from_args,
     parse_fix,
@@ -31,14 +33,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fix", action="append", metavar="NAME=VALUE[,NAME=VALUE]",
                    help="an extra restricted fit, e.g. --fix phi=0.5 (repeatable; each occurrence "
                         "is one restriction; phi = 0 and phi = 1 are always included)")
-    p.add_argument("--method", choices=("huber", "lsq"), default="huber",
-                   help="huber (the study's objective) or lsq (least squares on log-loss)")
+    p.add_argument("--method", choices=("huber", "lsq", "bayes"), default="huber",
+                   help="huber (the study's objective), lsq (least squares on log-loss) or bayes "
+                        "(PSIS-LOO between posteriors)")
     p.add_argument("--starts", type=int, default=500, help="random starts per fit (default 500)")
     p.add_argument("--seed", type=int, default=0, help="seed of the starts (default 0)")
     p.add_argument("--no-cv", action="store_true",
                    help="skip the out-of-sample errors (leave-one-budget-out, extrapolation)")
     p.add_argument("--json", metavar="OUT", help="write the comparison as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_bayes_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -51,8 +56,12 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         check_output_file(args.json, args.force)
     runs = load_runs_from_args(args)
-    comparison = compare_fits(runs, fixes=fixes, method=args.method, seed=args.seed,
-                              cv=not args.no_cv, n_starts=args.starts)
+    if args.method == "bayes":
+        from ..bayes_compare import compare_loo
+        comparison = compare_loo(runs, fixes=fixes, **bayes_options(args))
+    else:
+        comparison = compare_fits(runs, fixes=fixes, method=args.method, seed=args.seed,
+                                  cv=not args.no_cv, n_starts=args.starts)
     print(comparison.summary())
     if args.json:
         write_json(args.json, json.dumps(comparison.to_dict(), indent=2, allow_nan=False))

@@ -21,8 +21,11 @@ import json
 from ..fit import METHODS, fit
 from ..law import LawSpec
 from ._common import (
+    add_bayes_arguments,
     add_runs_argument,
+    bayes_options,
     check_output_file,
+    check_posterior_output,
     load_runs_from_args,
     parse_fix,
     write_json,
@@ -53,11 +56,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "Delta-phi against --baseline")
     p.add_argument("--baseline", metavar="NAME", default=None,
                    help="with --by: the reference recipe (default 'baseline' or the first value)")
-    p.add_argument("--n-jobs", type=int, default=2, dest="n_jobs",
+    p.add_argument("--jobs", "--n-jobs", type=int, default=2, dest="n_jobs",
                    help="parallel workers for the bootstrap refits (default 2)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--json", metavar="OUT", help="write the result as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
+    add_bayes_arguments(p)
+    p.add_argument("--save-posterior", metavar="PATH.nc", default=None,
+                   help="with --method bayes: save the posterior (ArviZ netCDF)")
     p.set_defaults(func=run)
 
 
@@ -67,7 +73,7 @@ def method_options(args: argparse.Namespace) -> dict:
         if args.starts < 1:
             raise ValueError(f"--starts must be >= 1, got {args.starts}")
         return {"n_starts": args.starts, "seed": args.seed}
-    return {"seed": args.seed}
+    return {**bayes_options(args), "save": args.save_posterior}
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -82,6 +88,8 @@ def _check(args: argparse.Namespace) -> None:
     if (args.bootstrap is not None or args.by) and args.method not in BOOTSTRAP_METHODS:
         raise ValueError(f"--bootstrap and --by work with --method "
                          f"{' or '.join(BOOTSTRAP_METHODS)}, not {args.method}")
+    if args.save_posterior and args.method != "bayes":
+        raise ValueError("--save-posterior needs --method bayes")
     if args.by and args.fix:
         raise ValueError("--fix cannot be combined with --by (Delta-phi needs phi free)")
 
@@ -90,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     if args.json:
         check_output_file(args.json, args.force)
+    if args.save_posterior:
+        check_posterior_output(args.save_posterior, args.force)
     runs = load_runs_from_args(args)
     progress = not args.quiet
     if args.by:

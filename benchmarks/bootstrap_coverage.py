@@ -8,7 +8,7 @@ the Huber fit (500 starts), then a block bootstrap of the (budget, r) cells with
 true phi.  Prints the coverage (with its binomial standard error), the bias and RMSE of the
 phi estimate, the mean interval width, the failed replicates and the runtime.
 
-Run:  python benchmarks/coverage.py [--tables 200] [--replicates 300] [--noise 0.004]
+Run:  python benchmarks/bootstrap_coverage.py [--tables 200] [--replicates 300] [--noise 0.004]
                                     [--block budget,r | run] [--n-jobs 2]
 """
 

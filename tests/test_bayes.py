@@ -1,0 +1,458 @@
+"""Bayesian fit (phifit.fit.bayes), PSIS-LOO comparison (phifit.bayes_compare), caches.
+
+The maths first: the PyMC model's log-loss equals phifit.law.log_loss, and its full log
+density equals the documented posterior (priors on theta, Jacobian of the sampling
+coordinates, Student-t likelihood) evaluated independently with scipy.  Then the issue's
+acceptance points on the study's design simulated with phi = 0.46 and noise 0.005.
+
+One nutpie model is compiled per process and reused (data are swapped), so the first
+sampling test pays the compilation (~15-40 s on 2 cores) and the rest take seconds.
+Run the coverage study with ``pytest -m slow tests/test_bayes.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import paper_table
+from scipy import stats
+
+from phifit import LawSpec
+from phifit.cache import ENV_VAR, cache_dir, cache_root
+from phifit.fit import bayes as B
+from phifit.fit.huber import fit_huber
+from phifit.law import PARAM_NAMES, THETA_NAMES, log_loss, params_to_theta
+from phifit.result import FitResult
+from phifit.runs import table_from_frame
+from phifit.simulate import simulate
+
+SMALL = {"draws": 300, "tune": 300, "chains": 2, "progressbar": False}
+TRUE_PHI = 0.46
+
+
+@pytest.fixture(scope="module")
+def table():
+    """The acceptance table: paper design, phi = 0.46, noise sd 0.005 (log-loss)."""
+    return paper_table(noise=0.005, seed=1, phi=TRUE_PHI)
+
+
+@pytest.fixture(scope="module")
+def default_fit(table):
+    """The default fit (4 chains x 1000 draws after 1000 tuning steps, seed 0)."""
+    return B.sample_posterior(table, progressbar=False)
+
+
+@pytest.fixture(scope="module")
+def pymc_model(table):
+    data = B.model_data(table, LawSpec())
+    return data, B.build_model(data, LawSpec())
+
+
+def _compile(model, outs):
+    """A point function of the model's value variables (z, sigma_log__, nu_log__)."""
+    outs = model.replace_rvs_by_values(outs)
+    return model.compile_fn(outs, inputs=model.value_vars, point_fn=True, mode="FAST_COMPILE",
+                            on_unused_input="ignore")
+
+
+def _z_for(theta: np.ndarray, data: dict, spec: LawSpec | None = None) -> np.ndarray:
+    """Whitened coordinates z of the free part of ``theta``."""
+    spec = spec or LawSpec()
+    v = B.theta_to_v(theta, float(data["c_n"]), float(data["c_d"]), B.log_exponents(spec))
+    return np.linalg.solve(data["chol"], v[spec.free_mask] - data["centre"])
+
+
+# -- the law, written once -------------------------------------------------------------
+def test_lse_log_loss_numpy_equals_law(table):
+    rng = np.random.default_rng(3)
+    thetas = params_to_theta({"E": 1.6, "A": 30.0, "alpha": 0.2, "B": 900.0, "beta": 0.37,
+                              "phi": 0.46}) + rng.normal(0, 0.3, size=(20, 6))
+    d = table.design
+    got = B.lse_log_loss([thetas[:, i, None] for i in range(6)],
+                         (d.log_n_once, d.log_n_rec, d.log_r, d.log_tokens))
+    np.testing.assert_allclose(got, log_loss(thetas, d), rtol=0, atol=1e-12)
+
+
+def test_pymc_log_loss_equals_law_at_given_theta(pymc_model, table):
+    """The model's deterministic log-loss and theta at z(theta) match the law to 1e-10."""
+    data, model = pymc_model
+    fn = _compile(model, [model["log_loss_hat"]] + [model[c] for c in THETA_NAMES])
+    rng = np.random.default_rng(4)
+    base = params_to_theta({"E": 1.57, "A": 28.0, "alpha": 0.2, "B": 916.0, "beta": 0.37,
+                            "phi": 0.46})
+    for step in rng.normal(0, 0.05, size=(5, 6)):
+        theta = base + step
+        out = fn({"z": _z_for(theta, data), "sigma_log__": np.log(0.01), "nu_log__": 2.0})
+        np.testing.assert_allclose(out[0], log_loss(theta, table.design), rtol=0, atol=1e-10)
+        np.testing.assert_allclose(np.array(out[1:]), theta, rtol=0, atol=1e-10)
+
+
+def test_pymc_log_loss_with_zero_parameter_counts():
+    """N_once = 0 (fully looped) and N_rec = 0 (plain) enter as exact zeros, as in the law."""
+    frame = simulate("paper", noise=0.0, seed=0).head(12).copy()
+    plain = frame.index[frame["r"] == 1][:2]
+    frame.loc[plain, "n_once"] += frame.loc[plain, "n_rec"]
+    frame.loc[plain, "n_rec"] = 0.0
+    frame.loc[frame.index[frame["r"] > 1][:3], "n_once"] = 0.0
+    runs = table_from_frame(frame, source="zeros")
+    assert np.isneginf(runs.design.log_n_once).any() and np.isneginf(runs.design.log_n_rec).any()
+    data = B.model_data(runs, LawSpec())
+    model = B.build_model(data, LawSpec())
+    fn = _compile(model, [model["log_loss_hat"]])
+    theta = params_to_theta({"E": 1.6, "A": 25.0, "alpha": 0.21, "B": 800.0, "beta": 0.36,
+                             "phi": 0.7})
+    out = fn({"z": _z_for(theta, data), "sigma_log__": -4.0, "nu_log__": 2.0})
+    np.testing.assert_allclose(out[0], log_loss(theta, runs.design), rtol=0, atol=1e-10)
+
+
+def _reference_logp(theta, sigma, nu, runs, spec, data):
+    """The documented posterior density at (theta, sigma, nu), computed with scipy."""
+    lp = 0.0
+    for i, c in enumerate(THETA_NAMES):
+        if spec.free_mask[i]:
+            mu, sd = B.PRIORS[c]
+            lo, hi = spec.bounds[c]
+            lp += stats.truncnorm.logpdf(theta[i], (lo - mu) / sd, (hi - mu) / sd, mu, sd)
+    flags = B.log_exponents(spec)
+    v = B.theta_to_v(theta, float(data["c_n"]), float(data["c_d"]), flags)
+    jac = B._dtheta_dv(v, float(data["c_n"]), float(data["c_d"]), flags)
+    mask = spec.free_mask
+    lp += np.linalg.slogdet(jac[np.ix_(mask, mask)])[1]
+    # sigma, nu: prior density + log-Jacobian of PyMC's log transform
+    lp += stats.halfnorm.logpdf(sigma, scale=B.SIGMA_PRIOR_SD) + math.log(sigma)
+    lp += stats.gamma.logpdf(nu, B.NU_PRIOR[0], scale=1.0 / B.NU_PRIOR[1]) + math.log(nu)
+    mu = log_loss(theta, runs.design)
+    lp += stats.t.logpdf(runs.log_loss, df=nu, loc=mu, scale=sigma).sum()
+    return lp
+
+
+@pytest.mark.parametrize("fixed", [{}, {"phi": 0.0}, {"phi": 1.0}, {"alpha": 0.25, "E": 1.5}],
+                         ids=["free", "phi0", "phi1", "alpha-E-fixed"])
+def test_model_log_density_is_the_documented_posterior(table, fixed):
+    """Priors on theta + Jacobian of the sampling coordinates + Student-t, to 1e-8."""
+    spec = LawSpec(fixed=fixed)
+    data = B.model_data(table, spec)
+    model = B.build_model(data, spec)
+    logp = model.compile_logp(mode="FAST_COMPILE")
+    rng = np.random.default_rng(5)
+    huber = fit_huber(table, spec=spec).theta
+    for _ in range(3):
+        theta = huber + np.where(spec.free_mask, rng.normal(0, 0.02, 6), 0.0)
+        sigma, nu = 0.004 * math.exp(rng.normal(0, 0.3)), 5.0 + 20 * rng.random()
+        got = logp({"z": _z_for(theta, data, spec), "sigma_log__": math.log(sigma),
+                    "nu_log__": math.log(nu)})
+        want = _reference_logp(theta, sigma, nu, table, spec, data)
+        assert got == pytest.approx(want, rel=1e-10, abs=1e-8)
+
+
+def test_model_log_density_is_minus_inf_outside_the_box(pymc_model, table):
+    data, model = pymc_model
+    logp = model.compile_logp(mode="FAST_COMPILE")
+    theta = fit_huber(table).theta
+    theta[5] = 3.2  # phi above the box [-3, 3]
+    point = {"z": _z_for(theta, data), "sigma_log__": math.log(0.005), "nu_log__": 2.0}
+    assert logp(point) == -np.inf
+
+
+def test_student_t_loglik_matches_the_model(pymc_model, table):
+    data, model = pymc_model
+    fn = _compile(model, model.logp(vars=[model["log_loss"]], sum=False))
+    theta = fit_huber(table).theta
+    sigma, nu = 0.006, 7.0
+    got = fn({"z": _z_for(theta, data), "sigma_log__": math.log(sigma),
+              "nu_log__": math.log(nu)})[0]
+    mine = B.student_t_loglik(table.log_loss, log_loss(theta, table.design)[None, :],
+                              np.array([sigma]), np.array([nu]))[0]
+    np.testing.assert_allclose(got, mine, rtol=1e-12, atol=1e-10)
+
+
+def test_sampling_coordinates_round_trip():
+    theta = params_to_theta({"E": 1.6, "A": 28.0, "alpha": 0.2, "B": 900.0, "beta": 0.37,
+                             "phi": -0.4})
+    for flags in (np.array([0, 1, 0, 1, 0, 0], bool), np.zeros(6, bool)):
+        v = B.theta_to_v(theta, 18.5, 22.0, flags)
+        np.testing.assert_allclose(B.v_to_theta(v, 18.5, 22.0, flags), theta, atol=1e-12)
+        # analytic Jacobian vs central differences
+        h = 1e-6
+        num = np.stack([(B.v_to_theta(v + h * e, 18.5, 22.0, flags)
+                         - B.v_to_theta(v - h * e, 18.5, 22.0, flags)) / (2 * h)
+                        for e in np.eye(6)], axis=1)
+        np.testing.assert_allclose(B._dtheta_dv(v, 18.5, 22.0, flags), num, rtol=1e-6,
+                                   atol=1e-6)
+
+
+def test_log_exponents_follow_the_box():
+    assert B.log_exponents(LawSpec()).tolist() == [False, True, False, True, False, False]
+    spec = LawSpec(bounds={"alpha": (-0.5, 2.5)})
+    assert B.log_exponents(spec).tolist() == [False, False, False, True, False, False]
+    assert B.log_exponents(LawSpec(fixed={"beta": 0.0})).tolist() == [False, True] + [False] * 4
+
+
+# -- acceptance 1: the default fit on the acceptance table --------------------------------
+def test_default_fit_converges_and_recovers_phi(default_fit, table):
+    res = default_fit.result
+    ex = res.extras
+    assert ex["draws"] == 1000 and ex["tune"] == 1000 and ex["chains"] == 4
+    assert ex["sampler"] in ("nutpie", "pymc")
+    post = ex["posterior"]
+    for name in PARAM_NAMES + ("sigma", "nu"):
+        assert post[name]["r_hat"] <= 1.01, (name, post[name]["r_hat"])
+        assert post[name]["ess_bulk"] >= 400 and post[name]["ess_tail"] >= 400, name
+    assert ex["divergences"] == 0
+    assert res.converged and not [w for w in res.warnings if "R-hat" in w or "ESS" in w]
+    huber_phi = fit_huber(table).params["phi"]
+    assert abs(res.params["phi"] - huber_phi) <= 0.03
+    lo, hi = res.ci["phi"]
+    assert lo <= TRUE_PHI <= hi
+    assert ex["ci_kind"].startswith("95% highest-density")
+    # the same numbers in both places; the shortest 95% interval is at least as long as the
+    # shortest 94% one (sample HDIs need not be nested) and both hold the median
+    for name in PARAM_NAMES:
+        assert res.ci[name] == post[name]["hdi_95"]
+        h94, h95 = post[name]["hdi_94"], post[name]["hdi_95"]
+        assert h94[1] - h94[0] <= h95[1] - h95[0]
+        assert h94[0] <= post[name]["median"] <= h94[1] and h95[0] <= post[name]["median"] <= h95[1]
+    assert res.params["phi"] == pytest.approx(post["phi"]["median"], abs=1e-12)
+
+
+def test_default_fit_result_fields(default_fit, table):
+    res = default_fit.result
+    assert res.method == "bayes" and res.n_runs == len(table)
+    assert "ELPD-LOO" in res.objective_name
+    assert res.objective == pytest.approx(-res.extras["loo"]["elpd_loo"])
+    assert res.r2 > 0.99 and res.rmse < 0.02
+    assert res.extras["compile_s"] >= 0 and res.extras["sampling_s"] > 0
+    ppc = res.extras["ppc"]["by_r"]
+    assert [row["r"] for row in ppc] == [1.0, 2.0, 4.0, 8.0]
+    for row in ppc:  # the correct law: replicated means and residual spread look like the data
+        assert 0.01 < row["p_mean"] < 0.99 and 0.01 < row["p_rmse"] < 0.99
+        assert abs(row["obs_mean"] - row["rep_mean"]) < 4 * row["rep_sd"]
+    worth = res.extras["recurrence_worth"]["4"]
+    assert worth["median"] == pytest.approx(4 ** res.params["phi"], rel=1e-3)
+    back = FitResult.from_json(res.to_json())  # JSON round trip, plain data only
+    assert back.params == res.params and back.extras["ppc"] == res.extras["ppc"]
+
+
+def test_netcdf_round_trip_and_draws(table, tmp_path, default_fit):
+    path = tmp_path / "posterior.nc"
+    res = B.fit_bayes(table, save=path, seed=7, **SMALL)
+    assert res.extras["netcdf"] == str(path) and path.is_file()
+    idata = B.load_posterior(path)
+    assert {"posterior", "log_likelihood", "posterior_predictive", "observed_data",
+            "sample_stats", "constant_data"} <= set(idata.groups())
+    draws = B.posterior_draws(path)
+    assert set(draws) == set(PARAM_NAMES) | {"sigma", "nu"}
+    assert all(v.shape == (600,) for v in draws.values())
+    assert np.median(draws["phi"]) == pytest.approx(res.params["phi"], abs=1e-12)
+    # per-draw derived quantities: the law per draw reproduces the stored log-likelihood
+    theta = B.posterior_theta(path)
+    mu = log_loss(theta, table.design)
+    ll = B.student_t_loglik(table.log_loss, mu, draws["sigma"], draws["nu"])
+    np.testing.assert_allclose(ll, idata.log_likelihood["log_loss"].values.reshape(600, -1),
+                               rtol=1e-12)
+    assert B.posterior_spec(path) == LawSpec()
+    assert set(B.posterior_draws(default_fit)) == set(draws)
+
+
+def test_load_posterior_rejects_foreign_files(tmp_path):
+    bad = tmp_path / "x.nc"
+    bad.write_text("not netcdf")
+    with pytest.raises(ValueError, match="not a readable netCDF posterior"):
+        B.load_posterior(bad)
+    with pytest.raises(FileNotFoundError, match="no such posterior file"):
+        B.load_posterior(tmp_path / "missing.nc")
+
+
+def test_same_seed_same_draws_other_seed_other_draws(table):
+    a = B.sample_posterior(table, seed=11, **SMALL)
+    b = B.sample_posterior(table, seed=11, **SMALL)
+    c = B.sample_posterior(table, seed=12, **SMALL)
+    pa, pb, pc = (B.posterior_draws(x)["phi"] for x in (a, b, c))
+    np.testing.assert_allclose(pa, pb, rtol=0, atol=1e-9)
+    assert not np.allclose(pa, pc)
+
+
+def test_restricted_fit_holds_phi_fixed(table):
+    res = B.fit_bayes(table, spec=LawSpec(fixed={"phi": 0.0}), **SMALL)
+    assert res.params["phi"] == 0.0 and res.fixed == {"phi": 0.0}
+    assert "phi" not in res.ci and "phi" not in res.extras["posterior"]
+    assert res.extras["priors"]["phi"] == "fixed at phi = 0"
+
+
+def test_phi_unidentified_is_reported_as_null():
+    frame = simulate("paper", noise=0.005, seed=2)
+    frame = frame[frame["r"] == 1].reset_index(drop=True)
+    runs = table_from_frame(frame, source="r1 only")
+    res = B.fit_bayes(runs, **SMALL)
+    assert res.params["phi"] is None and "phi" not in res.ci
+    assert any("not identifiable" in w for w in res.warnings)
+
+
+def test_warnings_for_short_chains(table):
+    res = B.fit_bayes(table, draws=60, tune=100, chains=2, progressbar=False)
+    assert any("ESS" in w and "< 400" in w for w in res.warnings)
+
+
+def test_diagnostic_warning_rules():
+    ok = {"mean": 0, "median": 0, "sd": 1, "r_hat": 1.005, "ess_bulk": 900, "ess_tail": 800}
+    assert B._diagnostic_warnings({"phi": ok}, 0, 4, 0.9) == []
+    msgs = B._diagnostic_warnings({"phi": {**ok, "r_hat": 1.02, "ess_tail": 399}}, 3, 4, 0.9)
+    assert any("R-hat of phi is 1.020 > 1.01" in m for m in msgs)
+    assert any("tail ESS of phi is 399 < 400" in m for m in msgs)
+    assert any("3 divergent transitions" in m for m in msgs)
+    assert any("at least 2 chains" in m for m in B._diagnostic_warnings({}, 0, 1, 0.9))
+
+
+def test_posterior_predictive_check_flags_a_shifted_group():
+    rng = np.random.default_rng(0)
+    r = np.repeat([1.0, 2.0], 20)
+    mu = np.zeros((2000, 40))
+    sigma, nu = np.full(2000, 0.01), np.full(2000, 30.0)
+    y = 0.01 * rng.standard_normal(40)
+    y[r == 2] += 0.05  # group r = 2 sits 5 sigma above the law
+    rows, y_rep = B.posterior_predictive_check(y, r, mu, sigma, nu, rng)
+    assert y_rep.shape == (2000, 40)
+    assert 0.02 < rows[0]["p_mean"] < 0.98
+    assert rows[1]["p_mean"] == 0.0 and rows[1]["p_rmse"] == 0.0
+    assert rows[1]["obs_mean"] == pytest.approx(y[r == 2].mean())
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"sampler": "stan"}, "unknown sampler 'stan'"),
+    ({"draws": 0}, "draws must be an integer >= 1"),
+    ({"chains": 1.5}, "chains must be an integer >= 1"),
+    ({"target_accept": 1.2}, r"target_accept must be in \(0, 1\)"),
+    ({"seed": -1}, "seed must be an integer >= 0"),
+    ({"save": "/nonexistent-dir-phifit/x.nc"}, "does not exist"),
+])
+def test_bad_options_raise(table, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        B.fit_bayes(table, **{**SMALL, **kwargs})
+
+
+def test_fit_dispatch_through_phifit_fit(table):
+    from phifit.fit import fit
+
+    res = fit(table, method="bayes", fix={"phi": 1.0}, seed=3, draws=200, tune=200, chains=2,
+              progressbar=False)
+    assert res.method == "bayes" and res.params["phi"] == 1.0
+
+
+def test_auto_falls_back_to_pymc_which_agrees(table, default_fit, monkeypatch):
+    """sampler="auto" always gives a fit: when nutpie fails, PyMC's NUTS runs instead."""
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated nutpie failure")
+
+    monkeypatch.setattr(B, "_sample_nutpie", broken)
+    with pytest.raises(RuntimeError, match="simulated nutpie failure"):
+        B.fit_bayes(table, sampler="nutpie", **SMALL)
+    res = B.fit_bayes(table, sampler="auto", seed=1, **SMALL)
+    assert res.extras["sampler"] == "pymc" and res.extras["sampler_requested"] == "auto"
+    assert any("nutpie failed" in w for w in res.warnings)
+    ref = default_fit.result.extras["posterior"]["phi"]
+    assert abs(res.params["phi"] - ref["median"]) < 3 * ref["sd"]
+    assert res.extras["divergences"] == 0
+
+
+# -- acceptance 3: LOO ---------------------------------------------------------------------
+def test_loo_prefers_free_model_when_phi_is_046(table):
+    from phifit.bayes_compare import LooComparison, compare_loo
+
+    cmp = compare_loo(table, draws=500, tune=500, chains=4, progressbar=False)
+    assert cmp.preferred == "free"
+    assert [row["model"] for row in cmp.table][0] == "free"
+    for pair in cmp.pairwise:
+        assert pair["free_preferred"] and pair["elpd_diff"] > 4 and pair["z"] > 2
+    text = cmp.summary()
+    assert "preferred: free" in text and "phi=1" in text
+    back = LooComparison.from_dict(json.loads(json.dumps(cmp.to_dict(), allow_nan=False)))
+    assert back.preferred == "free" and back.table == cmp.table
+
+
+def test_loo_does_not_prefer_free_when_phi_is_0():
+    from phifit.bayes_compare import compare_loo
+
+    runs = paper_table(noise=0.005, seed=4, phi=0.0)
+    cmp = compare_loo(runs, draws=500, tune=500, chains=4, progressbar=False)
+    by = {p["restricted"]: p for p in cmp.pairwise}
+    assert not by["phi=0"]["free_preferred"]
+    assert by["phi=1"]["free_preferred"]
+    assert cmp.preferred == "phi=0"
+
+
+def test_compare_loo_rejects_bad_input(table):
+    from phifit.bayes_compare import compare_loo
+
+    with pytest.raises(ValueError, match="must not fix phi"):
+        compare_loo(table, spec=LawSpec(fixed={"phi": 0.5}))
+    with pytest.raises(ValueError, match="fixes is empty"):
+        compare_loo(table, fixes=())
+    with pytest.raises(ValueError, match="does not save"):
+        compare_loo(table, save="x.nc")
+    frame = simulate("paper", noise=0.005, seed=2)
+    r1 = table_from_frame(frame[frame["r"] == 1].reset_index(drop=True), source="r1")
+    with pytest.raises(ValueError, match="not identifiable"):
+        compare_loo(r1)
+
+
+# -- caches ------------------------------------------------------------------------------
+def test_cache_dir_precedence(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "c"))
+    assert cache_dir("pytensor") == (tmp_path / "c" / "pytensor").resolve()
+    assert (tmp_path / "c" / "pytensor").is_dir()
+    monkeypatch.delenv(ENV_VAR)
+    repo = Path(B.__file__).resolve().parents[2]
+    if (repo / "pyproject.toml").is_file():
+        assert cache_root() == repo / ".cache"
+    with pytest.raises(ValueError, match="relative name"):
+        cache_dir("../escape")
+
+
+def test_pytensor_flags_are_appended_not_clobbered(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    monkeypatch.setenv("PYTENSOR_FLAGS", "floatX=float64")
+    path = B._configure_pytensor_cache()
+    assert os.environ["PYTENSOR_FLAGS"] == f"floatX=float64,base_compiledir={path}"
+    assert Path(path) == tmp_path / "pytensor"
+    monkeypatch.setenv("PYTENSOR_FLAGS", "base_compiledir=/somewhere/else")
+    assert B._configure_pytensor_cache() is None
+    assert os.environ["PYTENSOR_FLAGS"] == "base_compiledir=/somewhere/else"
+    monkeypatch.delenv("PYTENSOR_FLAGS")
+    B._configure_pytensor_cache()
+    assert os.environ["PYTENSOR_FLAGS"] == f"base_compiledir={tmp_path / 'pytensor'}"
+
+
+def test_pytensor_compiles_into_the_phifit_cache(default_fit):
+    """PyTensor's compile directory is phifit's cache, not ~/.pytensor (unless user-set)."""
+    import pytensor
+
+    if B._PYTENSOR_CACHE is None:
+        pytest.skip("PYTENSOR_FLAGS named a compile directory (or pytensor was imported first)")
+    assert Path(pytensor.config.base_compiledir) == Path(B._PYTENSOR_CACHE)
+    assert Path(pytensor.config.compiledir).is_relative_to(B._PYTENSOR_CACHE)
+    assert default_fit.result.extras["pytensor_compiledir"] == B._PYTENSOR_CACHE
+
+
+# -- acceptance 2: coverage (slow) -----------------------------------------------------------
+@pytest.mark.slow
+def test_hdi_coverage_of_true_phi():
+    """Over 50 simulated tables the 95% HDI of phi covers the truth in 88-100% of them."""
+    n_tables, covered, widths, flagged, divergent = 50, 0, [], 0, 0
+    for seed in range(n_tables):
+        runs = paper_table(noise=0.005, seed=1000 + seed, phi=TRUE_PHI)
+        res = B.fit_bayes(runs, seed=seed, progressbar=False)
+        lo, hi = res.ci["phi"]
+        covered += lo <= TRUE_PHI <= hi
+        widths.append(hi - lo)
+        flagged += not res.converged or any("ESS" in w for w in res.warnings)
+        divergent += res.extras["divergences"] > 0
+    rate = covered / n_tables
+    print(f"\ncoverage of the 95% HDI: {covered}/{n_tables} = {rate:.2f}; median width "
+          f"{np.median(widths):.3f}; fits with R-hat/ESS/divergence warnings: {flagged} "
+          f"(with divergences: {divergent})")
+    assert 0.88 <= rate <= 1.0
