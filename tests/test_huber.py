@@ -64,12 +64,12 @@ def test_noise_free_recovery_other_phi(phi):
 
 
 def test_default_fit_beats_or_matches_lbfgsb_multistart(paper_noisy):
-    """Our optimum is no worse than the best of 40 L-BFGS-B starts at tight tolerances."""
+    """Our optimum is no worse than the best of 20 L-BFGS-B starts at tight tolerances."""
     res = fit(paper_noisy)
     spec = LawSpec()
     rng = np.random.default_rng(1)
     best = np.inf
-    for _ in range(40):
+    for _ in range(20):
         x0 = spec.lower + (spec.upper - spec.lower) * rng.random(6)
         sol = minimize(lambda x: huber_objective(x, paper_noisy), x0, method="L-BFGS-B",
                        bounds=list(zip(spec.lower, spec.upper)),

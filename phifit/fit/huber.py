@@ -11,7 +11,8 @@ random starts.  phifit keeps the 500 random starts but runs them together:
 
 1. **Vectorised stage.**  All starts take projected Levenberg-Marquardt steps at
    once on the iteratively reweighted (IRLS) Huber problem, using the analytic
-   Jacobian from :mod:`phifit.law`; each start keeps its own damping.  After a
+   Jacobian from :mod:`phifit.law` (:func:`batched_weighted_lm`, the same routine
+   that refits bootstrap replicates); each start keeps its own damping.  After a
    short exploration the best ``n_refine`` starts continue; the rest are dropped.
 2. **Polish.**  The best few distinct end points are refined with
    ``scipy.optimize.least_squares(loss="huber", f_scale=delta)``, whose cost is
@@ -54,54 +55,11 @@ class HuberOptions:
     n_starts: int = 500          # random starts, uniform in the box (the study: 500)
     seed: int = 0                # seed of the starts
     delta: float = DELTA         # Huber threshold on log-loss residuals
-    explore_iter: int = 12       # vectorised LM iterations on every start
-    n_refine: int = 50           # best starts carried on after exploration
-    refine_iter: int = 60        # further vectorised LM iterations on those
-    n_polish: int = 4            # distinct candidates refined with least_squares
+    explore_iter: int = 8        # vectorised LM iterations on every start
+    n_refine: int = 32           # best starts carried on after exploration
+    refine_iter: int = 40        # further vectorised LM iterations on those
+    n_polish: int = 3            # distinct candidates refined with least_squares
     basin_rtol: float = 1e-3     # a start "reached the best" if within this relative objective
-
-
-def _batched_lm(x0: np.ndarray, spec: LawSpec, runs: RunTable, delta: float,
-                max_iter: int) -> tuple[np.ndarray, np.ndarray]:
-    """Projected IRLS Levenberg-Marquardt on all starts at once. Returns (x, objective)."""
-    design, y = runs.design, runs.log_loss
-    mask, lo, hi = spec.free_mask, spec.lower, spec.upper
-    k = int(mask.sum())
-    eye = np.eye(k)
-
-    all_free = bool(mask.all())
-
-    def evaluate(x):
-        pred, jac_t = log_loss_and_jacobian_t(spec.full_theta(x), design)
-        if not all_free:
-            jac_t = jac_t[..., mask, :]
-        res = pred - y
-        ares = np.abs(res)
-        inside = ares <= delta
-        w = np.where(inside, 1.0, delta / np.maximum(ares, delta))
-        obj = np.where(inside, 0.5 * res * res, delta * (ares - 0.5 * delta)).sum(-1)
-        grad = np.matmul(jac_t, (w * res)[..., None])[..., 0]
-        hess = np.matmul(jac_t * w[..., None, :], np.swapaxes(jac_t, -1, -2))
-        return obj, grad, hess
-
-    x = x0.copy()
-    obj, grad, hess = evaluate(x)
-    lam = np.full(len(x), 1e-2)
-    for _ in range(max_iter):
-        diag = np.einsum("skk->sk", hess)
-        damped = hess + (lam[:, None, None] * (diag[:, :, None] * eye)) + 1e-12 * eye
-        try:
-            step = np.linalg.solve(damped, -grad[..., None])[..., 0]
-        except np.linalg.LinAlgError:
-            step = -grad / np.maximum(diag, 1e-12)
-        step = np.nan_to_num(step, nan=0.0, posinf=0.0, neginf=0.0)
-        x_new = np.clip(x + step, lo, hi)
-        obj_new, grad_new, hess_new = evaluate(x_new)
-        better = np.isfinite(obj_new) & (obj_new < obj)
-        x[better], obj[better] = x_new[better], obj_new[better]
-        grad[better], hess[better] = grad_new[better], hess_new[better]
-        lam = np.where(better, np.maximum(lam * 0.3, 1e-9), np.minimum(lam * 10.0, 1e10))
-    return x, obj
 
 
 def _polish(x0: np.ndarray, spec: LawSpec, runs: RunTable, delta: float):
@@ -145,9 +103,16 @@ def fit_huber(runs: RunTable, *, spec: LawSpec | None = None,
     rng = np.random.default_rng(options.seed)
     lo, hi = fit_spec.lower, fit_spec.upper
     starts = lo + (hi - lo) * rng.random((options.n_starts, len(lo)))
-    x_mid, obj_mid = _batched_lm(starts, fit_spec, runs, options.delta, options.explore_iter)
+    model, y = law_model(fit_spec, runs.design), runs.log_loss
+
+    def descend(x0: np.ndarray, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+        end = batched_weighted_lm(model, x0, y, 1.0, lo, hi, delta=options.delta,
+                                  max_iter=iterations)
+        return end.x, end.objective
+
+    x_mid, obj_mid = descend(starts, options.explore_iter)
     keep = np.argsort(np.where(np.isfinite(obj_mid), obj_mid, np.inf))[: options.n_refine]
-    x_end, obj_end = _batched_lm(x_mid[keep], fit_spec, runs, options.delta, options.refine_iter)
+    x_end, obj_end = descend(x_mid[keep], options.refine_iter)
 
     # polish the best few distinct end points
     order = np.argsort(obj_end)
