@@ -99,3 +99,13 @@ def test_save_posterior_needs_bayes(tmp_path, capsys):
     main(["simulate", "--out", str(runs)])
     assert main(["fit", str(runs), "--save-posterior", str(tmp_path / "p.nc")]) == 2
     assert "--save-posterior needs --method bayes" in capsys.readouterr().err
+
+
+def test_fitting_side_never_imports_torch():
+    """phifit and its CLI parser import without torch; only train/sweep load it."""
+    import subprocess
+    import sys
+    code = ("import sys, phifit, phifit.report, phifit.cli; phifit.cli.build_parser(); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
