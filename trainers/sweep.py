@@ -1,0 +1,401 @@
+"""Sweeps: a TOML spec -> a grid of runs (budgets x widths x r x variant x seed), run resumably.
+
+Spec layout (see ``sweeps/cpu_small.toml`` for a documented example)::
+
+    [sweep]      name, seeds = [0]
+    [settings]   any ``make_train_config`` key shared by every run (depth, prelude, coda, head_dim, seq_len,
+                 batch_size, lr, corpus, tokenizer, val_tokens, threads, device, ...)
+    [estimate]   flops_per_second = ...   # calibrated constant for ``--estimate constant``
+    [[budgets]]  flops = 1e13, widths = [64, 96, 128]          # one isoFLOP curve and its widths
+    [[grids]]    name, r = [1, 2, 4, 8], variants = ["baseline"], budgets = [...] (default: all),
+                 optional = false
+
+Resumable: every run has a deterministic ``run_id`` (``runlog.make_run_id``); the grid is compared with the
+CSV once at the start and runs already present are skipped. Rows are appended atomically when, and only when,
+a run finishes, so killing a sweep loses at most the run in progress and never leaves a partial line; running
+it again resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .config import TrainConfig, make_train_config
+from .flops import flops_per_token, param_counts, tokens_for_budget
+from .runlog import append_row, format_budget, make_row, make_run_id, read_run_ids
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+FIXED_PER_GRID = ("r", "variant", "width", "budget", "seed")  # set by the grid, not by [settings]
+
+
+@dataclass(frozen=True)
+class Grid:
+    name: str
+    r: tuple[int, ...]
+    variants: tuple[str, ...]
+    budgets: tuple[float, ...] | None  # None = every budget of the spec
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    path: str
+    name: str
+    seeds: tuple[int, ...]
+    settings: dict[str, Any]
+    budgets: tuple[tuple[float, tuple[int, ...]], ...]  # (flops, widths)
+    grids: tuple[Grid, ...]
+    flops_per_second: float | None = None
+
+
+@dataclass
+class PlannedRun:
+    grid: str
+    budget: float
+    width: int
+    r: int
+    variant: str
+    seed: int
+    config: TrainConfig
+    run_id: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- the spec ----------------------------------------------------------------------------------------------
+def resolve_spec_path(spec: str) -> Path:
+    """A spec path, or the name of a bundled spec (``cpu_small`` -> phifit/trainers/sweeps/cpu_small.toml)."""
+    p = Path(spec).expanduser()
+    if p.exists():
+        return p
+    bundled = resources.files("phifit.trainers").joinpath("sweeps", f"{Path(spec).stem}.toml")
+    if bundled.is_file():
+        return Path(str(bundled))
+    raise ValueError(f"{spec}: no such sweep spec (a TOML file, or a bundled spec name such as 'cpu_small')")
+
+
+def _need(ok: bool, where: str, what: str) -> None:
+    if not ok:
+        raise ValueError(f"{where}: expected {what}")
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def load_spec(spec: str) -> SweepSpec:
+    """Parse and validate a sweep spec; ``ValueError`` names the file and the offending field."""
+    path = resolve_spec_path(spec)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not valid TOML ({err})") from None
+    where = str(path)
+    unknown = set(raw) - {"sweep", "settings", "estimate", "budgets", "grids"}
+    _need(
+        not unknown,
+        f"{where}: [{', '.join(sorted(unknown))}]",
+        "only the tables [sweep], [settings], [estimate], [[budgets]], [[grids]]",
+    )
+    sweep = raw.get("sweep", {})
+    _need(
+        set(sweep) <= {"name", "seeds", "description"}, f"{where}: [sweep]", "keys name, seeds, description"
+    )
+    seeds = sweep.get("seeds", [0])
+    _need(
+        isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds),
+        f"{where}: sweep.seeds",
+        "a non-empty list of integers",
+    )
+    settings = dict(raw.get("settings", {}))
+    fixed = set(settings) & set(FIXED_PER_GRID)
+    _need(
+        not fixed,
+        f"{where}: settings.{', '.join(sorted(fixed))}",
+        "no per-run keys in [settings] (r, variant, width, budget and seed come from [[budgets]] "
+        "and [[grids]])",
+    )
+    _need(
+        "steps" not in settings, f"{where}: settings.steps", "no steps: sweep runs are sized by their budget"
+    )
+    estimate = raw.get("estimate", {})
+    _need(
+        set(estimate) <= {"flops_per_second", "note"}, f"{where}: [estimate]", "keys flops_per_second, note"
+    )
+    fps = estimate.get("flops_per_second")
+    _need(
+        fps is None or (_number(fps) and fps > 0), f"{where}: estimate.flops_per_second", "a positive number"
+    )
+
+    budgets = []
+    for i, b in enumerate(raw.get("budgets", [])):
+        w = f"{where}: budgets[{i}]"
+        _need(set(b) <= {"flops", "widths"}, w, "keys flops, widths")
+        _need(_number(b.get("flops")) and b["flops"] > 0, f"{w}.flops", "a positive number of FLOPs")
+        widths = b.get("widths")
+        _need(
+            isinstance(widths, list) and widths and all(isinstance(x, int) and x > 0 for x in widths),
+            f"{w}.widths",
+            "a non-empty list of positive integers (d_model)",
+        )
+        budgets.append((float(b["flops"]), tuple(widths)))
+    _need(bool(budgets), f"{where}: [[budgets]]", "at least one budget")
+    known = {f for f, _ in budgets}
+
+    grids = []
+    for i, g in enumerate(raw.get("grids", [])):
+        w = f"{where}: grids[{i}]"
+        _need(
+            set(g) <= {"name", "r", "variants", "budgets", "optional"},
+            w,
+            "keys name, r, variants, budgets, optional",
+        )
+        _need(isinstance(g.get("name"), str) and g["name"], f"{w}.name", "a name")
+        _need(
+            isinstance(g.get("r"), list) and g["r"] and all(isinstance(x, int) and x >= 1 for x in g["r"]),
+            f"{w}.r",
+            "a non-empty list of integers >= 1",
+        )
+        variants = g.get("variants", ["baseline"])
+        _need(
+            isinstance(variants, list) and variants and all(isinstance(v, str) for v in variants),
+            f"{w}.variants",
+            "a non-empty list of variant names",
+        )
+        gb = g.get("budgets")
+        if gb is not None:
+            _need(
+                isinstance(gb, list) and all(_number(x) and float(x) in known for x in gb),
+                f"{w}.budgets",
+                f"a list of budgets from [[budgets]] ({', '.join(format_budget(f) for f in sorted(known))})",
+            )
+        grids.append(
+            Grid(
+                name=g["name"],
+                r=tuple(g["r"]),
+                variants=tuple(variants),
+                budgets=None if gb is None else tuple(float(x) for x in gb),
+                optional=bool(g.get("optional", False)),
+            )
+        )
+    if not grids:
+        grids = [Grid(name="main", r=(1, 2, 4, 8), variants=("baseline",), budgets=None)]
+    names = [g.name for g in grids]
+    _need(len(set(names)) == len(names), f"{where}: grids", "distinct grid names")
+    result = SweepSpec(
+        path=where,
+        name=str(sweep.get("name", path.stem)),
+        seeds=tuple(seeds),
+        settings=settings,
+        budgets=tuple(budgets),
+        grids=tuple(grids),
+        flops_per_second=fps,
+    )
+    try:
+        plan(result, [g.name for g in grids])  # builds every configuration: fails early on a bad setting
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    return result
+
+
+def plan(spec: SweepSpec, grids: list[str] | None = None, world_size: int = 1) -> list[PlannedRun]:
+    """Expand the selected grids (default: every non-optional grid) into runs; duplicates appear once."""
+    names = [g.name for g in spec.grids]
+    if grids:
+        bad = [g for g in grids if g not in names]
+        if bad:
+            raise ValueError(f"unknown grid(s) {', '.join(bad)}; the spec has {', '.join(names)}")
+    chosen = [g for g in spec.grids if (g.name in grids if grids else not g.optional)]
+    runs: list[PlannedRun] = []
+    seen: set[str] = set()
+    for g in chosen:
+        for flops, widths in spec.budgets:
+            if g.budgets is not None and flops not in g.budgets:
+                continue
+            for width in widths:
+                for r in g.r:
+                    for variant in g.variants:
+                        for seed in spec.seeds:
+                            cfg = make_train_config(
+                                **spec.settings, budget=flops, width=width, r=r, variant=variant, seed=seed
+                            )
+                            run_id = make_run_id(cfg.identity(world_size))
+                            if run_id not in seen:
+                                seen.add(run_id)
+                                runs.append(PlannedRun(g.name, flops, width, r, variant, seed, cfg, run_id))
+    return runs
+
+
+# ---- estimates ---------------------------------------------------------------------------------------------
+def measure_flops_per_second(runs: list[PlannedRun], steps: int = 3) -> dict[int, float]:
+    """Achieved training FLOP/s per width, measured now.
+
+    A few timed optimiser steps (after one warm-up step) of each width's r = 1 baseline model, with the
+    sweep's batch, threads and device (FLOPs per token are iso across r).
+    """
+    import torch
+
+    from .model import LoopedGPT
+    from .optim import build_optimizers
+
+    rates: dict[int, float] = {}
+    for run in runs:
+        if run.width in rates:
+            continue
+        cfg = run.config
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        m = cfg.model.with_(
+            r=1, n_prelude=0, n_coda=0, n_recur=cfg.model.depth, injection="none", bptt_k=None
+        )
+        device = (
+            "cuda" if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()) else "cpu"
+        )
+        torch.manual_seed(0)
+        model = LoopedGPT(m).to(device)
+        opts = build_optimizers(
+            model,
+            kind=cfg.optimizer,
+            lr=cfg.lr,
+            embed_lr=cfg.embed_lr,
+            head_lr=cfg.head_lr,
+            scalar_lr=cfg.scalar_lr,
+            weight_decay=cfg.weight_decay,
+        )
+        x = torch.randint(0, m.vocab_size, (cfg.batch_size, m.seq_len), device=device)
+        for i in range(steps + 1):
+            if i == 1:
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+            for _ in range(cfg.grad_accum):
+                _, loss = model(x, x)
+                (loss / cfg.grad_accum).backward()
+            for o in opts:
+                o.step()
+                o.zero_grad(set_to_none=True)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        dt = (time.perf_counter() - t0) / steps
+        rates[run.width] = flops_per_token(m) * cfg.batch_size * cfg.grad_accum * m.seq_len / dt
+    return rates
+
+
+def estimate_seconds(run: PlannedRun, flops_per_second: float) -> float:
+    """Seconds for training plus the final evaluation (forward only, F/3 per token), plus 2 s of set-up."""
+    cfg = run.config
+    f = flops_per_token(cfg.model)
+    _, tokens = tokens_for_budget(cfg.model, run.budget, cfg.batch_size * cfg.model.seq_len * cfg.grad_accum)
+    return (f * tokens + f / 3 * cfg.val_tokens) / flops_per_second + 2.0
+
+
+def _duration(s: float) -> str:
+    return f"{s / 3600:.0f}h{s % 3600 / 60:02.0f}m" if s >= 3600 else f"{s // 60:.0f}m{s % 60:02.0f}s"
+
+
+def dry_run(
+    spec: SweepSpec, grids: list[str] | None, out: str | None, estimate: str = "measure", file: Any = None
+) -> float:
+    """Print the grid (counts, tokens, FLOPs/token, estimated time); return the estimated seconds left."""
+    file = file or sys.stdout
+    runs = plan(spec, grids)
+    done = read_run_ids(out) if out else set()
+    if estimate == "measure":
+        rates = measure_flops_per_second([r for r in runs if r.run_id not in done] or runs)
+        how = (
+            "measured now: 3 timed steps per width (r = 1 model, sweep batch and threads); "
+            + ", ".join(f"d{w} {v / 1e9:.1f}" for w, v in sorted(rates.items()))
+            + " GFLOP/s"
+        )
+    elif estimate == "constant":
+        if spec.flops_per_second is None:
+            raise ValueError(f"{spec.path}: --estimate constant needs estimate.flops_per_second in the spec")
+        rates = {r.width: spec.flops_per_second for r in runs}
+        how = f"calibrated constant {spec.flops_per_second / 1e9:.1f} GFLOP/s from the spec's [estimate]"
+    else:
+        raise ValueError(f"--estimate {estimate!r}: expected 'measure' or 'constant'")
+    head = (
+        f"{'grid':<8} {'budget':>7} {'width':>5} {'r':>2} {'variant':<9} {'n_once':>9} {'n_rec':>9} "
+        f"{'tokens':>10} {'F/token':>9} {'steps':>6} {'est.':>7}  run_id"
+    )
+    print(head, file=file)
+    total = left = 0.0
+    flops_left = 0.0
+    for run in runs:
+        cfg = run.config
+        pc = param_counts(cfg.model)
+        steps, tokens = tokens_for_budget(
+            cfg.model, run.budget, cfg.batch_size * cfg.model.seq_len * cfg.grad_accum
+        )
+        sec = estimate_seconds(run, rates[run.width])
+        total += sec
+        status = ""
+        if run.run_id in done:
+            status = " (done)"
+        else:
+            left += sec
+            flops_left += flops_per_token(cfg.model) * tokens
+        print(
+            f"{run.grid:<8} {format_budget(run.budget):>7} {run.width:>5} {run.r:>2} {run.variant:<9} "
+            f"{pc.n_once:>9,} {pc.n_rec:>9,} {tokens:>10,} {flops_per_token(cfg.model):>9.3g} {steps:>6} "
+            f"{_duration(sec):>7}  {run.run_id}{status}",
+            file=file,
+        )
+    n_done = sum(r.run_id in done for r in runs)
+    where = f"{n_done} already in {out}" if out else "no --out given"
+    print(
+        f"{len(runs)} runs ({where}), {len(runs) - n_done} to train: {flops_left:.3g} training FLOPs, "
+        f"estimated {_duration(left)} (all {len(runs)}: {_duration(total)}).",
+        file=file,
+    )
+    print(f"estimate: {how}.", file=file)
+    return left
+
+
+# ---- running -----------------------------------------------------------------------------------------------
+def run_sweep(spec: SweepSpec, out: str, grids: list[str] | None = None, file: Any = None) -> int:
+    """Train every run of the selected grids that is not yet in ``out``; returns the number of failed runs."""
+    import torch
+
+    from .data import load_token_data
+    from .train import DivergedError, train
+
+    file = file or sys.stderr
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    runs = plan(spec, grids, world_size=world)
+    done = read_run_ids(out)  # read once, before anything runs, so that every rank agrees on the to-do list
+    todo = [r for r in runs if r.run_id not in done]
+    say = (lambda s: print(s, file=file, flush=True)) if rank == 0 else (lambda s: None)
+    say(
+        f"sweep {spec.name}: {len(runs)} runs, {len(runs) - len(todo)} already in {out}, {len(todo)} to train"
+    )
+    data_cache: dict[tuple[str, str, int], Any] = {}
+    failed = 0
+    for i, run in enumerate(todo, 1):
+        cfg = run.config
+        key = (cfg.corpus, cfg.tokenizer, cfg.bpe_vocab)
+        if key not in data_cache:
+            data_cache[key] = load_token_data(*key)
+        say(f"[{i}/{len(todo)}] {run.run_id}")
+        try:
+            result = train(cfg, data=data_cache[key], log=say)
+        except DivergedError as err:  # a diverged run: report it, keep going, no row
+            failed += 1
+            say(f"[{i}/{len(todo)}] {run.run_id} FAILED: {err}")
+            continue
+        if rank == 0:
+            row = make_row(cfg, result, run.run_id, time.strftime("%Y-%m-%dT%H:%M:%S%z"), torch.__version__)
+            append_row(out, row)
+            say(f"[{i}/{len(todo)}] {run.run_id} loss {result.loss:.4f} -> {out}")
+    say(f"sweep {spec.name}: finished; {len(todo) - failed} trained, {failed} failed")
+    return failed

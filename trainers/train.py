@@ -1,0 +1,275 @@
+"""Train one looped GPT on a FLOP budget and measure its validation loss. One readable loop.
+
+    F      = training FLOPs per token (flops.py, the study's estimate_flops)
+    steps  = round(budget / (F * tokens_per_step)),  tokens D = steps * tokens_per_step
+    lr(t)  = lr * (1 - (1 - final_lr_frac) * t / steps)      # linear decay, no warmup (the study: 1.0 -> 0.1)
+    loss   = mean cross-entropy in nats per token on the fixed held-out set (data.py), measured at the end
+
+CPU by default. On CUDA: bf16 autocast (logits and loss in fp32), optional ``torch.compile``. Under
+``torchrun`` (the environment sets WORLD_SIZE) the same script runs data parallel with PyTorch DDP: NCCL on
+CUDA, gloo on CPU; each rank takes its slice of every global batch, gradients are averaged by DDP, rank 0
+reports.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from .config import TrainConfig
+from .data import BatchSampler, TokenData, load_token_data
+from .flops import flops_per_token, tokens_for_budget
+from .model import LoopedGPT
+from .optim import build_optimizers
+
+
+class DivergedError(RuntimeError):
+    """The run ended with a non-finite loss: a result, not a bug; sweeps report it and go on."""
+
+
+@dataclass
+class RunResult:
+    """What a finished run measured. ``loss`` is the validation loss in nats per token."""
+
+    loss: float
+    train_loss: float  # running mean (EMA 0.9) of the training loss at the end, rank 0's batches
+    tokens: int
+    steps: int
+    tokens_per_step: int
+    flops_per_token: float
+    flops: float
+    n_once: int
+    n_rec: int
+    n_params: int
+    vocab_size: int
+    data_fingerprint: str
+    world_size: int
+    device: str
+    train_s: float  # wall time of the training loop only
+    wall_s: float  # wall time of the whole run (data, model, training, evaluation)
+    tokens_per_s: float  # tokens / train_s
+
+
+# ---- helpers -----------------------------------------------------------------------------------------------
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but torch.cuda.is_available() is False")
+    return device
+
+
+def setup_distributed(device: str) -> tuple[int, int, torch.device, bool]:
+    """(rank, world_size, device, created_group); data parallel iff torchrun set WORLD_SIZE."""
+    if "WORLD_SIZE" not in os.environ:
+        return 0, 1, torch.device(device), False
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if device == "cuda":
+        torch.cuda.set_device(local)
+        dev = torch.device("cuda", local)
+    else:
+        dev = torch.device("cpu")
+    created = not dist.is_initialized()
+    if created:
+        dist.init_process_group("nccl" if device == "cuda" else "gloo")
+    return rank, world, dev, created
+
+
+@torch.no_grad()
+def evaluate(
+    model: torch.nn.Module,
+    batches: list[tuple[torch.Tensor, torch.Tensor]],
+    device: torch.device,
+    autocast: Any = None,
+    rank: int = 0,
+    world_size: int = 1,
+) -> float:
+    """Mean cross-entropy (nats per token) over the fixed held-out batches (split over ranks, all-reduced)."""
+    was_training = model.training
+    model.eval()
+    total = torch.zeros(2, dtype=torch.float64, device=device)  # (sum of losses, number of tokens)
+    for x, y in batches[rank::world_size]:
+        x, y = x.to(device), y.to(device)
+        with autocast or nullcontext():
+            logits, _ = model(x)
+        total[0] += F.cross_entropy(
+            logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum"
+        ).double()
+        total[1] += y.numel()
+    if world_size > 1:
+        dist.all_reduce(total)
+    model.train(was_training)
+    return (total[0] / total[1]).item()
+
+
+class Progress:
+    """A one-line progress bar on stderr: step, percent, loss, tokens/s, ETA. Throttled; rank 0 only."""
+
+    def __init__(self, steps: int, tokens_per_step: int, enabled: bool, label: str = "") -> None:
+        self.steps, self.tokens_per_step, self.enabled, self.label = steps, tokens_per_step, enabled, label
+        self.tty = sys.stderr.isatty()
+        self.t0 = self.last = time.perf_counter()
+        self.next_pct = 10
+
+    def update(self, step: int, loss: Callable[[], float]) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        pct = 100 * step // self.steps
+        if (
+            step < self.steps
+            and not (self.tty and now - self.last > 0.5)
+            and not (not self.tty and pct >= self.next_pct)
+        ):
+            return
+        self.last, self.next_pct = now, pct // 10 * 10 + 10
+        rate = step * self.tokens_per_step / max(now - self.t0, 1e-9)
+        eta = (self.steps - step) * self.tokens_per_step / max(rate, 1e-9)
+        bar = "#" * (pct // 5) + "." * (20 - pct // 5)
+        line = (
+            f"{self.label}[{bar}] {step}/{self.steps} loss {loss():.4f} | {rate:,.0f} tok/s | "
+            f"eta {eta // 60:.0f}m{eta % 60:02.0f}s"
+        )
+        print(
+            ("\r" + line) if self.tty else line,
+            end="\n" if not self.tty or step == self.steps else "",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+# ---- the run -----------------------------------------------------------------------------------------------
+def train(
+    cfg: TrainConfig, data: TokenData | None = None, log: Callable[[str], None] | None = None
+) -> RunResult:
+    """Train ``cfg`` and return its ``RunResult`` (on every rank; only rank 0 prints)."""
+    t_start = time.perf_counter()
+    device_type = resolve_device(cfg.device)
+    rank, world, device, created_group = setup_distributed(device_type)
+    say = (log or (lambda s: print(s, file=sys.stderr, flush=True))) if rank == 0 else (lambda s: None)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    try:
+        # 1) data and model ----------------------------------------------------------------------------------
+        if data is None:
+            data = load_token_data(cfg.corpus, cfg.tokenizer, cfg.bpe_vocab)
+        mcfg = (
+            cfg.model
+            if cfg.model.vocab_size == data.vocab_size
+            else cfg.model.with_(vocab_size=data.vocab_size)
+        )
+        torch.manual_seed(cfg.seed)
+        raw = LoopedGPT(mcfg).to(device)
+        counts = raw.param_split()
+        fpt = flops_per_token(mcfg)
+        tokens_per_step = cfg.batch_size * mcfg.seq_len * cfg.grad_accum * world
+        if cfg.budget is not None:
+            steps, tokens = tokens_for_budget(mcfg, cfg.budget, tokens_per_step)
+        else:
+            steps, tokens = cfg.steps, cfg.steps * tokens_per_step
+        optimizers = build_optimizers(
+            raw,
+            kind=cfg.optimizer,
+            lr=cfg.lr,
+            embed_lr=cfg.embed_lr,
+            head_lr=cfg.head_lr,
+            scalar_lr=cfg.scalar_lr,
+            weight_decay=cfg.weight_decay,
+        )
+        model: torch.nn.Module = torch.compile(raw) if cfg.compile else raw
+        eval_model = model  # evaluation runs outside DDP (no gradients to synchronise)
+        if world > 1 or created_group or dist.is_initialized():
+            model = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[device.index] if device.type == "cuda" else None
+            )
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+        sampler = BatchSampler(data.train, mcfg.seq_len, cfg.batch_size, cfg.seed, rank, world, device)
+        val_batches = data.val_batches(mcfg.seq_len, cfg.val_tokens, cfg.batch_size)
+        say(
+            f"run: r={mcfg.r} d={mcfg.d_model} depth={mcfg.depth} ({mcfg.n_prelude}/{mcfg.n_recur}x{mcfg.r}/"
+            f"{mcfg.n_coda}) variant={mcfg.variant} k={mcfg.k} | n_once={counts.n_once:,} "
+            f"n_rec={counts.n_rec:,} total={counts.total:,} | F={fpt:.4g} FLOPs/token | "
+            f"{steps} steps x {tokens_per_step:,} tokens = "
+            f"{tokens:,} tokens ({fpt * tokens:.3g} FLOPs) | {device} x{world}"
+        )
+
+        # 2) the loop ----------------------------------------------------------------------------------------
+        progress = Progress(steps, tokens_per_step, cfg.progress and rank == 0)
+        ema = torch.zeros((), device=device)
+        model.train()
+        t0 = time.perf_counter()
+        for step in range(steps):
+            lr_mult = 1.0 - (1.0 - cfg.final_lr_frac) * step / steps  # linear decay, no warmup
+            for opt in optimizers:
+                for group in opt.param_groups:
+                    group["lr"] = group["base_lr"] * lr_mult
+            for micro in range(cfg.grad_accum):
+                x, y = sampler.next()
+                last = micro == cfg.grad_accum - 1
+                sync = (
+                    model.no_sync()
+                    if (isinstance(model, torch.nn.parallel.DistributedDataParallel) and not last)
+                    else nullcontext()
+                )
+                with sync:
+                    with autocast:
+                        _, loss = model(x, y)
+                    (loss / cfg.grad_accum).backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(raw.parameters(), cfg.grad_clip)
+            for opt in optimizers:
+                opt.step()
+            for opt in optimizers:
+                opt.zero_grad(set_to_none=True)
+            ema = loss.detach() if step == 0 else 0.9 * ema + 0.1 * loss.detach()  # no host sync here
+            progress.update(step + 1, ema.item)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        train_s = time.perf_counter() - t0
+
+        # 3) evaluation --------------------------------------------------------------------------------------
+        val_loss = evaluate(eval_model, val_batches, device, autocast, rank, world)
+        train_loss = ema.item()
+        if not (math.isfinite(val_loss) and math.isfinite(train_loss)):
+            raise DivergedError(
+                f"training diverged: validation loss {val_loss}, train loss {train_loss} "
+                "(lower the learning rate)"
+            )
+        wall_s = time.perf_counter() - t_start
+        say(
+            f"done: val loss {val_loss:.4f} nats/token | train loss {train_loss:.4f} | "
+            f"{tokens / train_s:,.0f} tok/s | {wall_s:.1f} s"
+        )
+        return RunResult(
+            loss=val_loss,
+            train_loss=train_loss,
+            tokens=tokens,
+            steps=steps,
+            tokens_per_step=tokens_per_step,
+            flops_per_token=fpt,
+            flops=fpt * tokens,
+            n_once=counts.n_once,
+            n_rec=counts.n_rec,
+            n_params=counts.total,
+            vocab_size=mcfg.vocab_size,
+            data_fingerprint=data.fingerprint,
+            world_size=world,
+            device=str(device.type),
+            train_s=train_s,
+            wall_s=wall_s,
+            tokens_per_s=tokens / train_s,
+        )
+    finally:
+        if created_group and dist.is_initialized():
+            dist.destroy_process_group()
