@@ -296,9 +296,7 @@ def check_report_dir(out_dir: str | os.PathLike, force: bool = False) -> None:
     if path.exists() and not path.is_dir():
         raise NotADirectoryError(f"{path}: exists and is not a directory")
     if not path.exists() or force or not any(path.iterdir()):
-        if not path.exists() and not path.parent.exists():
-            raise NotADirectoryError(f"{path}: parent directory {path.parent} does not exist")
-        return
+        return  # a new folder (parents included) is created when the report is written
     try:
         previous = json.loads((path / "results.json").read_text(encoding="utf-8"))
         ok = previous.get("generator") == GENERATOR
@@ -345,7 +343,7 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike, *,
 
     check_report_dir(out_dir, force)
     path = Path(out_dir)
-    path.mkdir(exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True)
     _clear_previous(path)
     (path / "figures").mkdir(exist_ok=True)
     timings = dict(analysis.timings)

@@ -295,3 +295,13 @@ def test_tables_without_phi_or_budgets_get_a_report_that_says_what_is_missing(tm
     data = json.loads((tmp_path / "labels" / "results.json").read_text())
     assert len(data["derived"]["frontier"]["budgets"]) == 6  # spread over the runs' compute
     assert data["derived"]["parabola_minima"]["cells"] and "frontier" in files.figures
+
+
+def test_report_creates_missing_parent_folders(tmp_path):
+    """`phifit report RUNS.csv --out reports/name` works where reports/ does not exist yet."""
+    from phifit.cli import main
+    runs = tmp_path / "runs.csv"
+    main(["simulate", "--noise", "0.005", "--out", str(runs)])
+    out = tmp_path / "reports" / "sim"
+    assert main(["report", str(runs), "--out", str(out), "--bootstrap", "20", "--starts", "50"]) == 0
+    assert (out / "index.html").exists() and (out / "results.json").exists()
