@@ -373,6 +373,10 @@ def bootstrap_interval(values: np.ndarray, *, level: float = 0.95, kind: str = "
         if estimate is None or jackknife is None:
             raise ValueError("a BCa interval needs the point estimate and the jackknife values "
                              "(estimate=..., jackknife=...), or pass a function of the params")
+        if np.ptp(ok) <= 1e-9 * max(1.0, float(np.median(np.abs(ok)))):
+            # no spread (a noise-free table): BCa's bias correction is undefined and the
+            # interval is the common value of the replicates
+            return Interval(float(ok.min()), float(ok.max()), level, kind, (0.0, 0.0), len(ok))
         acc = jackknife_acceleration(jackknife)
         if not np.isfinite(acc) or not np.isfinite(estimate):
             return Interval(nan, nan, level, kind, (nan, nan), len(ok))
