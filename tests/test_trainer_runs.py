@@ -122,7 +122,7 @@ def test_text_file_directory_and_parquet_sources(tmp_path: Path) -> None:
 
 def test_bpe_is_trained_locally_and_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("tokenizers")
-    monkeypatch.setenv("PHIFIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PHIFIT_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "c.txt").write_text(_text(20000))
     first = tdata.load_token_data(str(tmp_path / "c.txt"), tokenizer="bpe", bpe_vocab=300)
     assert first.tokenizer == "bpe300" and 256 < first.vocab_size <= 300

@@ -14,8 +14,8 @@ corpus). The split is made on characters, before tokenisation, so byte and BPE r
 and the BPE tokenizer is trained on the training text only.
 
 Tokenisation: ``"bytes"`` (UTF-8 bytes, vocabulary 256, the default) or ``"bpe"``: a byte-level BPE trained
-locally with HuggingFace ``tokenizers`` and cached (tokenizer JSON and token arrays) under ``$PHIFIT_CACHE``
-or ``~/.cache/phifit``.
+locally with HuggingFace ``tokenizers`` and cached (tokenizer JSON and token arrays) under phifit's cache
+root (``$PHIFIT_CACHE_DIR``, else the checkout's ``.cache/``; see :mod:`phifit.cache`).
 
 Validation loss is measured on a fixed held-out set: the first ``val_tokens`` tokens of the validation stream,
 cut into non-overlapping windows of ``seq_len`` (+1 for the shifted targets), always in the same order.
@@ -109,7 +109,12 @@ def split_text(docs: list[tuple[str, str]]) -> tuple[str, str]:
 
 # ---- tokenisers --------------------------------------------------------------------------------------------
 def cache_dir() -> Path:
-    return Path(os.environ.get("PHIFIT_CACHE", Path.home() / ".cache" / "phifit"))
+    """Where trained BPE tokenizers and token arrays are cached: phifit's cache root
+    (``$PHIFIT_CACHE_DIR``, else the checkout's ``.cache/``, else ``./.cache/phifit``), never
+    the home directory by surprise."""
+    from ..cache import cache_dir as phifit_cache_dir
+
+    return phifit_cache_dir("tokenizers")
 
 
 def _bpe_tokenizer(train_text: str, vocab_size: int, key: str):  # -> tokenizers.Tokenizer
