@@ -428,14 +428,7 @@ def _sample_nutpie(data, spec, *, draws, tune, chains, seed, target_accept, prog
                           target_accept=target_accept, progress_bar=progressbar,
                           save_warmup=False, cores=min(chains, os.cpu_count() or 1))
     sampling_s = time.perf_counter() - t0
-    post = {k: np.asarray(trace.posterior[k].values, float) for k in _STORED}
-    st = trace.sample_stats
-    stats = {"diverging": np.asarray(st["diverging"].values, bool),
-             "lp": np.asarray(st["logp"].values, float),
-             "tree_depth": np.asarray(st["depth"].values, int),
-             "energy": np.asarray(st["energy"].values, float),
-             "step_size": np.asarray(st["step_size"].values, float),
-             "n_steps": np.asarray(st["n_steps"].values, int)}
+    post, stats = _draws_and_stats(trace, lp="logp", tree_depth="depth")
     return post, stats, compile_s, sampling_s, cached
 
 
@@ -454,15 +447,21 @@ def _sample_pymc(data, spec, *, draws, tune, chains, seed, target_accept, progre
                           compute_convergence_checks=False, return_inferencedata=True)
     total = time.perf_counter() - t0
     sampling_s = float(trace.posterior.attrs.get("sampling_time", total))
+    post, stats = _draws_and_stats(trace, lp="lp", tree_depth="tree_depth")
+    return post, stats, max(total - sampling_s, 0.0), sampling_s, False
+
+
+def _draws_and_stats(trace, *, lp: str, tree_depth: str) -> tuple[dict, dict]:
+    """Posterior arrays of the stored variables and the sampler statistics phifit reports.
+
+    The two backends name two statistics differently (nutpie: ``logp``, ``depth``)."""
     post = {k: np.asarray(trace.posterior[k].values, float) for k in _STORED}
     st = trace.sample_stats
-    stats = {"diverging": np.asarray(st["diverging"].values, bool),
-             "lp": np.asarray(st["lp"].values, float),
-             "tree_depth": np.asarray(st["tree_depth"].values, int),
-             "energy": np.asarray(st["energy"].values, float),
-             "step_size": np.asarray(st["step_size"].values, float),
-             "n_steps": np.asarray(st["n_steps"].values, int)}
-    return post, stats, max(total - sampling_s, 0.0), sampling_s, False
+    names = {"diverging": ("diverging", bool), "lp": (lp, float),
+             "tree_depth": (tree_depth, int), "energy": ("energy", float),
+             "step_size": ("step_size", float), "n_steps": ("n_steps", int)}
+    stats = {key: np.asarray(st[name].values, kind) for key, (name, kind) in names.items()}
+    return post, stats
 
 
 # --------------------------------------------------------------------------------------
