@@ -245,7 +245,7 @@ def measure_flops_per_second(runs: list[PlannedRun], steps: int = 3) -> dict[int
     import torch
 
     from .model import LoopedGPT
-    from .optim import build_optimizers
+    from .optim import optimizers_for
 
     rates: dict[int, float] = {}
     for run in runs:
@@ -262,15 +262,7 @@ def measure_flops_per_second(runs: list[PlannedRun], steps: int = 3) -> dict[int
         )
         torch.manual_seed(0)
         model = LoopedGPT(m).to(device)
-        opts = build_optimizers(
-            model,
-            kind=cfg.optimizer,
-            lr=cfg.lr,
-            embed_lr=cfg.embed_lr,
-            head_lr=cfg.head_lr,
-            scalar_lr=cfg.scalar_lr,
-            weight_decay=cfg.weight_decay,
-        )
+        opts = optimizers_for(model, cfg)
         x = torch.randint(0, m.vocab_size, (cfg.batch_size, m.seq_len), device=device)
         for i in range(steps + 1):
             if i == 1:

@@ -30,7 +30,7 @@ from .config import TrainConfig
 from .data import BatchSampler, TokenData, load_token_data
 from .flops import flops_per_token, tokens_for_budget
 from .model import LoopedGPT
-from .optim import build_optimizers
+from .optim import optimizers_for
 
 
 class DivergedError(RuntimeError):
@@ -178,15 +178,7 @@ def train(
             steps, tokens = tokens_for_budget(mcfg, cfg.budget, tokens_per_step)
         else:
             steps, tokens = cfg.steps, cfg.steps * tokens_per_step
-        optimizers = build_optimizers(
-            raw,
-            kind=cfg.optimizer,
-            lr=cfg.lr,
-            embed_lr=cfg.embed_lr,
-            head_lr=cfg.head_lr,
-            scalar_lr=cfg.scalar_lr,
-            weight_decay=cfg.weight_decay,
-        )
+        optimizers = optimizers_for(raw, cfg)
         model: torch.nn.Module = torch.compile(raw) if cfg.compile else raw
         eval_model = model  # evaluation runs outside DDP (no gradients to synchronise)
         if world > 1 or created_group or dist.is_initialized():
