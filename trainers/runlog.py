@@ -151,13 +151,18 @@ def check_compatible(path: str | os.PathLike) -> list[str] | None:
     return header
 
 
-def read_run_ids(path: str | os.PathLike) -> set[str]:
-    """The run ids already in the CSV (an empty set when the file does not exist yet)."""
+def read_finished(path: str | os.PathLike) -> dict[str, dict[str, str]]:
+    """The finished runs already in the CSV, as run_id -> row (empty when the file does not exist yet)."""
     p = Path(path)
     if check_compatible(p) is None:
-        return set()
+        return {}
     with p.open(newline="", encoding="utf-8") as f:
-        return {row["run_id"] for row in csv.DictReader(f) if row.get("run_id")}
+        return {row["run_id"]: row for row in csv.DictReader(f) if row.get("run_id")}
+
+
+def read_run_ids(path: str | os.PathLike) -> set[str]:
+    """The run ids already in the CSV (an empty set when the file does not exist yet)."""
+    return set(read_finished(path))
 
 
 @contextmanager

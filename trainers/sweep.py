@@ -28,7 +28,7 @@ from typing import Any
 
 from .config import TrainConfig, make_train_config
 from .flops import flops_per_token, param_counts, tokens_for_budget
-from .runlog import append_row, format_budget, make_row, make_run_id, read_run_ids
+from .runlog import append_row, format_budget, make_row, make_run_id, read_finished, read_run_ids
 
 try:
     import tomllib
@@ -290,6 +290,14 @@ def estimate_seconds(run: PlannedRun, flops_per_second: float) -> float:
     return (f * tokens + f / 3 * cfg.val_tokens) / flops_per_second + 2.0
 
 
+def _recorded_seconds(row: dict[str, str]) -> float:
+    """The ``wall_s`` a finished run recorded (0 when the row has none)."""
+    try:
+        return float(row.get("wall_s") or 0.0)
+    except ValueError:
+        return 0.0
+
+
 def _duration(s: float) -> str:
     return f"{s / 3600:.0f}h{s % 3600 / 60:02.0f}m" if s >= 3600 else f"{s // 60:.0f}m{s % 60:02.0f}s"
 
@@ -300,7 +308,7 @@ def dry_run(
     """Print the grid (counts, tokens, FLOPs/token, estimated time); return the estimated seconds left."""
     file = file or sys.stdout
     runs = plan(spec, grids)
-    done = read_run_ids(out) if out else set()
+    done = read_finished(out) if out else {}
     if estimate == "measure":
         rates = measure_flops_per_second([r for r in runs if r.run_id not in done] or runs)
         how = (
@@ -328,14 +336,15 @@ def dry_run(
         steps, tokens = tokens_for_budget(
             cfg.model, run.budget, cfg.batch_size * cfg.model.seq_len * cfg.grad_accum
         )
-        sec = estimate_seconds(run, rates[run.width])
-        total += sec
-        status = ""
-        if run.run_id in done:
+        if run.run_id in done:  # a finished run shows the wall time it took (its width may not be measured)
+            sec = _recorded_seconds(done[run.run_id])
             status = " (done)"
         else:
+            sec = estimate_seconds(run, rates[run.width])
             left += sec
             flops_left += flops_per_token(cfg.model) * tokens
+            status = ""
+        total += sec
         print(
             f"{run.grid:<8} {format_budget(run.budget):>7} {run.width:>5} {run.r:>2} {run.variant:<9} "
             f"{pc.n_once:>9,} {pc.n_rec:>9,} {tokens:>10,} {flops_per_token(cfg.model):>9.3g} {steps:>6} "
@@ -346,7 +355,7 @@ def dry_run(
     where = f"{n_done} already in {out}" if out else "no --out given"
     print(
         f"{len(runs)} runs ({where}), {len(runs) - n_done} to train: {flops_left:.3g} training FLOPs, "
-        f"estimated {_duration(left)} (all {len(runs)}: {_duration(total)}).",
+        f"estimated {_duration(left)} (all {len(runs)}, finished ones as recorded: {_duration(total)}).",
         file=file,
     )
     print(f"estimate: {how}.", file=file)
