@@ -104,6 +104,53 @@ def _pair(runs: RunTable, by: str, variant: Any, baseline: Any) -> _Pair:
                  budgets=budgets, borrowed_r1=borrowed, dropped_variant_runs=dropped)
 
 
+@dataclass(frozen=True)
+class RecipeSelection:
+    """The runs of one recipe picked out of a table that holds several, and why."""
+
+    runs: RunTable
+    recipe: str | None  # None: the table holds a single recipe (or has no ``by`` column)
+    note: str | None  # what was selected, from how many runs, and how to choose otherwise
+
+
+def select_recipe(runs: RunTable, recipe: Any = None, *, by: str = "variant") -> RecipeSelection:
+    """The runs of one recipe, for single-law analyses (fit, compare, equivalence) of a mixed table.
+
+    The joint law holds for one training recipe; pooling recipes with different phi fits
+    neither.  When column ``by`` holds several values, ``recipe`` picks one (default: the
+    value "baseline"; an error when there is none).  A recipe other than the baseline that
+    has no r = 1 runs borrows the baseline's r = 1 runs on its budgets, as in Delta-phi
+    (a loop-only change leaves r = 1 unchanged).  A table with one recipe is returned whole.
+    """
+    if by not in runs.frame.columns or runs.frame[by].nunique() < 2:
+        if recipe is not None:
+            present = sorted(map(str, runs.frame[by].unique())) if by in runs.frame else []
+            if str(recipe) not in present:
+                raise ValueError(f"{runs.source}: recipe {str(recipe)!r} asked for, but column {by!r} "
+                                 + (f"holds only {', '.join(map(repr, present))}" if present
+                                    else "is absent"))
+        return RecipeSelection(runs=runs, recipe=None, note=None)
+    counts = runs.frame[by].astype(str).value_counts().sort_index()
+    listing = ", ".join(f"{k} {v}" for k, v in counts.items())
+    key = "baseline" if recipe is None else str(recipe)
+    if key not in counts:
+        raise ValueError(f"{runs.source}: column {by!r} holds several recipes ({listing} runs) and "
+                         + ("none is named 'baseline'" if recipe is None else f"none is {key!r}")
+                         + "; pick one with --variant NAME, or compare them with --by " + by)
+    values = {str(v): v for v in runs.frame[by].unique()}
+    frame = runs.frame[runs.frame[by].astype(str) == key]
+    borrowed = 0
+    if key != "baseline" and not (frame["r"] == 1).any() and "baseline" in values:
+        pair = _pair(runs, by, values[key], values["baseline"])
+        frame, borrowed = pair.variant.frame, pair.borrowed_r1
+    selected = _table(frame, f"{runs.source}[{by}={key}]", runs.looped)
+    note = (f"{runs.source}: column {by!r} holds several recipes ({listing} runs); this analysis "
+            f"uses {key!r} ({len(selected)} runs"
+            + (f", {borrowed} of them the baseline's r = 1 runs" if borrowed else "")
+            + f"); --variant NAME picks another, --by {by} compares them")
+    return RecipeSelection(runs=selected, recipe=key, note=note)
+
+
 def _cell_labels(table: RunTable, cols: list[str]) -> np.ndarray:
     if cols == [SINGLE_RUNS]:
         return np.array([f"run{i}" for i in range(len(table))], dtype=object)

@@ -158,3 +158,81 @@ def test_single_recipe_is_refused():
     frame["variant"] = "only"
     with pytest.raises(ValueError, match="single value"):
         compare_recipes(table_from_frame(frame))
+
+
+# -- one recipe out of a mixed table (fit, compare and equiv on a table with a variant column) ----
+
+
+def test_select_recipe_defaults_to_the_baseline_and_says_so():
+    from phifit.recipes import select_recipe
+
+    frame = two_recipes(0.45, 0.65, seed=3)
+    runs = table_from_frame(frame, source="mixed.csv")
+    n_base = int((frame.variant == "baseline").sum())
+    sel = select_recipe(runs)
+    assert sel.recipe == "baseline" and len(sel.runs) == n_base < len(runs)
+    assert set(sel.runs.frame["variant"]) == {"baseline"}
+    assert sel.runs.source == "mixed.csv[variant=baseline]"
+    assert f"baseline {n_base}, probe {len(frame) - n_base} runs" in sel.note and "--by variant" in sel.note
+
+
+def test_select_recipe_borrows_r1_for_a_loop_only_variant():
+    from phifit.recipes import select_recipe
+
+    frame = two_recipes(0.45, 0.65, seed=3)
+    runs = table_from_frame(frame)
+    sel = select_recipe(runs, "probe")
+    probe = frame[frame.variant == "probe"]
+    r1 = frame[(frame.variant == "baseline") & (frame.r == 1)]
+    assert not (probe.r == 1).any()
+    assert len(sel.runs) == len(probe) + len(r1)
+    assert f"{len(r1)} of them the baseline's r = 1 runs" in sel.note
+    # the selected runs recover the probe's phi, the pooled table does not
+    from phifit.fit.huber import HuberOptions, fit_huber
+
+    opts = HuberOptions(n_starts=100)
+    assert fit_huber(sel.runs, options=opts).phi == pytest.approx(0.65, abs=0.06)
+    assert abs(fit_huber(runs, options=opts).phi - 0.65) > 0.06
+
+
+def test_select_recipe_errors_and_single_recipe_tables():
+    from phifit.recipes import select_recipe
+
+    frame = two_recipes(0.45, 0.65, seed=3)
+    renamed = table_from_frame(frame.replace({"variant": {"baseline": "full"}}), source="m.csv")
+    with pytest.raises(ValueError, match=r"m.csv: column 'variant' holds several recipes \(full \d+, probe "
+                                         r"\d+ runs\) and none is named 'baseline'; pick one with --variant"):
+        select_recipe(renamed)
+    with pytest.raises(ValueError, match="none is 'nope'"):
+        select_recipe(renamed, "nope")
+    single = table_from_frame(frame[frame.variant == "baseline"], source="one.csv")
+    sel = select_recipe(single)
+    assert sel.runs is single and sel.note is None and sel.recipe is None
+    assert select_recipe(single, "baseline").runs is single
+    with pytest.raises(ValueError, match="one.csv: recipe 'probe' asked for, but column 'variant' holds only"):
+        select_recipe(single, "probe")
+
+
+def test_cli_fit_and_compare_analyse_one_recipe(tmp_path, capsys):
+    frame = two_recipes(0.45, 0.65, seed=4)
+    csv = tmp_path / "mixed.csv"
+    frame.to_csv(csv, index=False)
+    out = tmp_path / "fit.json"
+    assert main(["fit", str(csv), "--starts", "100", "--quiet", "--json", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "note:" in err and "uses 'baseline'" in err
+    data = json.loads(out.read_text())
+    assert data["n_runs"] == int((frame.variant == "baseline").sum())
+    assert data["source"].endswith("[variant=baseline]")
+    assert data["params"]["phi"] == pytest.approx(0.45, abs=0.06)
+    assert main(["fit", str(csv), "--variant", "probe", "--starts", "100", "--quiet", "--json", str(out),
+                 "--force"]) == 0
+    assert json.loads(out.read_text())["params"]["phi"] == pytest.approx(0.65, abs=0.06)
+    assert main(["fit", str(csv), "--by", "variant", "--variant", "probe"]) == 2
+    assert "--variant picks one recipe" in capsys.readouterr().err
+    cmp_out = tmp_path / "cmp.json"
+    assert main(["compare", str(csv), "--variant", "probe", "--starts", "100", "--no-cv", "--quiet",
+                 "--json", str(cmp_out)]) == 0
+    fits = json.loads(cmp_out.read_text())["fits"]
+    assert fits["free"]["n_runs"] == len(frame[frame.variant == "probe"]) + int(
+        ((frame.variant == "baseline") & (frame.r == 1)).sum())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from ..runs import RunTable, load_runs, parse_column_mapping
 
@@ -18,6 +19,24 @@ def add_runs_argument(parser: argparse.ArgumentParser) -> None:
 
 def load_runs_from_args(args: argparse.Namespace) -> RunTable:
     return load_runs(args.runs, columns=parse_column_mapping(args.columns))
+
+
+def add_recipe_argument(parser: argparse.ArgumentParser) -> None:
+    """--variant NAME: which recipe of a table with several ('variant' column) to analyse."""
+    parser.add_argument("--variant", metavar="NAME", default=None,
+                        help="when the table's 'variant' column holds several recipes: the one to "
+                             "analyse (default 'baseline'); a loop-only recipe without r = 1 runs "
+                             "borrows the baseline's")
+
+
+def load_recipe_runs(args: argparse.Namespace) -> RunTable:
+    """The run table, narrowed to one recipe when it holds several; the choice goes to stderr."""
+    from ..recipes import select_recipe
+
+    selection = select_recipe(load_runs_from_args(args), getattr(args, "variant", None))
+    if selection.note:
+        print(f"note: {selection.note}", file=sys.stderr)
+    return selection.runs
 
 
 def parse_fix(items: list[str] | None) -> dict[str, float]:

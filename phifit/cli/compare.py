@@ -14,10 +14,11 @@ import json
 
 from ._common import (
     add_bayes_arguments,
+    add_recipe_argument,
     add_runs_argument,
     bayes_options,
     check_output_file,
-    load_runs_from_args,
+    load_recipe_runs,
     parse_fix,
     write_json,
 )
@@ -30,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                        "out-of-sample error, verdict",
                        description="Fit phi free, phi = 0, phi = 1 (and each --fix) and compare.")
     add_runs_argument(p)
+    add_recipe_argument(p)
     p.add_argument("--fix", action="append", metavar="NAME=VALUE[,NAME=VALUE]",
                    help="an extra restricted fit, e.g. --fix phi=0.5 (repeatable; each occurrence "
                         "is one restriction; phi = 0 and phi = 1 are always included)")
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     fixes = list(DEFAULT_FIXES) + [parse_fix([item]) for item in (args.fix or [])]
     if args.json:
         check_output_file(args.json, args.force)
-    runs = load_runs_from_args(args)
+    runs = load_recipe_runs(args)
     if args.method == "bayes":
         from ..bayes_compare import compare_loo
         comparison = compare_loo(runs, fixes=fixes, **bayes_options(args))

@@ -25,7 +25,7 @@ import json
 from ..derived import equivalence, paper_example
 from ..law import REFERENCE_PARAMS
 from ..result import FitResult, _plain
-from ._common import check_output_file, load_runs_from_args, write_json
+from ._common import add_recipe_argument, check_output_file, load_recipe_runs, write_json
 
 #: The study's 95% block-bootstrap interval of phi (paper Table 2).
 REFERENCE_PHI_CI = (0.41, 0.53)
@@ -70,6 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--columns", metavar="MAP", default=None,
                    help="with --runs: map canonical names onto your columns")
     p.add_argument("--seed", type=int, default=0, help="with --runs: seed (default 0)")
+    add_recipe_argument(p)
     p.add_argument("--json", metavar="OUT", help="write the result as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
     p.set_defaults(func=run)
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         if args.bootstrap < 2:
             raise ValueError(f"--bootstrap must be >= 2, got {args.bootstrap}")
         runs_path = args.runs
-        runs = load_runs_from_args(args)
+        runs = load_recipe_runs(args)
         fit = fit_huber(runs)
         if fit.phi is None:
             raise ValueError(f"{runs_path}: phi is not identifiable from these runs")

@@ -22,10 +22,12 @@ from ..fit import METHODS, fit
 from ..law import LawSpec
 from ._common import (
     add_bayes_arguments,
+    add_recipe_argument,
     add_runs_argument,
     bayes_options,
     check_output_file,
     check_posterior_output,
+    load_recipe_runs,
     load_runs_from_args,
     parse_fix,
     write_json,
@@ -56,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "Delta-phi against --baseline")
     p.add_argument("--baseline", metavar="NAME", default=None,
                    help="with --by: the reference recipe (default 'baseline' or the first value)")
+    add_recipe_argument(p)
     p.add_argument("--jobs", "--n-jobs", type=int, default=2, dest="n_jobs",
                    help="parallel workers for the bootstrap refits (default 2)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -90,6 +93,8 @@ def _check(args: argparse.Namespace) -> None:
                          f"{' or '.join(BOOTSTRAP_METHODS)}, not {args.method}")
     if args.save_posterior and args.method != "bayes":
         raise ValueError("--save-posterior needs --method bayes")
+    if args.by and args.variant is not None:
+        raise ValueError("--variant picks one recipe; --by compares them all: use one of the two")
     if args.by and args.fix:
         raise ValueError("--fix cannot be combined with --by (Delta-phi needs phi free)")
 
@@ -100,9 +105,9 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.json, args.force)
     if args.save_posterior:
         check_posterior_output(args.save_posterior, args.force)
-    runs = load_runs_from_args(args)
     progress = not args.quiet
     if args.by:
+        runs = load_runs_from_args(args)
         from ..recipes import compare_recipes
         comparison = compare_recipes(
             runs, by=args.by, baseline=args.baseline,
@@ -114,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
             write_json(args.json, json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
             print(f"\nwrote {args.json}")
         return 0
+    runs = load_recipe_runs(args)
     fixed = parse_fix(args.fix)
     if args.bootstrap is not None:
         from ..bootstrap import block_codes
