@@ -26,7 +26,6 @@ A folder is written only when it is absent, empty, or holds a previous phifit re
 from __future__ import annotations
 
 import datetime as _dt
-import importlib
 import json
 import math
 import os
@@ -40,6 +39,8 @@ import numpy as np
 
 from . import __version__
 from . import report_template as T
+from .bootstrap import block_bootstrap
+from .compare import compare_fits
 from .derived import (
     Equivalence,
     EquivalenceTable,
@@ -58,6 +59,7 @@ from .derived import (
 from .diagnostics import Diagnostics, diagnose
 from .fit.huber import HuberOptions, fit_huber
 from .law import PARAM_NAMES, REFERENCE_PARAMS
+from .recipes import compare_recipes, select_recipe
 from .result import GENERATOR, FitResult, _plain
 from .runs import RunTable
 
@@ -157,15 +159,6 @@ class Analysis:
 
 
 # ------------------------------------------------------------------------------ analysis
-def _optional(module: str, name: str) -> Callable | None:
-    """``module.name`` when that module exists and imports, else None."""
-    try:
-        mod = importlib.import_module(f"phifit.{module}")
-    except ImportError:
-        return None
-    return getattr(mod, name, None)
-
-
 def _timed(timings: dict[str, float], key: str, func: Callable, *args, **kwargs):
     t0 = time.perf_counter()
     try:
@@ -182,42 +175,28 @@ def analyse(runs: RunTable, options: ReportOptions | None = None) -> Analysis:
     main_runs = runs
     recipes = None
     if "variant" in runs.frame and runs.frame["variant"].nunique() > 1:
-        compare_recipes = _optional("recipes", "compare_recipes")
-        if compare_recipes is None:
-            notes.append("the table has several recipes ('variant') but phifit.recipes is not "
-                         "available: the Δφ section is missing and the main fit pools recipes")
-        else:
-            recipes = _timed(timings, "recipes", compare_recipes, runs, by="variant",
-                             baseline=options.baseline, n_boot=options.n_boot,
-                             seed=options.seed, n_starts=options.n_starts,
-                             n_jobs=options.n_jobs, progress=False)
-            base = getattr(recipes, "baseline", options.baseline)
-            main_runs = _baseline_runs(runs, recipes, base)
-            notes.append(f"the table holds {runs.frame['variant'].nunique()} recipes; the main "
-                         f"sections analyse the baseline '{base}' ({len(main_runs)} runs)")
+        recipes = _timed(timings, "recipes", compare_recipes, runs, by="variant",
+                         baseline=options.baseline, n_boot=options.n_boot, seed=options.seed,
+                         n_starts=options.n_starts, n_jobs=options.n_jobs, progress=False)
+        main_runs = select_recipe(runs, recipes.baseline).runs
+        notes.append(f"the table holds {runs.frame['variant'].nunique()} recipes; the main "
+                     f"sections analyse the baseline '{recipes.baseline}' ({len(main_runs)} runs)")
 
     fit = _timed(timings, "fit", fit_huber, main_runs,
                  options=HuberOptions(n_starts=options.n_starts, seed=options.seed))
     phi_free = fit.phi is not None and not fit.fixed
 
     boot = None
-    block_bootstrap = _optional("bootstrap", "block_bootstrap")
     if options.n_boot and (phi_free or fit.phi is None) and not fit.fixed:
-        if block_bootstrap is None:
-            notes.append("phifit.bootstrap is not available: no bootstrap intervals")
-        else:
-            boot = _timed(timings, "bootstrap", block_bootstrap, main_runs, n=options.n_boot,
-                          seed=options.seed, point=fit, n_jobs=options.n_jobs, progress=False)
-            fit = boot.attach(fit)
+        boot = _timed(timings, "bootstrap", block_bootstrap, main_runs, n=options.n_boot,
+                      seed=options.seed, point=fit, n_jobs=options.n_jobs, progress=False)
+        fit = boot.attach(fit)
     elif not options.n_boot:
         notes.append("bootstrap turned off (n_boot = 0): no intervals")
     thetas = None if boot is None else boot.thetas
 
     comparison = None
-    compare_fits = _optional("compare", "compare_fits")
-    if compare_fits is None:
-        notes.append("phifit.compare is not available: no restricted-fit comparison")
-    elif main_runs.phi_identifiable:
+    if main_runs.phi_identifiable:
         comparison = _timed(timings, "comparison", compare_fits, main_runs, seed=options.seed,
                             n_starts=options.n_starts)
 
@@ -247,15 +226,12 @@ def analyse(runs: RunTable, options: ReportOptions | None = None) -> Analysis:
 
     bayes = bayes_draws = idata = None
     if options.bayes:
-        sample_posterior = _optional("fit.bayes", "sample_posterior")
-        posterior_draws = _optional("fit.bayes", "posterior_draws")
-        if sample_posterior is None or posterior_draws is None:
-            notes.append("--bayes asked but phifit.fit.bayes is not available")
-        else:
-            sampled = _timed(timings, "bayes", sample_posterior, main_runs, seed=options.seed,
-                             progressbar=False)
-            bayes, idata = sampled.result, sampled.idata
-            bayes_draws = {k: np.asarray(v) for k, v in posterior_draws(sampled).items()}
+        from .fit.bayes import posterior_draws, sample_posterior  # PyMC: imported only when asked
+
+        sampled = _timed(timings, "bayes", sample_posterior, main_runs, seed=options.seed,
+                         progressbar=False)
+        bayes, idata = sampled.result, sampled.idata
+        bayes_draws = {k: np.asarray(v) for k, v in posterior_draws(sampled).items()}
 
     return Analysis(runs=main_runs, options=options, fit=fit, diagnostics=diag, bootstrap=boot,
                     comparison=comparison, recipes=recipes, bayes=bayes,
@@ -263,15 +239,6 @@ def analyse(runs: RunTable, options: ReportOptions | None = None) -> Analysis:
                     example=example, frontier=front, frontier_curve=curve, parabola=parab,
                     isoflop=iso, compute=run_compute(main_runs).tolist(), notes=notes,
                     timings=timings)
-
-
-def _baseline_runs(runs: RunTable, recipes: Any, base: Any) -> RunTable:
-    """The runs of the baseline recipe (as the recipes module defines them when it says)."""
-    subset = getattr(recipes, "baseline_runs", None)
-    if isinstance(subset, RunTable):
-        return subset
-    mask = (runs.frame["variant"].astype(str) == str(base)).to_numpy()
-    return runs.subset(mask) if mask.any() else runs
 
 
 # ------------------------------------------------------------------------------- folder
@@ -642,8 +609,8 @@ def _section_bootstrap(a: Analysis, fig) -> str:
 def _section_comparison(a: Analysis, fig) -> str:
     rows = _comparison_rows(a.comparison)
     if not rows:
-        return T.missing("No restricted-fit comparison: phifit.compare is not available or phi "
-                         "is not identifiable.")
+        return T.missing("No restricted-fit comparison: phi is not identifiable from these runs "
+                         "(it needs looped runs, r > 1 with N_rec > 0, and at least two values of r).")
     html = fig("comparison", "R squared of free and restricted fits",
                "R² on raw nats of the free fit and of the restricted laws (the study: 0.9972 "
                "free, 0.9858 φ = 0, 0.9552 φ = 1).")
@@ -781,7 +748,7 @@ def _section_equivalence(a: Analysis) -> str:
 
 def _section_bayes(a: Analysis, fig) -> str:
     if a.bayes is None:
-        return T.missing("No posterior: phifit.fit.bayes is not available.")
+        return T.missing("No posterior was sampled.")
     b = a.bayes
     ex = b.extras or {}
     post = ex.get("posterior", {})

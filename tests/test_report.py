@@ -173,18 +173,12 @@ def test_variant_table_gets_the_recipes_section_or_says_why(tmp_path):
     files = build_report(runs, tmp_path / "rep", options=ReportOptions(n_boot=20, n_starts=50))
     data = json.loads((tmp_path / "rep" / "results.json").read_text())
     html = (tmp_path / "rep" / "index.html").read_text()
-    try:
-        import phifit.recipes  # noqa: F401
-    except ImportError:
-        assert any("phifit.recipes is not available" in n for n in data["notes"])
-        assert data["fit"]["n_runs"] == len(runs)
-    else:
-        assert '<section id="recipes">' in html and "recipes" in files.figures
-        assert data["recipes"] is not None
-        assert data["fit"]["n_runs"] == 56  # the main sections analyse the baseline
-        d = data["recipes"]["delta_phi"]["hc"]
-        assert d["estimate"] == pytest.approx(0.6 - 0.459, abs=0.05)
-        assert "Δφ between recipes" in html
+    assert '<section id="recipes">' in html and "recipes" in files.figures
+    assert data["recipes"] is not None
+    assert data["fit"]["n_runs"] == 56  # the main sections analyse the baseline
+    d = data["recipes"]["delta_phi"]["hc"]
+    assert d["estimate"] == pytest.approx(0.6 - 0.459, abs=0.05)
+    assert "Δφ between recipes" in html
 
 
 # -- a real browser --------------------------------------------------------------------------
