@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .config import LoopedGPTConfig, TrainConfig, make_train_config
+from .config import MODEL_KEYS, TRAIN_KEYS, LoopedGPTConfig, TrainConfig, make_train_config
 from .runlog import append_row, make_row, make_run_id, read_run_ids
 
 _T = TrainConfig.__dataclass_fields__
@@ -139,39 +139,7 @@ def register(subparsers: Any) -> None:
     s.set_defaults(func=_cmd_sweep)
 
 
-_SETTINGS = (
-    "r",
-    "width",
-    "depth",
-    "prelude",
-    "coda",
-    "variant",
-    "bptt_k",
-    "lanes",
-    "head_dim",
-    "seq_len",
-    "budget",
-    "steps",
-    "batch_size",
-    "grad_accum",
-    "optimizer",
-    "lr",
-    "embed_lr",
-    "head_lr",
-    "scalar_lr",
-    "weight_decay",
-    "final_lr_frac",
-    "grad_clip",
-    "seed",
-    "corpus",
-    "tokenizer",
-    "bpe_vocab",
-    "val_tokens",
-    "device",
-    "compile",
-    "threads",
-    "progress",
-)
+_SETTINGS = MODEL_KEYS + TRAIN_KEYS  # every setting make_train_config takes
 
 
 def _cmd_train(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ sweep grids work on the configuration alone.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 INJECTIONS = ("linear", "additive", "none", "hc")
@@ -277,16 +277,7 @@ class TrainConfig:
         for k in ("device", "compile", "threads", "progress"):
             d.pop(k)
         d["world_size"] = world_size
-        for k in (
-            "budget",
-            "lr",
-            "embed_lr",
-            "head_lr",
-            "scalar_lr",
-            "weight_decay",
-            "final_lr_frac",
-            "grad_clip",
-        ):
+        for k in _FLOAT_FIELDS:
             if d[k] is not None:
                 d[k] = float(d[k])  # 1e12 and 1000000000000 are the same run
         if self.tokenizer == "bytes":
@@ -309,6 +300,7 @@ MODEL_KEYS = (
     "rope_base",
 )
 TRAIN_KEYS = tuple(f for f in TrainConfig.__dataclass_fields__ if f != "model")
+_FLOAT_FIELDS = tuple(f.name for f in fields(TrainConfig) if f.type in ("float", "float | None"))
 
 
 def make_train_config(**settings: Any) -> TrainConfig:
