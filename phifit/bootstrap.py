@@ -20,9 +20,13 @@ Procedure (the reference study's, paper-notes section 2, with more replicates):
    starts).  All replicates and starts run together through the vectorised projected
    Levenberg-Marquardt of :func:`phifit.fit.huber.batched_weighted_lm`; spread starts
    that are still more than twice the warm start's objective after a short exploration
-   are dropped.  The best end point per replicate is kept.  Chunks of replicates run in
-   parallel with joblib (threads: the work is NumPy array code that releases the GIL).
-4. A replicate *fails* when its best start did not meet the convergence rule, its
+   are dropped.  The best end point per replicate is kept.  A replicate whose best end
+   point has not met the LM's convergence rule (long flat valleys, e.g. E sliding towards
+   its bound when a resampled table does not pin E down) is finished by the point fit's
+   least-squares polish on its weighted objective (exact: run i enters w_i times).
+   Chunks of replicates run in parallel with joblib (threads: the work is NumPy array
+   code that releases the GIL).
+4. A replicate *fails* when even the polish does not converge, its
    objective is not finite, or its resampled table cannot identify phi (no looped runs,
    or a single value of r).  Failed replicates are kept as NaN rows, counted by reason,
    and excluded from the intervals; they are never dropped silently.
@@ -70,8 +74,8 @@ import numpy as np
 from scipy.stats import norm
 
 from .fit.common import effective_spec
-from .fit.huber import DELTA, HuberOptions, batched_weighted_lm, fit_huber, law_model
-from .law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM, Design, LawSpec
+from .fit.huber import DELTA, HuberOptions, batched_weighted_lm, fit_huber, huber, law_model, polish
+from .law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM, Design, LawSpec, log_loss
 from .result import FitResult, _plain
 from .runs import RunTable
 
@@ -189,8 +193,34 @@ def _refit_chunk(problem: _Problem, weights: np.ndarray, x_hat: np.ndarray,
             switched |= better & (cand < warm.objective * (1 - 1e-9))
             best_x[better], best_obj[better] = x_end[rows][better], cand[better]
             best_conv[better], best_it[better] = conv_end[rows][better], it_end[rows][better]
+    polished = _polish_unconverged(problem, weights, best_x, best_obj, best_conv)
     return {"x": best_x, "objective": best_obj, "converged": best_conv, "switched": switched,
-            "n_iter": best_it}
+            "n_iter": best_it, "polished": polished}
+
+
+def _polish_unconverged(problem: _Problem, weights: np.ndarray, x: np.ndarray, objective: np.ndarray,
+                        converged: np.ndarray) -> np.ndarray:
+    """Finish, in place, the rows the vectorised LM left unconverged (finite objective).
+
+    The LM stops unconverged after ``max_iter`` steps on long, flat valleys (typically
+    E sliding to its bound on a resampled table with a poorly determined E).  Each such
+    row is refined from where it stopped by the point fit's own polish
+    (:func:`phifit.fit.huber.polish`, least_squares at tight tolerances on the weighted
+    objective); a row whose polish meets a tolerance without raising the objective counts
+    as converged.  Returns the (c,) mask of rows finished this way.
+    """
+    spec = problem.spec
+    finished = np.zeros(len(x), dtype=bool)
+    for i in np.flatnonzero(~converged & np.isfinite(objective)):
+        sol = polish(x[i], spec, problem.design, problem.y, problem.delta, weights[i])
+        if sol is None or sol.status <= 0:
+            continue
+        res = log_loss(spec.full_theta(sol.x), problem.design) - problem.y
+        obj = float(np.sum(weights[i] * (huber(res, problem.delta) if np.isfinite(problem.delta)
+                                         else 0.5 * res * res)))
+        if obj <= objective[i] * (1 + 1e-9) + 1e-300:
+            x[i], objective[i], converged[i], finished[i] = sol.x, obj, True, True
+    return finished
 
 
 def spread_starts(x_hat: np.ndarray, spec: LawSpec, n_rows: int, n_spread: int,
@@ -226,7 +256,8 @@ def refit_weighted(runs: RunTable, spec: LawSpec, weights: np.ndarray, x_hat: np
     ``spec`` is the spec fitted (after :func:`phifit.fit.common.effective_spec`);
     ``x_hat`` the free coordinates of the point estimate; ``weights`` (m, n_runs).
     Results are independent of ``n_jobs`` and ``chunk_size`` (starts are drawn up front).
-    Returns arrays ``x`` (m, k), ``objective``, ``converged``, ``switched``, ``n_iter``.
+    Returns arrays ``x`` (m, k), ``objective``, ``converged``, ``switched``, ``n_iter``,
+    ``polished`` (finished by the least-squares polish, :func:`_polish_unconverged`).
     """
     weights = np.asarray(weights, dtype=float)
     m = len(weights)
@@ -425,6 +456,8 @@ class BootstrapResult:
     ci, ci_bca : {param: [lo, hi]} at ``level`` for every free parameter.
     mc_error : {"percentile": {param: [se_lo, se_hi]}, "bca": {...}}.
     n_switched : replicates where a spread start beat the warm start (another basin).
+    n_polished : replicates the vectorised LM left unconverged and the least-squares polish
+        finished (counted as converged).
     warnings : plain-language notes.
     """
 
@@ -447,6 +480,7 @@ class BootstrapResult:
     ci_bca: dict[str, list[float]]
     mc_error: dict[str, dict[str, list[float]]]
     n_switched: int = 0
+    n_polished: int = 0
     phi_identified: bool = True
     n_runs: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -498,7 +532,8 @@ class BootstrapResult:
         return _plain({"n": self.n, "n_failed": self.n_failed, "block": self.block,
                        "n_blocks": self.n_blocks, "seed": self.seed, "level": self.level,
                        "method": self.method, "failure_reasons": self.failure_reasons,
-                       "n_switched": self.n_switched, "mc_error": self.mc_error,
+                       "n_switched": self.n_switched, "n_polished": self.n_polished,
+                       "mc_error": self.mc_error,
                        "interval": "percentile (ci) and BCa (ci_bca)"})
 
     def attach(self, fit_result: FitResult) -> FitResult:
@@ -528,7 +563,8 @@ class BootstrapResult:
                  f"    failed replicates: {self.n_failed}"
                  + (f" ({', '.join(f'{k}: {v}' for k, v in self.failure_reasons.items())})"
                     if self.n_failed else ""),
-                 f"    replicates where a spread start found a better basin: {self.n_switched}", "",
+                 f"    replicates where a spread start found a better basin: {self.n_switched}",
+                 f"    replicates finished by the least-squares polish: {self.n_polished}", "",
                  f"    {'':<6} {'estimate':>11}   {'percentile ' + format(self.level, '.0%'):>24}"
                  f"   {'BCa':>24}   {'MC error of ends (pct)':>22}"]
         for name in PARAM_NAMES:
@@ -566,7 +602,8 @@ class BootstrapResult:
             "n_blocks": self.n_blocks, "seed": self.seed, "level": self.level,
             "method": self.method, "estimate": self.estimate, "fixed": self.fixed,
             "ci": self.ci, "ci_bca": self.ci_bca, "mc_error": self.mc_error,
-            "n_switched": self.n_switched, "phi_identified": self.phi_identified,
+            "n_switched": self.n_switched, "n_polished": self.n_polished,
+            "phi_identified": self.phi_identified,
             "n_runs": self.n_runs, "warnings": self.warnings, "theta_names": list(THETA_NAMES),
             "theta_hat": self.theta_hat, "thetas": self.thetas,
             "failed": self.failed, "jackknife_thetas": self.jackknife_thetas,
@@ -589,7 +626,7 @@ class BootstrapResult:
             ci={k: list(v) for k, v in data["ci"].items()},
             ci_bca={k: list(v) for k, v in data["ci_bca"].items()},
             mc_error={k: {p: list(v) for p, v in d.items()} for k, d in data["mc_error"].items()},
-            n_switched=int(data.get("n_switched", 0)),
+            n_switched=int(data.get("n_switched", 0)), n_polished=int(data.get("n_polished", 0)),
             phi_identified=bool(data.get("phi_identified", True)),
             n_runs=int(data.get("n_runs", 0)), warnings=list(data.get("warnings", [])))
 
@@ -743,10 +780,20 @@ def block_bootstrap(runs: RunTable, *, spec: LawSpec | None = None, n: int = 100
     if switched:
         warnings.append(f"in {switched} replicates a spread start found a better optimum than "
                         f"the warm start: the objective has several basins on resampled tables")
-    if "phi" in free_names:
-        at_bound = np.sum(np.isin(params["phi"][~failed], fit_spec.bounds["phi"]))
-        if at_bound:
-            warnings.append(f"phi reached its box bound in {int(at_bound)} replicates")
+    at_bounds = []
+    for i, coord in enumerate(THETA_NAMES):
+        name = THETA_TO_PARAM[coord]
+        if name not in free_names:
+            continue
+        lo_b, hi_b = fit_spec.bounds[coord]
+        values = thetas[~failed, i]
+        count = int(np.sum(np.isclose(values, lo_b, rtol=0, atol=1e-9)
+                           | np.isclose(values, hi_b, rtol=0, atol=1e-9)))
+        if count:
+            at_bounds.append(f"{name} in {count}")
+    if at_bounds:
+        warnings.append(f"replicates with a parameter at its box bound: {', '.join(at_bounds)} "
+                        f"(the resampled tables do not pin it down)")
     if n_blocks < 10:
         warnings.append(f"only {n_blocks} blocks: a block bootstrap with this few blocks "
                         f"understates uncertainty; read the intervals as rough")
@@ -756,6 +803,7 @@ def block_bootstrap(runs: RunTable, *, spec: LawSpec | None = None, n: int = 100
         n_failed=n_failed, block=label, n_blocks=n_blocks, seed=int(seed), level=float(level),
         method=method, estimate=estimate, theta_hat=theta_hat, jackknife_thetas=jack,
         fixed=dict(fixed), ci=ci, ci_bca=ci_bca, mc_error=mc, n_switched=switched,
+        n_polished=int(out["polished"][~failed].sum()),
         phi_identified=phi_identified, n_runs=len(runs), warnings=warnings)
     return result
 

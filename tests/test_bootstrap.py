@@ -368,3 +368,63 @@ def test_iid_bootstrap_reproduces_epochs_chinchilla_errors(shared_dir):
     epoch_ci = {"E": (1.769, 1.871), "alpha": (0.317, 0.373), "beta": (0.331, 0.415)}
     for name, ci in epoch_ci.items():
         assert boot.ci[name] == pytest.approx(ci, rel=0.01), name
+
+
+# -- replicates the vectorised LM leaves unconverged ----------------------------------------
+
+
+def _duplicated(runs, counts):
+    """The resampled table written out: run i repeated counts[i] times."""
+    frame = runs.frame.loc[np.repeat(np.arange(len(runs)), counts.astype(int))].copy()
+    frame["run_id"] = [f"{rid}#{k}" for k, rid in enumerate(frame["run_id"])]
+    return table_from_frame(frame.reset_index(drop=True))
+
+
+@pytest.mark.parametrize("method", ["huber", "lsq"])
+def test_polish_finishes_unconverged_replicates_at_the_weighted_optimum(noisy, method):
+    """A replicate stopped after 3 LM steps is finished by the polish, at the optimum of the
+    resampled table written out run by run (same objective to 1e-9)."""
+    from phifit import bootstrap as B
+    from phifit.fit.lsq import fit_lsq
+
+    runs, point = noisy
+    spec = LawSpec()
+    codes, _ = block_codes(runs, None)
+    weights = draw_weights(codes, 3, np.random.default_rng(11))
+    delta = 1e-3 if method == "huber" else np.inf
+    problem = B._Problem(design=runs.design, y=runs.log_loss, fixed={}, bounds=dict(spec.bounds),
+                         delta=delta, max_iter=3)
+    x_hat = point.theta[spec.free_mask] + 0.05
+    out = B._refit_chunk(problem, weights, x_hat, np.empty((3, 0, 6)))
+    assert out["polished"].all() and out["converged"].all()
+    for w, x, obj in zip(weights, out["x"], out["objective"]):
+        table = _duplicated(runs, w)
+        ref = fit_huber(table) if method == "huber" else fit_lsq(table, n_starts=100, profile=False)
+        theta = spec.full_theta(x)
+        assert theta[-1] == pytest.approx(ref.phi, abs=1e-5)
+        res = B.log_loss(theta, table.design) - table.log_loss
+        mine = B.huber(res, delta).sum() if method == "huber" else 0.5 * np.sum(res**2)
+        assert obj == pytest.approx(mine, rel=1e-9)
+        ref_res = B.log_loss(ref.theta, table.design) - table.log_loss
+        ref_obj = B.huber(ref_res, delta).sum() if method == "huber" else 0.5 * np.sum(ref_res**2)
+        assert obj <= ref_obj * (1 + 1e-9)
+
+
+def test_polish_refuses_fractional_huber_weights(noisy):
+    from phifit.fit.huber import polish
+
+    runs, point = noisy
+    spec = LawSpec()
+    w = np.full(len(runs), 0.5)
+    assert polish(point.theta, spec, runs.design, runs.log_loss, 1e-3, w) is None
+    assert polish(point.theta, spec, runs.design, runs.log_loss, np.inf, w).status > 0
+
+
+def test_bootstrap_reports_polished_replicates_and_bounds(noisy):
+    """The count of polished replicates is reported and survives the JSON round trip."""
+    runs, point = noisy
+    boot = block_bootstrap(runs, n=30, seed=2, n_jobs=1, progress=False, point=point)
+    again = BootstrapResult.from_dict(json.loads(json.dumps(boot.to_dict())))
+    assert again.n_polished == boot.n_polished >= 0
+    assert "finished by the least-squares polish" in boot.summary()
+    assert boot.bootstrap_info()["n_polished"] == boot.n_polished

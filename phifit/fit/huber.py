@@ -64,18 +64,44 @@ class HuberOptions:
 
 def _polish(x0: np.ndarray, spec: LawSpec, runs: RunTable, delta: float):
     """Refine one start with least_squares(loss='huber'); returns the scipy result."""
-    design, y, mask = runs.design, runs.log_loss, spec.free_mask
+    return polish(x0, spec, runs.design, runs.log_loss, delta)
+
+
+def polish(x0: np.ndarray, spec: LawSpec, design, y: np.ndarray, delta: float = DELTA,
+           weights: np.ndarray | None = None):
+    """Refine free coordinates ``x0`` with ``scipy.optimize.least_squares`` at tight tolerances.
+
+    Minimises sum_i w_i Huber_delta(log L_hat_i - log L_i) (``loss="huber"``,
+    ``f_scale=delta``, whose cost is exactly that sum), or sum_i w_i r_i^2 / 2 when delta
+    is infinite.  Weights default to 1; for the Huber objective they must be whole numbers
+    (bootstrap multiplicities: run i enters w_i times, which is exact); other weights give
+    ``None``.  Returns the scipy result (``status > 0``: a tolerance was met).
+    """
+    mask = spec.free_mask
+    huber_loss = bool(np.isfinite(delta))
+    if weights is None:
+        rows, scale = None, None
+    else:
+        w = np.asarray(weights, dtype=float)
+        if huber_loss:
+            if np.any(w < 0) or not np.allclose(w, np.round(w)):
+                return None
+            rows, scale = np.repeat(np.arange(len(w)), np.round(w).astype(int)), None
+        else:
+            rows, scale = None, np.sqrt(w)
 
     def fun(x):
-        return log_loss(spec.full_theta(x), design) - y
+        res = log_loss(spec.full_theta(x), design) - y
+        return res[rows] if rows is not None else res if scale is None else scale * res
 
     def jac(x):
-        return log_loss_and_jacobian(spec.full_theta(x), design)[1][:, mask]
+        j = log_loss_and_jacobian(spec.full_theta(x), design)[1][:, mask]
+        return j[rows] if rows is not None else j if scale is None else scale[:, None] * j
 
     x0 = np.clip(x0, spec.lower + 1e-12, spec.upper - 1e-12)
+    kw = {"loss": "huber", "f_scale": delta} if huber_loss else {"loss": "linear"}
     return least_squares(fun, x0, jac=jac, bounds=(spec.lower, spec.upper), method="trf",
-                         loss="huber", f_scale=delta, x_scale="jac", ftol=1e-15, xtol=1e-15,
-                         gtol=1e-15, max_nfev=2000)
+                         x_scale="jac", ftol=1e-15, xtol=1e-15, gtol=1e-15, max_nfev=2000, **kw)
 
 
 def fit_huber(runs: RunTable, *, spec: LawSpec | None = None,
