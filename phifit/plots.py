@@ -35,7 +35,10 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _RC = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
        "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.spines.top": False,
        "axes.spines.right": False, "figure.dpi": 100, "savefig.dpi": 150,
-       "svg.fonttype": "none", "axes.grid": True, "grid.alpha": 0.25, "grid.linewidth": 0.5}
+       "svg.fonttype": "none", "axes.grid": True, "grid.alpha": 0.25, "grid.linewidth": 0.5,
+       "svg.hashsalt": "phifit"}  # fixed ids: the same figure gives the same SVG bytes
+# no creation dates in the files: a regenerated report differs only where its content does
+_NO_DATE = {"png": {"Software": None}, "svg": {"Date": None}}
 
 LOSS_LABEL = "validation loss L (nats/token)"
 RESID_LABEL = "residual L - L̂ (nats)"
@@ -508,8 +511,8 @@ def comparison_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
 def save_figure(fig: Figure, stem: str) -> dict[str, str]:
     """Write ``stem.png`` (150 dpi) and ``stem.svg``; returns their paths."""
     paths = {"png": f"{stem}.png", "svg": f"{stem}.svg"}
-    fig.savefig(paths["png"], dpi=150, facecolor="white")
-    fig.savefig(paths["svg"], facecolor="white")
+    fig.savefig(paths["png"], dpi=150, facecolor="white", metadata=_NO_DATE["png"])
+    fig.savefig(paths["svg"], facecolor="white", metadata=_NO_DATE["svg"])
     return paths
 
 
@@ -517,5 +520,5 @@ def save_figure(fig: Figure, stem: str) -> dict[str, str]:
 def figure_bytes(fig: Figure, fmt: str = "png") -> bytes:
     """The figure rendered in memory (PNG at 150 dpi, or SVG)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=150, facecolor="white")
+    fig.savefig(buf, format=fmt, dpi=150, facecolor="white", metadata=_NO_DATE.get(fmt))
     return buf.getvalue()
