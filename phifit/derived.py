@@ -508,11 +508,14 @@ def frontier(law: JointLaw | FitResult | Mapping[str, float],
         out["tokens_star"][r] = (budgets / flops).tolist()
         out["size_star"][r] = _interp(xs, grid, "size").tolist()
         out["at_edge"][r] = core["at_edge"].tolist()
-        if core["at_edge"].any():
-            bad = budgets[core["at_edge"]]
-            warnings.append(f"r = {r}: the optimum lies on the edge of the sizes searched at "
-                            f"C = {', '.join(f'{c:.3g}' for c in bad)}; the true optimum may be "
-                            f"outside (train larger or smaller models there)")
+        small_end = core["at_edge"] & (xs <= grid["x"][0])
+        for edge, advice in ((small_end, "smallest size searched; train smaller models there"),
+                             (core["at_edge"] & ~small_end,
+                              "largest size searched; train larger models there")):
+            if edge.any():
+                warnings.append(f"r = {r}: at C = {', '.join(f'{c:.3g}' for c in budgets[edge])} "
+                                f"the fitted optimum lies at the {advice} (the true optimum may "
+                                f"be beyond the grid)")
         if draws is not None:
             draw_l[r] = _frontier_core(draws, grid, r, budgets)["l_star"]
     gap = {r: (np.array(out["l_star"][r]) - np.array(out["l_star"][base])).tolist()

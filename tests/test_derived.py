@@ -174,7 +174,11 @@ def test_frontier_flags_an_optimum_on_the_edge():
     runs = table_from_frame(simulate("paper"))
     fr = frontier(JointLaw.reference(), TableFamily.from_runs(runs), [1e21])
     assert all(fr.at_edge[r][0] for r in (1, 2, 4, 8))
-    assert fr.warnings and "edge" in fr.warnings[0]
+    assert fr.warnings and all("largest size searched; train larger models" in w for w in fr.warnings)
+    small = frontier(JointLaw.reference(), TableFamily.from_runs(runs), [1e15, 1e21])
+    assert all(small.at_edge[r] == [True, True] for r in (1, 2, 4, 8))
+    assert any("C = 1e+15 the fitted optimum lies at the smallest size searched" in w for w in small.warnings)
+    assert any("C = 1e+21 the fitted optimum lies at the largest size searched" in w for w in small.warnings)
 
 
 # -- parabola minima (approach 2) --------------------------------------------------------------
