@@ -677,10 +677,10 @@ def parabola_minima(runs: RunTable, *, base_r: int | None = None) -> ParabolaMin
             slack = 0.5 * np.ptp(x) / (n_sizes - 1)
             usable = bool(convex and x.min() - slack <= xs <= x.max() + slack)
             if not convex:
-                warnings.append(f"C = {b}, r = {r}: the isoFLOP points are not convex in log N; "
+                warnings.append(f"C = {_label(b)}, r = {r}: the isoFLOP points are not convex in log N; "
                                 f"no minimum")
             elif not usable:
-                warnings.append(f"C = {b}, r = {r}: the parabola minimum N* = {math.exp(xs):.3g} "
+                warnings.append(f"C = {_label(b)}, r = {r}: the parabola minimum N* = {math.exp(xs):.3g} "
                                 f"lies outside the sizes trained; not used for gaps")
             cells.append({"budget": _py(b), "r": int(r), "n": int(m.sum()),
                           "n_star": float(math.exp(xs)) if convex else float("nan"),
@@ -698,6 +698,11 @@ def parabola_minima(runs: RunTable, *, base_r: int | None = None) -> ParabolaMin
 
 def _py(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
+
+
+def _label(budget: Any) -> str:
+    """A budget as people write it: 2e+12 for a number, the label itself otherwise."""
+    return f"{budget:.3g}" if isinstance(budget, (int, float, np.number)) else str(budget)
 
 
 def paper_budgets() -> list[float]:

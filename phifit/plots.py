@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import LogLocator, NullFormatter
+from matplotlib.ticker import LogFormatterSciNotation, LogLocator
 
 __all__ = [
     "OKABE_ITO", "color_for", "marker_for", "isoflop_figure", "frontier_figure",
@@ -90,9 +90,11 @@ def _category_index(values: Sequence[Any]) -> dict[Any, int]:
 
 
 def _log_x(ax) -> None:
+    """Log x axis; minor ticks are labelled only when the data span about a decade or less
+    (matplotlib's thresholds), so a narrow range of budgets still gets numbers."""
     ax.set_xscale("log")
     ax.xaxis.set_minor_locator(LogLocator(subs="all"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_formatter(LogFormatterSciNotation(labelOnlyBase=False))
 
 
 # ------------------------------------------------------------------------------ isoFLOP
