@@ -581,7 +581,13 @@ def compare_recipes(runs: RunTable, *, by: str = "variant", baseline: Any = None
                                       jackknife=jack_d, mc_seed=seed)
                    if jack_d is not None else None)
             n_failed = int(np.sum(~np.isfinite(d)))
+            n_blocks = (len(set(_cell_labels(pair.variant, cols)) | set(_cell_labels(pair.baseline, cols)))
+                        if paired else len(pair.variant) + len(pair.baseline))
+            if n_blocks < 10:
+                notes.append(f"{key}: the paired bootstrap resamples only {n_blocks} blocks "
+                             f"'{block_label}'; with this few blocks its interval is rough")
             entry.update({"ci": pct.to_list(), "ci_bca": bca.to_list() if bca else None,
+                          "n_blocks": n_blocks,
                           "p_value": _p_value(d), "mc_error": list(pct.mc_error),
                           "n_boot": int(n_boot), "n_failed": n_failed,
                           "bootstrap_sd": float(np.nanstd(d, ddof=1))})
