@@ -98,7 +98,11 @@ class ReportOptions:
 
 @dataclass(frozen=True)
 class Analysis:
-    """Every result the report shows (None where a section does not apply)."""
+    """Every result the report shows (None where a section does not apply).
+
+    ``runs`` are the runs the main sections analyse: the whole input ``table``, or its
+    baseline recipe when the table holds several (the Δφ section uses them all).
+    """
 
     runs: RunTable
     options: ReportOptions
@@ -119,6 +123,19 @@ class Analysis:
     compute: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    table: RunTable | None = None
+
+    @property
+    def input_table(self) -> RunTable:
+        """The table the report was made from (``runs`` unless a recipe was selected)."""
+        return self.runs if self.table is None else self.table
+
+    def recipe_counts(self) -> dict[str, int] | None:
+        """Runs per recipe of the input table, when its ``variant`` column holds several."""
+        frame = self.input_table.frame
+        if "variant" not in frame or frame["variant"].nunique() < 2:
+            return None
+        return {str(k): int(v) for k, v in frame["variant"].astype(str).value_counts().sort_index().items()}
 
     def to_dict(self) -> dict[str, Any]:
         """The content of ``results.json`` (plain JSON types)."""
@@ -131,7 +148,8 @@ class Analysis:
         return _plain({
             "generator": GENERATOR, "kind": "report", "phifit_version": __version__,
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "source": self.runs.source, "options": dict(self.options.__dict__),
+            "source": self.input_table.source, "n_table_runs": len(self.input_table),
+            "runs_per_recipe": self.recipe_counts(), "options": dict(self.options.__dict__),
             "data": self.diagnostics.data, "warnings": self.warnings(),
             "fit": self.fit.to_dict(), "bootstrap": boot, "comparison": d(self.comparison),
             "diagnostics": self.diagnostics.to_dict(),
@@ -238,7 +256,7 @@ def analyse(runs: RunTable, options: ReportOptions | None = None) -> Analysis:
                     bayes_draws=bayes_draws, bayes_posterior=idata, equivalence=equiv,
                     example=example, frontier=front, frontier_curve=curve, parabola=parab,
                     isoflop=iso, compute=run_compute(main_runs).tolist(), notes=notes,
-                    timings=timings)
+                    timings=timings, table=runs)
 
 
 # ------------------------------------------------------------------------------- folder
@@ -458,14 +476,24 @@ def render_html(a: Analysis, pngs: dict[str, bytes], figures: dict[str, dict[str
         sections.append(("recipes", "Δφ between recipes", _section_recipes(a, fig)))
     sections.append(("files", "Files", _section_files(figures)))
     created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    meta = (f"{T.esc(a.runs.source)} · {len(a.runs)} runs · phifit {T.esc(__version__)} · "
+    table = a.input_table
+    analysed = "" if table is a.runs else f" ({len(a.runs)} analysed)"
+    meta = (f"{T.esc(table.source)} · {len(table)} runs{analysed} · phifit {T.esc(__version__)} · "
             f"{created} · bootstrap {a.options.n_boot} · seed {a.options.seed}")
-    return T.page(f"phifit report: {Path(a.runs.source).name}", meta, sections)
+    return T.page(f"phifit report: {Path(table.source).name}", meta, sections)
 
 
 def _section_data(a: Analysis) -> str:
     d = a.diagnostics.data
-    rows = [["runs", str(d["n_runs"])],
+    rows = []
+    counts = a.recipe_counts()
+    if counts:
+        rows.append(["table", T.esc(
+            f"{len(a.input_table)} runs in {len(counts)} recipes ("
+            + ", ".join(f"{k}: {v}" for k, v in counts.items())
+            + f"); this section and the ones up to the Δφ section analyse the "
+              f"{a.recipes.baseline if a.recipes is not None else 'baseline'} recipe")])
+    rows += [["runs", str(d["n_runs"])],
             ["runs per r", T.esc(", ".join(f"r={k}: {v}" for k, v in d["runs_per_r"].items()))]]
     if "runs_per_budget" in d:
         rows.append(["runs per budget", T.esc(", ".join(

@@ -176,6 +176,10 @@ def test_variant_table_gets_the_recipes_section_or_says_why(tmp_path):
     assert '<section id="recipes">' in html and "recipes" in files.figures
     assert data["recipes"] is not None
     assert data["fit"]["n_runs"] == 56  # the main sections analyse the baseline
+    assert data["n_table_runs"] == len(runs) and data["source"] == runs.source
+    assert data["runs_per_recipe"] == {"baseline": 56, "hc": len(runs) - 56}
+    assert f"{len(runs)} runs in 2 recipes (baseline: 56, hc: {len(runs) - 56})" in html
+    assert f"{len(runs)} runs (56 analysed)" in html
     d = data["recipes"]["delta_phi"]["hc"]
     assert d["estimate"] == pytest.approx(0.6 - 0.459, abs=0.05)
     assert "Δφ between recipes" in html
