@@ -1,0 +1,109 @@
+"""The bundled real run table and its committed report: they match the code and the README.
+
+``data/cpu_small_runs.csv`` holds real runs of the bundled trainer (the ``cpu_small`` sweep);
+``reports/cpu_small/results.json`` is ``phifit report`` on it.  The slow test refits the table
+with the options saved in ``results.json`` and checks the shipped numbers to 1e-6, so they cannot
+drift from the code; the fast tests check that the table is the sweep it claims to be and that
+the README quotes the shipped numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from phifit.bootstrap import block_bootstrap
+from phifit.fit.huber import HuberOptions, fit_huber
+from phifit.recipes import select_recipe
+from phifit.runs import load_runs
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = ROOT / "data" / "cpu_small_runs.csv"
+RESULTS = ROOT / "reports" / "cpu_small" / "results.json"
+
+
+@pytest.fixture(scope="module")
+def shipped() -> dict:
+    return json.loads(RESULTS.read_text(encoding="utf-8"))
+
+
+def test_the_table_is_the_finished_cpu_small_sweep():
+    """Every run of the main grid of trainers/sweeps/cpu_small.toml is in the table, once."""
+    pytest.importorskip("torch")
+    from phifit.trainers.sweep import load_spec, plan
+
+    runs = load_runs(TABLE)
+    ids = list(runs.frame["run_id"])
+    main = {r.run_id for r in plan(load_spec("cpu_small"), ["main"])}
+    assert len(main) == 44 and main <= set(ids) and len(ids) == len(set(ids))
+    everything = {r.run_id for r in plan(load_spec("cpu_small"), ["main", "variants"])}
+    assert set(ids) <= everything  # no run from elsewhere
+    assert len(runs) >= 36 and set(runs.frame["r"]) == {1, 2, 4, 8}
+
+
+def test_readme_quotes_the_shipped_numbers(shipped):
+    """The fitted phi, its interval and R^2 in both READMEs are those of results.json."""
+    fit = shipped["fit"]
+    phi, (lo, hi), r2 = fit["params"]["phi"], fit["ci"]["phi"], fit["r2"]
+    quoted = f"phi = {phi:.3f} (95% block-bootstrap interval [{lo:.3f}, {hi:.3f}], R² {r2:.4f})"
+    for readme in (ROOT / "README.md", ROOT / "data" / "README.md"):
+        text = " ".join(readme.read_text(encoding="utf-8").split())
+        assert quoted in text, f"{readme.name} does not quote {quoted!r}"
+    assert shipped["fit"]["n_runs"] == shipped["data"]["n_runs"] == 44
+    assert shipped["n_table_runs"] == len(load_runs(TABLE))
+    assert "phifit report data/cpu_small_runs.csv --out reports/cpu_small" in (ROOT / "README.md").read_text()
+
+
+def test_the_shipped_point_estimates_are_what_the_code_computes(shipped):
+    """Fast guard: the Huber fit of the baseline and the Delta-phi point estimates (1e-6)."""
+    from phifit.recipes import compare_recipes
+
+    opts = shipped["options"]
+    table = load_runs(TABLE)
+    runs = select_recipe(table, opts["baseline"]).runs
+    fit = fit_huber(runs, options=HuberOptions(n_starts=opts["n_starts"], seed=opts["seed"]))
+    assert fit.phi == pytest.approx(shipped["fit"]["params"]["phi"], abs=1e-6)
+    if shipped.get("recipes"):
+        rc = compare_recipes(table, baseline=opts["baseline"], n_boot=0, seed=opts["seed"],
+                             n_starts=opts["n_starts"], n_jobs=1, progress=False)
+        for variant, saved in shipped["recipes"]["delta_phi"].items():
+            assert rc.delta_phi[variant]["estimate"] == pytest.approx(saved["estimate"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_a_refit_reproduces_the_shipped_report(shipped):
+    """Huber fit and block bootstrap with the saved options give the committed numbers (1e-6)."""
+    opts = shipped["options"]
+    runs = select_recipe(load_runs(TABLE), opts["baseline"]).runs
+    fit = fit_huber(runs, options=HuberOptions(n_starts=opts["n_starts"], seed=opts["seed"]))
+    saved = shipped["fit"]
+    assert fit.n_runs == saved["n_runs"] and fit.run_ids == saved["run_ids"]
+    assert fit.phi == pytest.approx(saved["params"]["phi"], abs=1e-6)
+    for name, value in saved["params"].items():
+        assert fit.params[name] == pytest.approx(value, rel=1e-6), name
+    assert fit.r2 == pytest.approx(saved["r2"], abs=1e-6)
+    boot = block_bootstrap(runs, n=opts["n_boot"], seed=opts["seed"], n_jobs=opts["n_jobs"], point=fit,
+                           progress=False)
+    refit = boot.attach(fit)
+    np.testing.assert_allclose(refit.ci["phi"], saved["ci"]["phi"], rtol=0, atol=1e-6)
+    assert boot.n_failed == shipped["bootstrap"]["n_failed"]
+    from phifit.recipes import compare_recipes
+
+    rc = compare_recipes(load_runs(TABLE), baseline=opts["baseline"], n_boot=opts["n_boot"],
+                         seed=opts["seed"], n_starts=opts["n_starts"], n_jobs=opts["n_jobs"],
+                         progress=False)
+    for variant, saved in shipped["recipes"]["delta_phi"].items():
+        np.testing.assert_allclose(rc.delta_phi[variant]["ci"], saved["ci"], rtol=0, atol=1e-6)
+        assert rc.delta_phi[variant]["p_value"] == pytest.approx(saved["p_value"], abs=1e-12)
+
+
+def test_results_json_names_its_table(shipped):
+    """The report says which file it was made from, which recipe it analysed, and its options."""
+    assert re.search(r"cpu_small_runs\.csv$", shipped["source"])
+    assert shipped["fit"]["source"].endswith("cpu_small_runs.csv[variant=baseline]")
+    assert set(shipped["options"]) >= {"n_boot", "n_starts", "seed", "n_jobs", "baseline"}
+    assert shipped["options"]["n_boot"] >= 1000
