@@ -74,7 +74,7 @@ import numpy as np
 from scipy.stats import norm
 
 from .fit.common import effective_spec
-from .fit.huber import DELTA, HuberOptions, batched_weighted_lm, fit_huber, huber, law_model, polish
+from .fit.huber import DELTA, HuberOptions, batched_weighted_lm, fit_huber, law_model, loss_terms, polish
 from .law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM, Design, LawSpec, log_loss
 from .result import FitResult, _plain
 from .runs import RunTable
@@ -216,8 +216,7 @@ def _polish_unconverged(problem: _Problem, weights: np.ndarray, x: np.ndarray, o
         if sol is None or sol.status <= 0:
             continue
         res = log_loss(spec.full_theta(sol.x), problem.design) - problem.y
-        obj = float(np.sum(weights[i] * (huber(res, problem.delta) if np.isfinite(problem.delta)
-                                         else 0.5 * res * res)))
+        obj = float(np.sum(weights[i] * loss_terms(res, problem.delta)))
         if obj <= objective[i] * (1 + 1e-9) + 1e-300:
             x[i], objective[i], converged[i], finished[i] = sol.x, obj, True, True
     return finished

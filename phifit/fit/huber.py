@@ -43,6 +43,11 @@ def huber(x: np.ndarray, delta: float = DELTA) -> np.ndarray:
     return np.where(ax <= delta, 0.5 * x * x, delta * (ax - 0.5 * delta))
 
 
+def loss_terms(res: np.ndarray, delta: float = DELTA) -> np.ndarray:
+    """Per-run terms of the objective: Huber_delta(res), or res^2 / 2 when delta is infinite."""
+    return huber(res, delta) if np.isfinite(delta) else 0.5 * res * res
+
+
 def huber_objective(theta: np.ndarray, runs: RunTable, delta: float = DELTA) -> np.ndarray:
     """Sum over runs of Huber_delta(log L_hat - log L); theta may be (6,) or (S, 6)."""
     return huber(log_loss(theta, runs.design) - runs.log_loss, delta).sum(axis=-1)
@@ -254,14 +259,13 @@ def batched_weighted_lm(model, x0: np.ndarray, y: np.ndarray, weights: np.ndarra
     def evaluate(xs, ws, curv):
         pred, jac_t = model(xs)
         res = pred - y
+        obj = (ws * loss_terms(res, delta)).sum(-1)
         if finite_delta:
             ares = np.abs(res)
             inner = ares <= delta
-            obj = (ws * np.where(inner, 0.5 * res * res, delta * (ares - 0.5 * delta))).sum(-1)
             psi = np.where(inner, res, delta * np.sign(res))
             omega = np.where(inner, 1.0, curv[:, None] * delta / np.maximum(ares, delta))
         else:
-            obj = (ws * 0.5 * res * res).sum(-1)
             psi, omega = res, 1.0
         grad = np.matmul(jac_t, (ws * psi)[..., None])[..., 0]
         hess = np.matmul(jac_t * (ws * omega)[..., None, :], np.swapaxes(jac_t, -1, -2))
