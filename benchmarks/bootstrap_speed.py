@@ -53,9 +53,14 @@ def lbfgsb_replicate(runs, weights: np.ndarray, starts: np.ndarray) -> tuple[flo
     bounds = list(zip(spec.lower, spec.upper))
     best, phi = np.inf, np.nan
     for x0 in starts:
-        sol = minimize(fun, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-                       options={"ftol": 1e-15, "gtol": 1e-12, "maxfun": 100_000,
-                                "maxiter": 10_000})
+        sol = minimize(
+            fun,
+            x0,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=bounds,
+            options={"ftol": 1e-15, "gtol": 1e-12, "maxfun": 100_000, "maxiter": 10_000},
+        )
         if sol.fun < best:
             best, phi = float(sol.fun), float(sol.x[5])
     return best, phi
@@ -77,8 +82,7 @@ def main() -> None:
     times, times_1 = [], []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
-        boot = block_bootstrap(runs, n=n, seed=args.seed, n_jobs=args.n_jobs, progress=False,
-                               point=point)
+        boot = block_bootstrap(runs, n=n, seed=args.seed, n_jobs=args.n_jobs, progress=False, point=point)
         times.append(time.perf_counter() - t0)
     t0 = time.perf_counter()
     block_bootstrap(runs, n=n, seed=args.seed, n_jobs=1, progress=False, point=point)
@@ -93,8 +97,9 @@ def main() -> None:
     spread = spread_starts(point.theta, spec, n, 4, np.random.default_rng(streams[1]))
     m = min(args.baseline_replicates, n)
     t0 = time.perf_counter()
-    base = [lbfgsb_replicate(runs, weights[i], np.vstack([point.theta[None, :], spread[i]]))
-            for i in range(m)]
+    base = [
+        lbfgsb_replicate(runs, weights[i], np.vstack([point.theta[None, :], spread[i]])) for i in range(m)
+    ]
     base_time = time.perf_counter() - t0
     base_total = base_time * n / m
     base_obj = np.array([b[0] for b in base])
@@ -103,32 +108,44 @@ def main() -> None:
     w = weights[:m]
     from phifit.fit.huber import weighted_huber
     from phifit.law import log_loss
-    ours_obj = np.array([weighted_huber(log_loss(boot.thetas[i], runs.design) - runs.log_loss,
-                                        w[i], DELTA) for i in range(m)])
+
+    ours_obj = np.array(
+        [weighted_huber(log_loss(boot.thetas[i], runs.design) - runs.log_loss, w[i], DELTA) for i in range(m)]
+    )
 
     # the study's protocol, a fresh 500-start fit per replicate (phifit's vectorised fit)
     k = 3
     t0 = time.perf_counter()
     for i in range(k):
-        fit_huber(runs.subset(np.repeat(np.arange(len(runs)), weights[i].astype(int))),
-                  options=HuberOptions(n_starts=500, seed=i))
+        fit_huber(
+            runs.subset(np.repeat(np.arange(len(runs)), weights[i].astype(int))),
+            options=HuberOptions(n_starts=500, seed=i),
+        )
     protocol = (time.perf_counter() - t0) / k * n
 
-    print(f"cpu cores: {os.cpu_count()}   runs: {len(runs)}   blocks: {boot.n_blocks} "
-          f"(budget, r) cells   replicates: {n}   starts per replicate: 1 warm + 4 spread")
-    print(f"phifit block_bootstrap, n_jobs={args.n_jobs} (median of {args.repeats}): "
-          f"{ours:7.2f} s   [{', '.join(f'{t:.2f}' for t in times)}]   failed: {boot.n_failed}"
-          f"   phi 95% CI {boot.ci['phi'][0]:.4f} .. {boot.ci['phi'][1]:.4f}")
+    print(
+        f"cpu cores: {os.cpu_count()}   runs: {len(runs)}   blocks: {boot.n_blocks} "
+        f"(budget, r) cells   replicates: {n}   starts per replicate: 1 warm + 4 spread"
+    )
+    print(
+        f"phifit block_bootstrap, n_jobs={args.n_jobs} (median of {args.repeats}): "
+        f"{ours:7.2f} s   [{', '.join(f'{t:.2f}' for t in times)}]   failed: {boot.n_failed}"
+        f"   phi 95% CI {boot.ci['phi'][0]:.4f} .. {boot.ci['phi'][1]:.4f}"
+    )
     print(f"phifit block_bootstrap, n_jobs=1:                {times_1[0]:7.2f} s")
     scaled = "" if m == n else f" (measured on {m} replicates in {base_time:.1f} s, scaled x{n / m:g})"
     print(f"scipy L-BFGS-B per start, same replicates and starts: {base_total:8.1f} s{scaled}")
     print(f"speed-up: {base_total / ours:.0f}x")
-    print(f"agreement on those {m} replicates: max |phi_phifit - phi_scipy| = "
-          f"{np.max(np.abs(ours_phi - base_phi)):.2e}; scipy objective lower than phifit's "
-          f"by > 1e-9 relative in {int(np.sum(base_obj < ours_obj * (1 - 1e-9)))} replicates "
-          f"(largest relative gap {np.max((ours_obj - base_obj) / base_obj):+.2e})")
-    print(f"for scale, the study's protocol (fresh 500-start fit per replicate, phifit's "
-          f"vectorised fit, from {k} replicates): ~{protocol:.0f} s for {n}")
+    print(
+        f"agreement on those {m} replicates: max |phi_phifit - phi_scipy| = "
+        f"{np.max(np.abs(ours_phi - base_phi)):.2e}; scipy objective lower than phifit's "
+        f"by > 1e-9 relative in {int(np.sum(base_obj < ours_obj * (1 - 1e-9)))} replicates "
+        f"(largest relative gap {np.max((ours_obj - base_obj) / base_obj):+.2e})"
+    )
+    print(
+        f"for scale, the study's protocol (fresh 500-start fit per replicate, phifit's "
+        f"vectorised fit, from {k} replicates): ~{protocol:.0f} s for {n}"
+    )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,14 @@ def lbfgsb_loop(runs, starts: np.ndarray, *, analytic: bool, options: dict) -> t
     bounds = list(zip(spec.lower, spec.upper))
     best, nfev = np.inf, 0
     for x0 in starts:
-        sol = minimize(fun_and_grad if analytic else fun, x0, jac=analytic, method="L-BFGS-B",
-                       bounds=bounds, options=options)
+        sol = minimize(
+            fun_and_grad if analytic else fun,
+            x0,
+            jac=analytic,
+            method="L-BFGS-B",
+            bounds=bounds,
+            options=options,
+        )
         best = min(best, float(sol.fun))
         nfev += sol.nfev
     return best, nfev
@@ -76,18 +82,24 @@ def main() -> None:
     starts = spec.lower + (spec.upper - spec.lower) * np.random.default_rng(0).random((args.starts, 6))
 
     print(f"cpu cores: {os.cpu_count()}   runs: {len(runs)}   starts: {args.starts}")
-    print(f"{'phifit fit (median of ' + str(args.repeats) + ')':<46} {ours:9.3f} s   "
-          f"objective {res.objective:.12e}   phi {res.phi:.6f}")
-    loops = [("L-BFGS-B per start, FD gradient, tight (baseline)", False, TIGHT),
-             ("L-BFGS-B per start, analytic gradient, tight", True, TIGHT),
-             ("L-BFGS-B per start, FD gradient, SciPy defaults", False, {})]
+    print(
+        f"{'phifit fit (median of ' + str(args.repeats) + ')':<46} {ours:9.3f} s   "
+        f"objective {res.objective:.12e}   phi {res.phi:.6f}"
+    )
+    loops = [
+        ("L-BFGS-B per start, FD gradient, tight (baseline)", False, TIGHT),
+        ("L-BFGS-B per start, analytic gradient, tight", True, TIGHT),
+        ("L-BFGS-B per start, FD gradient, SciPy defaults", False, {}),
+    ]
     for label, analytic, options in loops:
         t0 = time.perf_counter()
         obj, nfev = lbfgsb_loop(runs, starts, analytic=analytic, options=options)
         took = time.perf_counter() - t0
-        print(f"{label:<46} {took:9.3f} s   objective {obj:.12e}   evaluations {nfev}   "
-              f"phifit is {took / ours:.0f}x faster, objective difference (phifit - loop) "
-              f"{res.objective - obj:+.2e}")
+        print(
+            f"{label:<46} {took:9.3f} s   objective {obj:.12e}   evaluations {nfev}   "
+            f"phifit is {took / ours:.0f}x faster, objective difference (phifit - loop) "
+            f"{res.objective - obj:+.2e}"
+        )
 
 
 if __name__ == "__main__":

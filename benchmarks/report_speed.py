@@ -29,8 +29,11 @@ def main() -> None:
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
-    runs = (load_runs(args.csv) if args.csv else
-            table_from_frame(simulate("paper", noise=0.004, seed=1), source="paper(noise=0.004)"))
+    runs = (
+        load_runs(args.csv)
+        if args.csv
+        else table_from_frame(simulate("paper", noise=0.004, seed=1), source="paper(noise=0.004)")
+    )
     print(f"table: {runs.source}, {len(runs)} runs; CPUs visible: {os.cpu_count()}")
 
     t0 = time.perf_counter()
@@ -39,12 +42,15 @@ def main() -> None:
     for k in range(args.repeats):
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            files = build_report(runs, os.path.join(tmp, "report"),
-                                 options=ReportOptions(n_boot=args.bootstrap))
+            files = build_report(
+                runs, os.path.join(tmp, "report"), options=ReportOptions(n_boot=args.bootstrap)
+            )
             total = time.perf_counter() - t0
         steps = ", ".join(f"{key} {value:.1f} s" for key, value in files.timings.items())
-        print(f"report {k + 1}: {total:.1f} s = {total / baseline:.0f} x one Huber fit "
-              f"({baseline:.2f} s); {steps}")
+        print(
+            f"report {k + 1}: {total:.1f} s = {total / baseline:.0f} x one Huber fit "
+            f"({baseline:.2f} s); {steps}"
+        )
 
 
 if __name__ == "__main__":

@@ -27,5 +27,17 @@ from .result import FitResult  # noqa: E402
 from .runs import RunTable, RunTableError, load_runs  # noqa: E402
 from .simulate import simulate  # noqa: E402
 
-__all__ = ["FitResult", "JointLaw", "LawSpec", "RunTable", "RunTableError", "block_bootstrap",
-           "compare_fits", "compare_recipes", "fit", "load_runs", "simulate", "__version__"]
+__all__ = [
+    "FitResult",
+    "JointLaw",
+    "LawSpec",
+    "RunTable",
+    "RunTableError",
+    "block_bootstrap",
+    "compare_fits",
+    "compare_recipes",
+    "fit",
+    "load_runs",
+    "simulate",
+    "__version__",
+]

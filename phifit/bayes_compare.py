@@ -37,9 +37,11 @@ from .runs import RunTable
 MIN_DIFF = 4.0
 #: Required multiple of the standard error of the paired difference.
 SE_MULT = 2.0
-RULE = (f"free is preferred over a restricted model when elpd_free - elpd_restricted > "
-        f"{MIN_DIFF:g} and > {SE_MULT:g} x SE of the paired difference; otherwise the "
-        f"restricted (simpler) model with the highest elpd stands")
+RULE = (
+    f"free is preferred over a restricted model when elpd_free - elpd_restricted > "
+    f"{MIN_DIFF:g} and > {SE_MULT:g} x SE of the paired difference; otherwise the "
+    f"restricted (simpler) model with the highest elpd stands"
+)
 
 
 @dataclass(frozen=True)
@@ -72,31 +74,49 @@ class LooComparison:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict of plain Python types."""
-        return _plain({"generator": GENERATOR, "kind": "loo_comparison", "table": self.table,
-                       "pairwise": self.pairwise, "pareto_k_warnings": self.pareto_k_warnings,
-                       "preferred": self.preferred, "rule": self.rule, "n_runs": self.n_runs,
-                       "source": self.source, "warnings": self.warnings,
-                       "fits": {k: v.to_dict() for k, v in self.fits.items()}})
+        return _plain(
+            {
+                "generator": GENERATOR,
+                "kind": "loo_comparison",
+                "table": self.table,
+                "pairwise": self.pairwise,
+                "pareto_k_warnings": self.pareto_k_warnings,
+                "preferred": self.preferred,
+                "rule": self.rule,
+                "n_runs": self.n_runs,
+                "source": self.source,
+                "warnings": self.warnings,
+                "fits": {k: v.to_dict() for k, v in self.fits.items()},
+            }
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LooComparison:
         """Rebuild from :meth:`to_dict` output."""
         if data.get("kind") != "loo_comparison":
             raise ValueError("not a phifit LOO comparison (missing kind='loo_comparison')")
-        return cls(table=list(data["table"]), pairwise=list(data["pairwise"]),
-                   pareto_k_warnings=list(data["pareto_k_warnings"]),
-                   preferred=str(data["preferred"]), rule=str(data["rule"]),
-                   n_runs=int(data["n_runs"]), source=str(data.get("source", "")),
-                   fits={k: FitResult.from_dict(v) for k, v in data.get("fits", {}).items()},
-                   warnings=list(data.get("warnings", [])))
+        return cls(
+            table=list(data["table"]),
+            pairwise=list(data["pairwise"]),
+            pareto_k_warnings=list(data["pareto_k_warnings"]),
+            preferred=str(data["preferred"]),
+            rule=str(data["rule"]),
+            n_runs=int(data["n_runs"]),
+            source=str(data.get("source", "")),
+            fits={k: FitResult.from_dict(v) for k, v in data.get("fits", {}).items()},
+            warnings=list(data.get("warnings", [])),
+        )
 
     def summary(self) -> str:
         """Readable text: the LOO table, the pairwise tests, the verdict and the notes."""
-        lines = ["[[phifit: PSIS-LOO comparison of phi (Bayesian joint law)]]",
-                 f"runs: {self.n_runs}" + (f"   source: {self.source}" if self.source else ""),
-                 "", "[[ELPD-LOO]] (higher is better)",
-                 f"    {'model':<10} {'elpd_loo':>10} {'se':>7} {'p_loo':>7} {'elpd_diff':>10} "
-                 f"{'dse':>7} {'weight':>7}  {'phi (median, 95% HDI)':<28}"]
+        lines = [
+            "[[phifit: PSIS-LOO comparison of phi (Bayesian joint law)]]",
+            f"runs: {self.n_runs}" + (f"   source: {self.source}" if self.source else ""),
+            "",
+            "[[ELPD-LOO]] (higher is better)",
+            f"    {'model':<10} {'elpd_loo':>10} {'se':>7} {'p_loo':>7} {'elpd_diff':>10} "
+            f"{'dse':>7} {'weight':>7}  {'phi (median, 95% HDI)':<28}",
+        ]
         for row in self.table:
             fit = self.fits.get(row["model"])
             phi = ""
@@ -106,14 +126,18 @@ class LooComparison:
                 elif fit.ci and "phi" in fit.ci:
                     lo, hi = fit.ci["phi"]
                     phi = f"{fit.params['phi']:.3f} [{lo:.3f}, {hi:.3f}]"
-            lines.append(f"    {row['model']:<10} {row['elpd_loo']:>10.2f} {row['se']:>7.2f} "
-                         f"{row['p_loo']:>7.2f} {row['elpd_diff']:>10.2f} {row['dse']:>7.2f} "
-                         f"{row['weight']:>7.3f}  {phi:<28}")
+            lines.append(
+                f"    {row['model']:<10} {row['elpd_loo']:>10.2f} {row['se']:>7.2f} "
+                f"{row['p_loo']:>7.2f} {row['elpd_diff']:>10.2f} {row['dse']:>7.2f} "
+                f"{row['weight']:>7.3f}  {phi:<28}"
+            )
         lines += ["", "[[free vs restricted]] (paired ELPD difference)"]
         for p in self.pairwise:
             verdict = "free preferred" if p["free_preferred"] else "free NOT preferred"
-            lines.append(f"    free - {p['restricted']:<8} {p['elpd_diff']:>9.2f} +- "
-                         f"{p['se_diff']:.2f}  (z = {p['z']:.1f})  {verdict}")
+            lines.append(
+                f"    free - {p['restricted']:<8} {p['elpd_diff']:>9.2f} +- "
+                f"{p['se_diff']:.2f}  (z = {p['z']:.1f})  {verdict}"
+            )
         lines += ["", f"preferred: {self.preferred}", f"rule: {self.rule}"]
         notes = list(self.pareto_k_warnings) + list(self.warnings)
         if notes:
@@ -128,8 +152,9 @@ def _labels(fixes: Iterable[Mapping[str, float]], base: LawSpec) -> list[tuple[s
     out: list[tuple[str, LawSpec]] = []
     for fix in fixes:
         if not isinstance(fix, Mapping) or not fix:
-            raise ValueError(f"each entry of fixes must be a non-empty mapping such as "
-                             f"{{'phi': 0.0}}, got {fix!r}")
+            raise ValueError(
+                f"each entry of fixes must be a non-empty mapping such as {{'phi': 0.0}}, got {fix!r}"
+            )
         spec = LawSpec(fixed={**base.fixed, **fix}, bounds=base.bounds)
         label = LawSpec(fixed=dict(fix)).label()
         if label in [lab for lab, _ in out]:
@@ -140,9 +165,9 @@ def _labels(fixes: Iterable[Mapping[str, float]], base: LawSpec) -> list[tuple[s
     return out
 
 
-def compare_loo(runs: RunTable, *, fixes: Iterable[Mapping[str, float]] = ({"phi": 0.0},
-                                                                         {"phi": 1.0}),
-                **fit_kwargs: Any) -> LooComparison:
+def compare_loo(
+    runs: RunTable, *, fixes: Iterable[Mapping[str, float]] = ({"phi": 0.0}, {"phi": 1.0}), **fit_kwargs: Any
+) -> LooComparison:
     """Fit the Bayesian joint law with phi free and with each of ``fixes``; compare by PSIS-LOO.
 
     ``fit_kwargs`` go to :func:`phifit.fit.bayes.sample_posterior` (draws, tune, chains,
@@ -157,16 +182,18 @@ def compare_loo(runs: RunTable, *, fixes: Iterable[Mapping[str, float]] = ({"phi
     from .fit.bayes import sample_posterior
 
     if "save" in fit_kwargs and fit_kwargs["save"] is not None:
-        raise ValueError("compare_loo does not save posteriors; fit each model with "
-                         "fit_bayes(..., save=PATH) to keep one")
+        raise ValueError(
+            "compare_loo does not save posteriors; fit each model with fit_bayes(..., save=PATH) to keep one"
+        )
     fit_kwargs.pop("save", None)
     base = fit_kwargs.pop("spec", None) or LawSpec()
     if "phi" in base.fixed:
-        raise ValueError("compare_loo compares phi free against fixed values; spec must not "
-                         "fix phi")
+        raise ValueError("compare_loo compares phi free against fixed values; spec must not fix phi")
     if not runs.phi_identifiable:
-        raise ValueError("phi is not identifiable from these runs (need looped runs, r > 1, "
-                         "and at least two values of r); a LOO comparison of phi is meaningless")
+        raise ValueError(
+            "phi is not identifiable from these runs (need looped runs, r > 1, "
+            "and at least two values of r); a LOO comparison of phi is meaningless"
+        )
     models = [("free", base)] + _labels(fixes, base)
 
     fits, idatas, loos = {}, {}, {}
@@ -191,9 +218,15 @@ def compare_loo(runs: RunTable, *, fixes: Iterable[Mapping[str, float]] = ({"phi
         diff_i = free_i - np.asarray(loos[label].loo_i.values, float)
         diff = float(diff_i.sum())
         se = float(math.sqrt(len(diff_i) * np.var(diff_i, ddof=1))) if len(diff_i) > 1 else 0.0
-        pairwise.append({"restricted": label, "elpd_diff": diff, "se_diff": se,
-                         "z": diff / se if se > 0 else float("nan"),
-                         "free_preferred": bool(diff > MIN_DIFF and diff > SE_MULT * se)})
+        pairwise.append(
+            {
+                "restricted": label,
+                "elpd_diff": diff,
+                "se_diff": se,
+                "z": diff / se if se > 0 else float("nan"),
+                "free_preferred": bool(diff > MIN_DIFF and diff > SE_MULT * se),
+            }
+        )
 
     elpd = {label: float(loos[label].elpd_loo) for label, _ in models}
     standing = [p["restricted"] for p in pairwise if not p["free_preferred"]]
@@ -207,12 +240,22 @@ def compare_loo(runs: RunTable, *, fixes: Iterable[Mapping[str, float]] = ({"phi
         if high.size:
             ids = [runs.run_ids[i] for i in high]
             shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-            k_warnings.append(f"{label}: {high.size} of {len(k)} runs have Pareto k > {good:.2f} "
-                              f"(max {k.max():.2f}: {shown}); their LOO terms are unreliable")
+            k_warnings.append(
+                f"{label}: {high.size} of {len(k)} runs have Pareto k > {good:.2f} "
+                f"(max {k.max():.2f}: {shown}); their LOO terms are unreliable"
+            )
         notes += [f"{label}: {w}" for w in fits[label].warnings if not w.startswith("PSIS-LOO")]
-    return LooComparison(table=table, pairwise=pairwise, pareto_k_warnings=k_warnings,
-                         preferred=preferred, rule=RULE, n_runs=len(runs), source=runs.source,
-                         fits=fits, warnings=notes)
+    return LooComparison(
+        table=table,
+        pairwise=pairwise,
+        pareto_k_warnings=k_warnings,
+        preferred=preferred,
+        rule=RULE,
+        n_runs=len(runs),
+        source=runs.source,
+        fits=fits,
+        warnings=notes,
+    )
 
 
 __all__ = ["LooComparison", "MIN_DIFF", "RULE", "SE_MULT", "compare_loo"]

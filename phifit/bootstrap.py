@@ -110,8 +110,10 @@ def block_codes(runs: RunTable, block: str | Sequence[str] | None) -> tuple[np.n
         raise ValueError(f"block: {SINGLE_RUNS!r} (single runs) cannot be combined with columns")
     missing = [c for c in cols if c not in runs.frame.columns]
     if missing:
-        raise ValueError(f"block: no column(s) {', '.join(map(repr, missing))} in the run table; "
-                         f"columns: {', '.join(map(str, runs.frame.columns))}")
+        raise ValueError(
+            f"block: no column(s) {', '.join(map(repr, missing))} in the run table; "
+            f"columns: {', '.join(map(str, runs.frame.columns))}"
+        )
     frame = runs.frame[cols].astype(str) if len(cols) > 1 else runs.frame[cols[0]].astype(str)
     codes = (frame.agg("\x1f".join, axis=1) if len(cols) > 1 else frame).to_numpy()
     _, inverse = np.unique(codes, return_inverse=True)
@@ -149,8 +151,9 @@ class _Problem:
         return LawSpec(fixed=self.fixed, bounds=self.bounds)
 
 
-def _refit_chunk(problem: _Problem, weights: np.ndarray, x_hat: np.ndarray,
-                 spread: np.ndarray) -> dict[str, np.ndarray]:
+def _refit_chunk(
+    problem: _Problem, weights: np.ndarray, x_hat: np.ndarray, spread: np.ndarray
+) -> dict[str, np.ndarray]:
     """Refit weighted tables: warm start plus spread starts, best end point per table.
 
     ``weights`` (c, n), ``x_hat`` (k,) free coordinates of the point estimate,
@@ -163,8 +166,9 @@ def _refit_chunk(problem: _Problem, weights: np.ndarray, x_hat: np.ndarray,
     lo, hi = spec.lower, spec.upper
     c = len(weights)
     kw = {"delta": problem.delta}
-    warm = batched_weighted_lm(model, np.tile(x_hat, (c, 1)), problem.y, weights, lo, hi,
-                               max_iter=problem.max_iter, **kw)
+    warm = batched_weighted_lm(
+        model, np.tile(x_hat, (c, 1)), problem.y, weights, lo, hi, max_iter=problem.max_iter, **kw
+    )
     best_x, best_obj = warm.x.copy(), warm.objective.copy()
     best_conv, best_it = warm.converged.copy(), warm.n_iter.copy()
     switched = np.zeros(c, dtype=bool)
@@ -172,15 +176,24 @@ def _refit_chunk(problem: _Problem, weights: np.ndarray, x_hat: np.ndarray,
     if n_spread:
         owner = np.repeat(np.arange(c), n_spread)
         ws = weights[owner]
-        explore = batched_weighted_lm(model, spread.reshape(-1, spread.shape[-1]), problem.y, ws,
-                                      lo, hi, max_iter=problem.explore_iter, **kw)
+        explore = batched_weighted_lm(
+            model,
+            spread.reshape(-1, spread.shape[-1]),
+            problem.y,
+            ws,
+            lo,
+            hi,
+            max_iter=problem.explore_iter,
+            **kw,
+        )
         ceiling = problem.prune_ratio * np.where(np.isfinite(best_obj), best_obj, np.inf)[owner]
         carry = (~explore.converged) & (explore.objective <= ceiling)
         x_end, obj_end = explore.x.copy(), explore.objective.copy()
         conv_end, it_end = explore.converged.copy(), explore.n_iter.copy()
         if carry.any():
-            more = batched_weighted_lm(model, explore.x[carry], problem.y, ws[carry], lo, hi,
-                                       max_iter=problem.max_iter, **kw)
+            more = batched_weighted_lm(
+                model, explore.x[carry], problem.y, ws[carry], lo, hi, max_iter=problem.max_iter, **kw
+            )
             x_end[carry], obj_end[carry] = more.x, more.objective
             conv_end[carry], it_end[carry] = more.converged, more.n_iter + problem.explore_iter
         obj_end = np.where(np.isfinite(obj_end), obj_end, np.inf)
@@ -194,12 +207,19 @@ def _refit_chunk(problem: _Problem, weights: np.ndarray, x_hat: np.ndarray,
             best_x[better], best_obj[better] = x_end[rows][better], cand[better]
             best_conv[better], best_it[better] = conv_end[rows][better], it_end[rows][better]
     polished = _polish_unconverged(problem, weights, best_x, best_obj, best_conv)
-    return {"x": best_x, "objective": best_obj, "converged": best_conv, "switched": switched,
-            "n_iter": best_it, "polished": polished}
+    return {
+        "x": best_x,
+        "objective": best_obj,
+        "converged": best_conv,
+        "switched": switched,
+        "n_iter": best_it,
+        "polished": polished,
+    }
 
 
-def _polish_unconverged(problem: _Problem, weights: np.ndarray, x: np.ndarray, objective: np.ndarray,
-                        converged: np.ndarray) -> np.ndarray:
+def _polish_unconverged(
+    problem: _Problem, weights: np.ndarray, x: np.ndarray, objective: np.ndarray, converged: np.ndarray
+) -> np.ndarray:
     """Finish, in place, the rows the vectorised LM left unconverged (finite objective).
 
     The LM stops unconverged after ``max_iter`` steps on long, flat valleys (typically
@@ -222,8 +242,9 @@ def _polish_unconverged(problem: _Problem, weights: np.ndarray, x: np.ndarray, o
     return finished
 
 
-def spread_starts(x_hat: np.ndarray, spec: LawSpec, n_rows: int, n_spread: int,
-                  rng: np.random.Generator) -> np.ndarray:
+def spread_starts(
+    x_hat: np.ndarray, spec: LawSpec, n_rows: int, n_spread: int, rng: np.random.Generator
+) -> np.ndarray:
     """(n_rows, n_spread, k) starts: the first half around x_hat (sd 10% of each box width),
     the rest uniform in the box."""
     lo, hi = spec.lower, spec.upper
@@ -246,10 +267,20 @@ def identifiable_rows(runs: RunTable, weights: np.ndarray) -> np.ndarray:
     return has_loop & (n_r >= 2)
 
 
-def refit_weighted(runs: RunTable, spec: LawSpec, weights: np.ndarray, x_hat: np.ndarray, *,
-                   delta: float = DELTA, n_spread: int = 4, seed: int | np.random.Generator = 0,
-                   n_jobs: int = 1, chunk_size: int = 100, progress: bool = False,
-                   desc: str = "refits") -> dict[str, np.ndarray]:
+def refit_weighted(
+    runs: RunTable,
+    spec: LawSpec,
+    weights: np.ndarray,
+    x_hat: np.ndarray,
+    *,
+    delta: float = DELTA,
+    n_spread: int = 4,
+    seed: int | np.random.Generator = 0,
+    n_jobs: int = 1,
+    chunk_size: int = 100,
+    progress: bool = False,
+    desc: str = "refits",
+) -> dict[str, np.ndarray]:
     """Refit the law to many weightings of one table (warm start from ``x_hat``).
 
     ``spec`` is the spec fitted (after :func:`phifit.fit.common.effective_spec`);
@@ -262,8 +293,9 @@ def refit_weighted(runs: RunTable, spec: LawSpec, weights: np.ndarray, x_hat: np
     m = len(weights)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     spread = spread_starts(x_hat, spec, m, n_spread, rng)
-    problem = _Problem(design=runs.design, y=runs.log_loss, fixed=dict(spec.fixed),
-                       bounds=dict(spec.bounds), delta=delta)
+    problem = _Problem(
+        design=runs.design, y=runs.log_loss, fixed=dict(spec.fixed), bounds=dict(spec.bounds), delta=delta
+    )
     chunks = [np.arange(i, min(i + chunk_size, m)) for i in range(0, m, chunk_size)]
     bar = _progress_bar(m, desc, progress)
     outputs: list[dict[str, np.ndarray]] = []
@@ -274,6 +306,7 @@ def refit_weighted(runs: RunTable, spec: LawSpec, weights: np.ndarray, x_hat: np
                 bar.update(len(ch))
         else:
             from joblib import Parallel, delayed
+
             # threads, not processes: the work is large NumPy array operations that release
             # the GIL, and worker processes would spend ~1-5 s starting and importing
             parallel = Parallel(n_jobs=n_jobs, return_as="generator", backend="threading")
@@ -299,6 +332,7 @@ def _progress_bar(total: int, desc: str, progress: bool):
     if not progress:
         return _NoBar()
     from tqdm.auto import tqdm
+
     return tqdm(total=total, desc=desc, unit="rep", file=sys.stderr, disable=None, leave=False)
 
 
@@ -370,21 +404,34 @@ class Interval:
         return bool(self.lo <= value <= self.hi)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain({"lo": self.lo, "hi": self.hi, "level": self.level, "kind": self.kind,
-                       "mc_error": list(self.mc_error), "n_used": self.n_used})
+        return _plain(
+            {
+                "lo": self.lo,
+                "hi": self.hi,
+                "level": self.level,
+                "kind": self.kind,
+                "mc_error": list(self.mc_error),
+                "n_used": self.n_used,
+            }
+        )
 
 
-def bootstrap_interval(values: np.ndarray, *, level: float = 0.95, kind: str = "percentile",
-                       estimate: float | None = None, jackknife: np.ndarray | None = None,
-                       mc_seed: int = 0) -> Interval:
+def bootstrap_interval(
+    values: np.ndarray,
+    *,
+    level: float = 0.95,
+    kind: str = "percentile",
+    estimate: float | None = None,
+    jackknife: np.ndarray | None = None,
+    mc_seed: int = 0,
+) -> Interval:
     """Percentile or BCa interval from replicate values (NaN = failed, excluded).
 
     BCa needs the point ``estimate`` and the delete-one-block ``jackknife`` values.  The
     Monte-Carlo error resamples the B values 1000 times (seeded by ``mc_seed``).
     """
     if kind not in INTERVAL_KINDS:
-        raise ValueError(f"unknown interval kind {kind!r}; expected one of "
-                         f"{', '.join(INTERVAL_KINDS)}")
+        raise ValueError(f"unknown interval kind {kind!r}; expected one of {', '.join(INTERVAL_KINDS)}")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     values = np.asarray(values, dtype=float).ravel()
@@ -401,8 +448,10 @@ def bootstrap_interval(values: np.ndarray, *, level: float = 0.95, kind: str = "
         mc = _quantile_rows(resampled, np.repeat(q, _MC_RESAMPLES, axis=0)).std(axis=0, ddof=1)
     else:
         if estimate is None or jackknife is None:
-            raise ValueError("a BCa interval needs the point estimate and the jackknife values "
-                             "(estimate=..., jackknife=...), or pass a function of the params")
+            raise ValueError(
+                "a BCa interval needs the point estimate and the jackknife values "
+                "(estimate=..., jackknife=...), or pass a function of the params"
+            )
         if np.ptp(ok) <= 1e-9 * max(1.0, float(np.median(np.abs(ok)))):
             # no spread (a noise-free table): BCa's bias correction is undefined and the
             # interval is the common value of the replicates
@@ -416,10 +465,12 @@ def bootstrap_interval(values: np.ndarray, *, level: float = 0.95, kind: str = "
         ends = _quantile_rows(base, q)[0]
         qr = _bca_levels(resampled, float(estimate), acc, level)
         good = np.all(np.isfinite(qr), axis=1)
-        mc = (_quantile_rows(resampled[good], qr[good]).std(axis=0, ddof=1) if good.sum() > 1
-              else np.array([nan, nan]))
-    return Interval(float(ends[0]), float(ends[1]), level, kind, (float(mc[0]), float(mc[1])),
-                    len(ok))
+        mc = (
+            _quantile_rows(resampled[good], qr[good]).std(axis=0, ddof=1)
+            if good.sum() > 1
+            else np.array([nan, nan])
+        )
+    return Interval(float(ends[0]), float(ends[1]), level, kind, (float(mc[0]), float(mc[1])), len(ok))
 
 
 # -- the result -----------------------------------------------------------------------------
@@ -489,9 +540,14 @@ class BootstrapResult:
     def jackknife_params(self) -> dict[str, np.ndarray]:
         return _natural(self.jackknife_thetas)
 
-    def interval(self, values_per_draw: np.ndarray | Callable[[Mapping[str, np.ndarray]], Any],
-                 level: float = 0.95, kind: str = "percentile", jackknife: np.ndarray | None = None,
-                 estimate: float | None = None) -> Interval:
+    def interval(
+        self,
+        values_per_draw: np.ndarray | Callable[[Mapping[str, np.ndarray]], Any],
+        level: float = 0.95,
+        kind: str = "percentile",
+        jackknife: np.ndarray | None = None,
+        estimate: float | None = None,
+    ) -> Interval:
         """Interval for any quantity computed per replicate.
 
         ``values_per_draw`` is either an (n,) array aligned with the replicates (values on
@@ -505,8 +561,7 @@ class BootstrapResult:
             func = values_per_draw
             values = np.asarray(func(self.params), dtype=float)
             if estimate is None:
-                est = {k: np.array([v if v is not None else np.nan]) for k, v in
-                       self.estimate.items()}
+                est = {k: np.array([v if v is not None else np.nan]) for k, v in self.estimate.items()}
                 estimate = float(np.asarray(func(est), dtype=float).ravel()[0])
             if jackknife is None:
                 jackknife = np.asarray(func(self.jackknife_params), dtype=float)
@@ -514,11 +569,13 @@ class BootstrapResult:
             values = np.asarray(values_per_draw, dtype=float)
         values = np.broadcast_to(values, (self.n,)) if values.ndim == 0 else values
         if values.shape != (self.n,):
-            raise ValueError(f"values_per_draw must have one value per replicate ({self.n}), "
-                             f"got shape {values.shape}")
+            raise ValueError(
+                f"values_per_draw must have one value per replicate ({self.n}), got shape {values.shape}"
+            )
         values = np.where(self.failed, np.nan, values)
-        return bootstrap_interval(values, level=level, kind=kind, estimate=estimate,
-                                  jackknife=jackknife, mc_seed=self.seed + 1)
+        return bootstrap_interval(
+            values, level=level, kind=kind, estimate=estimate, jackknife=jackknife, mc_seed=self.seed + 1
+        )
 
     def share(self, name: str, predicate: Callable[[np.ndarray], np.ndarray]) -> float:
         """Share of successful replicates where ``predicate(params[name])`` holds."""
@@ -528,12 +585,22 @@ class BootstrapResult:
     # -- views --------------------------------------------------------------------------
     def bootstrap_info(self) -> dict[str, Any]:
         """The ``bootstrap`` block of a FitResult (JSON contract: n, n_failed, block, ...)."""
-        return _plain({"n": self.n, "n_failed": self.n_failed, "block": self.block,
-                       "n_blocks": self.n_blocks, "seed": self.seed, "level": self.level,
-                       "method": self.method, "failure_reasons": self.failure_reasons,
-                       "n_switched": self.n_switched, "n_polished": self.n_polished,
-                       "mc_error": self.mc_error,
-                       "interval": "percentile (ci) and BCa (ci_bca)"})
+        return _plain(
+            {
+                "n": self.n,
+                "n_failed": self.n_failed,
+                "block": self.block,
+                "n_blocks": self.n_blocks,
+                "seed": self.seed,
+                "level": self.level,
+                "method": self.method,
+                "failure_reasons": self.failure_reasons,
+                "n_switched": self.n_switched,
+                "n_polished": self.n_polished,
+                "mc_error": self.mc_error,
+                "interval": "percentile (ci) and BCa (ci_bca)",
+            }
+        )
 
     def attach(self, fit_result: FitResult) -> FitResult:
         """A copy of ``fit_result`` with ci, ci_bca and the bootstrap bookkeeping filled in.
@@ -544,28 +611,42 @@ class BootstrapResult:
         if fit_result.n_runs != self.n_runs:
             raise ValueError("attach: the fit and the bootstrap use different run tables")
         if dict(fit_result.fixed) != dict(self.fixed):
-            raise ValueError(f"attach: the fit holds {fit_result.fixed or 'nothing'} fixed but the "
-                             f"bootstrap held {self.fixed or 'nothing'} fixed")
+            raise ValueError(
+                f"attach: the fit holds {fit_result.fixed or 'nothing'} fixed but the "
+                f"bootstrap held {self.fixed or 'nothing'} fixed"
+            )
         for name in PARAM_NAMES:
             a, b = fit_result.params.get(name), self.estimate.get(name)
-            if (a is None) != (b is None) or (a is not None and not math.isclose(
-                    a, b, rel_tol=1e-6, abs_tol=1e-9)):
-                raise ValueError(f"attach: the fit's {name} = {a} differs from the bootstrap's "
-                                 f"point estimate {b}; bootstrap around this fit instead")
-        return fit_result.with_updates(ci=dict(self.ci), ci_bca=dict(self.ci_bca),
-                                       bootstrap=self.bootstrap_info(),
-                                       warnings=list(fit_result.warnings) + list(self.warnings))
+            if (a is None) != (b is None) or (
+                a is not None and not math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+            ):
+                raise ValueError(
+                    f"attach: the fit's {name} = {a} differs from the bootstrap's "
+                    f"point estimate {b}; bootstrap around this fit instead"
+                )
+        return fit_result.with_updates(
+            ci=dict(self.ci),
+            ci_bca=dict(self.ci_bca),
+            bootstrap=self.bootstrap_info(),
+            warnings=list(fit_result.warnings) + list(self.warnings),
+        )
 
     def summary(self) -> str:
-        lines = [f"[[phifit: block bootstrap, {self.n} replicates of {self.n_blocks} blocks "
-                 f"'{self.block}', method={self.method}, seed={self.seed}]]",
-                 f"    failed replicates: {self.n_failed}"
-                 + (f" ({', '.join(f'{k}: {v}' for k, v in self.failure_reasons.items())})"
-                    if self.n_failed else ""),
-                 f"    replicates where a spread start found a better basin: {self.n_switched}",
-                 f"    replicates finished by the least-squares polish: {self.n_polished}", "",
-                 f"    {'':<6} {'estimate':>11}   {'percentile ' + format(self.level, '.0%'):>24}"
-                 f"   {'BCa':>24}   {'MC error of ends (pct)':>22}"]
+        lines = [
+            f"[[phifit: block bootstrap, {self.n} replicates of {self.n_blocks} blocks "
+            f"'{self.block}', method={self.method}, seed={self.seed}]]",
+            f"    failed replicates: {self.n_failed}"
+            + (
+                f" ({', '.join(f'{k}: {v}' for k, v in self.failure_reasons.items())})"
+                if self.n_failed
+                else ""
+            ),
+            f"    replicates where a spread start found a better basin: {self.n_switched}",
+            f"    replicates finished by the least-squares polish: {self.n_polished}",
+            "",
+            f"    {'':<6} {'estimate':>11}   {'percentile ' + format(self.level, '.0%'):>24}"
+            f"   {'BCa':>24}   {'MC error of ends (pct)':>22}",
+        ]
         for name in PARAM_NAMES:
             if name not in self.ci:
                 continue
@@ -573,19 +654,27 @@ class BootstrapResult:
             p, b = self.ci[name], self.ci_bca.get(name, [None, None])
             mc = self.mc_error["percentile"].get(name, [None, None])
             fmt = lambda v: f"{v:>10.5g}" if v is not None and np.isfinite(v) else f"{'n/a':>10}"  # noqa: E731
-            lines.append(f"    {name:<6} {fmt(est):>11}   [{fmt(p[0])}, {fmt(p[1])}]   "
-                         f"[{fmt(b[0])}, {fmt(b[1])}]   {fmt(mc[0])} {fmt(mc[1])}")
+            lines.append(
+                f"    {name:<6} {fmt(est):>11}   [{fmt(p[0])}, {fmt(p[1])}]   "
+                f"[{fmt(b[0])}, {fmt(b[1])}]   {fmt(mc[0])} {fmt(mc[1])}"
+            )
         if "phi" in self.ci and self.block == "budget,r":
             lines.append("")
-            lines.append("    note: on simulated study-like tables the 95% percentile interval of "
-                         "phi from (budget, r) cells")
-            lines.append("    covered the truth in 91% of tables (95% with single-run blocks); "
-                         "see benchmarks/bootstrap_coverage.py")
+            lines.append(
+                "    note: on simulated study-like tables the 95% percentile interval of "
+                "phi from (budget, r) cells"
+            )
+            lines.append(
+                "    covered the truth in 91% of tables (95% with single-run blocks); "
+                "see benchmarks/bootstrap_coverage.py"
+            )
         if "phi" in self.ci:
             lines.append("")
-            lines.append(f"    share of replicates with phi <= 0: "
-                         f"{self.share('phi', lambda v: v <= 0):.3f}; with phi >= 1: "
-                         f"{self.share('phi', lambda v: v >= 1):.3f}")
+            lines.append(
+                f"    share of replicates with phi <= 0: "
+                f"{self.share('phi', lambda v: v <= 0):.3f}; with phi >= 1: "
+                f"{self.share('phi', lambda v: v >= 1):.3f}"
+            )
         if self.warnings:
             lines += ["", "[[Notes]]"] + [f"    [{i}] {w}" for i, w in enumerate(self.warnings, 1)]
         return "\n".join(lines)
@@ -595,39 +684,69 @@ class BootstrapResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (NaN -> null); :meth:`from_dict` reloads it."""
-        return _plain({
-            "generator": "phifit", "kind": "bootstrap", "n": self.n, "n_failed": self.n_failed,
-            "failure_reasons": self.failure_reasons, "block": self.block,
-            "n_blocks": self.n_blocks, "seed": self.seed, "level": self.level,
-            "method": self.method, "estimate": self.estimate, "fixed": self.fixed,
-            "ci": self.ci, "ci_bca": self.ci_bca, "mc_error": self.mc_error,
-            "n_switched": self.n_switched, "n_polished": self.n_polished,
-            "phi_identified": self.phi_identified,
-            "n_runs": self.n_runs, "warnings": self.warnings, "theta_names": list(THETA_NAMES),
-            "theta_hat": self.theta_hat, "thetas": self.thetas,
-            "failed": self.failed, "jackknife_thetas": self.jackknife_thetas,
-        })
+        return _plain(
+            {
+                "generator": "phifit",
+                "kind": "bootstrap",
+                "n": self.n,
+                "n_failed": self.n_failed,
+                "failure_reasons": self.failure_reasons,
+                "block": self.block,
+                "n_blocks": self.n_blocks,
+                "seed": self.seed,
+                "level": self.level,
+                "method": self.method,
+                "estimate": self.estimate,
+                "fixed": self.fixed,
+                "ci": self.ci,
+                "ci_bca": self.ci_bca,
+                "mc_error": self.mc_error,
+                "n_switched": self.n_switched,
+                "n_polished": self.n_polished,
+                "phi_identified": self.phi_identified,
+                "n_runs": self.n_runs,
+                "warnings": self.warnings,
+                "theta_names": list(THETA_NAMES),
+                "theta_hat": self.theta_hat,
+                "thetas": self.thetas,
+                "failed": self.failed,
+                "jackknife_thetas": self.jackknife_thetas,
+            }
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BootstrapResult:
         def arr(key):
-            return np.array([[np.nan if v is None else v for v in row] for row in data[key]],
-                            dtype=float).reshape(-1, len(THETA_NAMES))
+            return np.array(
+                [[np.nan if v is None else v for v in row] for row in data[key]], dtype=float
+            ).reshape(-1, len(THETA_NAMES))
+
         thetas = arr("thetas")
         return cls(
-            thetas=thetas, params=_natural(thetas), failed=np.array(data["failed"], dtype=bool),
-            failure_reasons=dict(data["failure_reasons"]), n=int(data["n"]),
-            n_failed=int(data["n_failed"]), block=data["block"], n_blocks=int(data["n_blocks"]),
-            seed=int(data["seed"]), level=float(data["level"]), method=data["method"],
+            thetas=thetas,
+            params=_natural(thetas),
+            failed=np.array(data["failed"], dtype=bool),
+            failure_reasons=dict(data["failure_reasons"]),
+            n=int(data["n"]),
+            n_failed=int(data["n_failed"]),
+            block=data["block"],
+            n_blocks=int(data["n_blocks"]),
+            seed=int(data["seed"]),
+            level=float(data["level"]),
+            method=data["method"],
             estimate=dict(data["estimate"]),
             theta_hat=np.array([np.nan if v is None else v for v in data["theta_hat"]], float),
-            jackknife_thetas=arr("jackknife_thetas"), fixed=dict(data["fixed"]),
+            jackknife_thetas=arr("jackknife_thetas"),
+            fixed=dict(data["fixed"]),
             ci={k: list(v) for k, v in data["ci"].items()},
             ci_bca={k: list(v) for k, v in data["ci_bca"].items()},
             mc_error={k: {p: list(v) for p, v in d.items()} for k, d in data["mc_error"].items()},
-            n_switched=int(data.get("n_switched", 0)), n_polished=int(data.get("n_polished", 0)),
+            n_switched=int(data.get("n_switched", 0)),
+            n_polished=int(data.get("n_polished", 0)),
             phi_identified=bool(data.get("phi_identified", True)),
-            n_runs=int(data.get("n_runs", 0)), warnings=list(data.get("warnings", [])))
+            n_runs=int(data.get("n_runs", 0)),
+            warnings=list(data.get("warnings", [])),
+        )
 
 
 # -- the public entry point -----------------------------------------------------------------
@@ -637,14 +756,26 @@ def _point_fit(runs: RunTable, spec: LawSpec, method: str, seed: int) -> FitResu
     if method == "huber":
         return fit_huber(runs, spec=spec, options=HuberOptions(seed=seed))
     from .fit.lsq import fit_lsq
+
     return fit_lsq(runs, spec=spec, seed=seed)
 
 
-def block_bootstrap(runs: RunTable, *, spec: LawSpec | None = None, n: int = 1000,
-                    block: str | Sequence[str] | None = None, seed: int = 0, n_jobs: int = 2,
-                    progress: bool = True, method: str = "huber", point: FitResult | None = None,
-                    level: float = 0.95, n_spread: int = 4, chunk_size: int = 125,
-                    jackknife: bool = True) -> BootstrapResult:
+def block_bootstrap(
+    runs: RunTable,
+    *,
+    spec: LawSpec | None = None,
+    n: int = 1000,
+    block: str | Sequence[str] | None = None,
+    seed: int = 0,
+    n_jobs: int = 2,
+    progress: bool = True,
+    method: str = "huber",
+    point: FitResult | None = None,
+    level: float = 0.95,
+    n_spread: int = 4,
+    chunk_size: int = 125,
+    jackknife: bool = True,
+) -> BootstrapResult:
     """Block bootstrap of the joint-law fit (see the module docstring for the procedure).
 
     Parameters
@@ -678,8 +809,7 @@ def block_bootstrap(runs: RunTable, *, spec: LawSpec | None = None, n: int = 100
         Compute the delete-one-block jackknife (needed for BCa; n_blocks extra refits).
     """
     if method not in BOOT_METHODS:
-        raise ValueError(f"unknown bootstrap method {method!r}; expected one of "
-                         f"{', '.join(BOOT_METHODS)}")
+        raise ValueError(f"unknown bootstrap method {method!r}; expected one of {', '.join(BOOT_METHODS)}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise ValueError(f"n (bootstrap replicates) must be an integer >= 2, got {n!r}")
     if not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0 or n_jobs < -1:
@@ -692,18 +822,20 @@ def block_bootstrap(runs: RunTable, *, spec: LawSpec | None = None, n: int = 100
     codes, label = block_codes(runs, block)
     n_blocks = int(codes.max()) + 1
     if n_blocks < 2:
-        raise ValueError(f"block {label!r}: the table has a single block; the bootstrap needs "
-                         f"at least 2 (choose another --block)")
+        raise ValueError(
+            f"block {label!r}: the table has a single block; the bootstrap needs "
+            f"at least 2 (choose another --block)"
+        )
     fit_spec, _ = effective_spec(runs, spec)
     phi_identified = "phi" not in fit_spec.fixed or "phi" in spec.fixed
     if point is None:
         point = _point_fit(runs, spec, method, seed)
     elif point.n_runs != len(runs) or dict(point.fixed) != dict(
-            {k: v for k, v in fit_spec.fixed.items() if phi_identified or k != "phi"}):
+        {k: v for k, v in fit_spec.fixed.items() if phi_identified or k != "phi"}
+    ):
         raise ValueError("point: the given fit does not match these runs and this spec")
     elif point.method != method:
-        raise ValueError(f"point: the given fit used method {point.method!r}, the bootstrap "
-                         f"{method!r}")
+        raise ValueError(f"point: the given fit used method {point.method!r}, the bootstrap {method!r}")
     theta_hat = point.theta
     x_hat = theta_hat[fit_spec.free_mask]
     delta = DELTA if method == "huber" else math.inf
@@ -712,12 +844,25 @@ def block_bootstrap(runs: RunTable, *, spec: LawSpec | None = None, n: int = 100
 
     streams = np.random.SeedSequence(seed).spawn(3)
     weights = draw_weights(codes, n, np.random.default_rng(streams[0]))
-    ident = identifiable_rows(runs, weights) if phi_identified and "phi" not in fit_spec.fixed \
+    ident = (
+        identifiable_rows(runs, weights)
+        if phi_identified and "phi" not in fit_spec.fixed
         else np.ones(n, dtype=bool)
+    )
     too_few = (weights > 0).sum(axis=1) <= int(fit_spec.free_mask.sum())
-    out = refit_weighted(runs, fit_spec, weights, x_hat, delta=delta, n_spread=n_spread,
-                         seed=np.random.default_rng(streams[1]), n_jobs=n_jobs,
-                         chunk_size=chunk_size, progress=progress, desc="bootstrap")
+    out = refit_weighted(
+        runs,
+        fit_spec,
+        weights,
+        x_hat,
+        delta=delta,
+        n_spread=n_spread,
+        seed=np.random.default_rng(streams[1]),
+        n_jobs=n_jobs,
+        chunk_size=chunk_size,
+        progress=progress,
+        desc="bootstrap",
+    )
     failure = {
         "phi not identifiable in the resampled table": ~ident,
         "fewer distinct runs than free parameters": ident & too_few,
@@ -735,8 +880,16 @@ def block_bootstrap(runs: RunTable, *, spec: LawSpec | None = None, n: int = 100
     if jackknife:
         jw = np.ones((n_blocks, len(runs)))
         jw[codes[None, :] == np.arange(n_blocks)[:, None]] = 0.0
-        jout = refit_weighted(runs, fit_spec, jw, x_hat, delta=delta, n_spread=n_spread,
-                              seed=np.random.default_rng(streams[2]), n_jobs=1)
+        jout = refit_weighted(
+            runs,
+            fit_spec,
+            jw,
+            x_hat,
+            delta=delta,
+            n_spread=n_spread,
+            seed=np.random.default_rng(streams[2]),
+            n_jobs=1,
+        )
         jack_ok = jout["converged"] & np.isfinite(jout["objective"])
         if phi_identified and "phi" not in fit_spec.fixed:
             jack_ok &= identifiable_rows(runs, jw)
@@ -756,8 +909,14 @@ def block_bootstrap(runs: RunTable, *, spec: LawSpec | None = None, n: int = 100
     for name in free_names:
         vals = params[name]
         p = bootstrap_interval(vals, level=level, kind="percentile", mc_seed=mc_seed)
-        b = bootstrap_interval(vals, level=level, kind="bca", estimate=estimate[name],
-                               jackknife=jack_params[name], mc_seed=mc_seed)
+        b = bootstrap_interval(
+            vals,
+            level=level,
+            kind="bca",
+            estimate=estimate[name],
+            jackknife=jack_params[name],
+            mc_seed=mc_seed,
+        )
         ci[name], ci_bca[name] = p.to_list(), b.to_list()
         mc["percentile"][name], mc["bca"][name] = list(p.mc_error), list(b.mc_error)
         if not np.all(np.isfinite(b.to_list())):
@@ -766,19 +925,27 @@ def block_bootstrap(runs: RunTable, *, spec: LawSpec | None = None, n: int = 100
     warnings: list[str] = []
     n_failed = int(failed.sum())
     if n_failed:
-        warnings.append(f"{n_failed} of {n} bootstrap replicates failed and are excluded from the "
-                        f"intervals ({'; '.join(f'{k}: {v}' for k, v in reasons.items())}); "
-                        f"if many failed, the intervals may be too narrow")
+        warnings.append(
+            f"{n_failed} of {n} bootstrap replicates failed and are excluded from the "
+            f"intervals ({'; '.join(f'{k}: {v}' for k, v in reasons.items())}); "
+            f"if many failed, the intervals may be too narrow"
+        )
     if jackknife and not np.all(np.isfinite(jack[:, fit_spec.free_mask])):
-        warnings.append(f"{int((~np.all(np.isfinite(jack), axis=1)).sum())} of {n_blocks} "
-                        f"delete-one-block refits failed; BCa acceleration uses the rest")
+        warnings.append(
+            f"{int((~np.all(np.isfinite(jack), axis=1)).sum())} of {n_blocks} "
+            f"delete-one-block refits failed; BCa acceleration uses the rest"
+        )
     if bca_undefined:
-        warnings.append(f"BCa interval undefined for {', '.join(bca_undefined)} (every replicate "
-                        f"on one side of the estimate, or no jackknife); use the percentile one")
+        warnings.append(
+            f"BCa interval undefined for {', '.join(bca_undefined)} (every replicate "
+            f"on one side of the estimate, or no jackknife); use the percentile one"
+        )
     switched = int(out["switched"][~failed].sum())
     if switched:
-        warnings.append(f"in {switched} replicates a spread start found a better optimum than "
-                        f"the warm start: the objective has several basins on resampled tables")
+        warnings.append(
+            f"in {switched} replicates a spread start found a better optimum than "
+            f"the warm start: the objective has several basins on resampled tables"
+        )
     at_bounds = []
     for i, coord in enumerate(THETA_NAMES):
         name = THETA_TO_PARAM[coord]
@@ -786,26 +953,57 @@ def block_bootstrap(runs: RunTable, *, spec: LawSpec | None = None, n: int = 100
             continue
         lo_b, hi_b = fit_spec.bounds[coord]
         values = thetas[~failed, i]
-        count = int(np.sum(np.isclose(values, lo_b, rtol=0, atol=1e-9)
-                           | np.isclose(values, hi_b, rtol=0, atol=1e-9)))
+        count = int(
+            np.sum(np.isclose(values, lo_b, rtol=0, atol=1e-9) | np.isclose(values, hi_b, rtol=0, atol=1e-9))
+        )
         if count:
             at_bounds.append(f"{name} in {count}")
     if at_bounds:
-        warnings.append(f"replicates with a parameter at its box bound: {', '.join(at_bounds)} "
-                        f"(the resampled tables do not pin it down)")
+        warnings.append(
+            f"replicates with a parameter at its box bound: {', '.join(at_bounds)} "
+            f"(the resampled tables do not pin it down)"
+        )
     if n_blocks < 10:
-        warnings.append(f"only {n_blocks} blocks: a block bootstrap with this few blocks "
-                        f"understates uncertainty; read the intervals as rough")
+        warnings.append(
+            f"only {n_blocks} blocks: a block bootstrap with this few blocks "
+            f"understates uncertainty; read the intervals as rough"
+        )
 
     result = BootstrapResult(
-        thetas=thetas, params=params, failed=failed, failure_reasons=reasons, n=int(n),
-        n_failed=n_failed, block=label, n_blocks=n_blocks, seed=int(seed), level=float(level),
-        method=method, estimate=estimate, theta_hat=theta_hat, jackknife_thetas=jack,
-        fixed=dict(fixed), ci=ci, ci_bca=ci_bca, mc_error=mc, n_switched=switched,
+        thetas=thetas,
+        params=params,
+        failed=failed,
+        failure_reasons=reasons,
+        n=int(n),
+        n_failed=n_failed,
+        block=label,
+        n_blocks=n_blocks,
+        seed=int(seed),
+        level=float(level),
+        method=method,
+        estimate=estimate,
+        theta_hat=theta_hat,
+        jackknife_thetas=jack,
+        fixed=dict(fixed),
+        ci=ci,
+        ci_bca=ci_bca,
+        mc_error=mc,
+        n_switched=switched,
         n_polished=int(out["polished"][~failed].sum()),
-        phi_identified=phi_identified, n_runs=len(runs), warnings=warnings)
+        phi_identified=phi_identified,
+        n_runs=len(runs),
+        warnings=warnings,
+    )
     return result
 
 
-__all__ = ["BootstrapResult", "Interval", "block_bootstrap", "block_codes", "bootstrap_interval",
-           "draw_weights", "jackknife_acceleration", "refit_weighted"]
+__all__ = [
+    "BootstrapResult",
+    "Interval",
+    "block_bootstrap",
+    "block_codes",
+    "bootstrap_interval",
+    "draw_weights",
+    "jackknife_acceleration",
+    "refit_weighted",
+]

@@ -63,7 +63,8 @@ METHODS = ("huber", "lsq")
 VERDICT_RULE = (
     "a restricted law is rejected when the likelihood-ratio test against the free fit gives "
     "p < 0.05 and its leave-one-budget-out RMSE is not below the free fit's; without budgets, "
-    "the test alone decides")
+    "the test alone decides"
+)
 
 
 def gaussian_log_lik(log_resid: np.ndarray) -> tuple[float, float]:
@@ -90,7 +91,7 @@ class FitStats:
     rmse: float
     rss_log: float
     log_lik: float
-    n_params: int            # free law parameters + 1 (sigma)
+    n_params: int  # free law parameters + 1 (sigma)
     aic: float
     bic: float
     lr_stat: float | None
@@ -125,26 +126,31 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        lines = [f"[[phifit compare: {self.n_runs} runs, method={self.method}]]",
-                 "AIC/BIC/LR: Gaussian log-likelihood of log-loss residuals, sigma profiled out"
-                 + (" (approximate for Huber fits: not the ML estimator)"
-                    if self.method == "huber" else ""), ""]
-        head = (f"    {'fit':<10} {'phi':>7} {'R^2':>8} {'RMSE':>8} {'AIC':>9} {'BIC':>9} "
-                f"{'LR':>9} {'p':>9} {'CV RMSE':>8} {'extrap':>8}")
+        lines = [
+            f"[[phifit compare: {self.n_runs} runs, method={self.method}]]",
+            "AIC/BIC/LR: Gaussian log-likelihood of log-loss residuals, sigma profiled out"
+            + (" (approximate for Huber fits: not the ML estimator)" if self.method == "huber" else ""),
+            "",
+        ]
+        head = (
+            f"    {'fit':<10} {'phi':>7} {'R^2':>8} {'RMSE':>8} {'AIC':>9} {'BIC':>9} "
+            f"{'LR':>9} {'p':>9} {'CV RMSE':>8} {'extrap':>8}"
+        )
         lines.append(head)
 
         def f(v, spec):
             return format(v, spec) if v is not None and np.isfinite(v) else "-"
+
         for label, st in self.stats.items():
             phi = self.fits[label].params.get("phi")
             lines.append(
                 f"    {label:<10} {f(phi, '7.4f'):>7} {f(st.r2, '8.5f'):>8} {f(st.rmse, '8.5f'):>8}"
                 f" {f(st.aic, '9.2f'):>9} {f(st.bic, '9.2f'):>9} {f(st.lr_stat, '9.2f'):>9}"
                 f" {_p_text(st.lr_p_value):>9} {f(st.cv_rmse, '8.5f'):>8}"
-                f" {f(st.extrap_rmse, '8.5f'):>8}")
+                f" {f(st.extrap_rmse, '8.5f'):>8}"
+            )
         lines += ["", f"Verdict: {self.verdict}", f"Rule: {self.rule}"]
-        notes = list(self.notes) + [f"{lbl}: {n}" for lbl, st in self.stats.items()
-                                    for n in st.notes]
+        notes = list(self.notes) + [f"{lbl}: {n}" for lbl, st in self.stats.items() for n in st.notes]
         if notes:
             lines += ["", "[[Notes]]"] + [f"    [{i}] {n}" for i, n in enumerate(notes, 1)]
         return "\n".join(lines)
@@ -164,10 +170,20 @@ class Comparison:
             st["comparison_notes"] = st.pop("notes")
             entry.update(st)
             fits[label] = entry
-        return _plain({"generator": "phifit", "kind": "comparison", "method": self.method,
-                       "n_runs": self.n_runs, "budgets": self.budgets, "fits": fits,
-                       "verdict": self.verdict, "verdict_rule": self.rule, "notes": self.notes,
-                       "likelihood": "Gaussian on log-loss residuals, sigma profiled out"})
+        return _plain(
+            {
+                "generator": "phifit",
+                "kind": "comparison",
+                "method": self.method,
+                "n_runs": self.n_runs,
+                "budgets": self.budgets,
+                "fits": fits,
+                "verdict": self.verdict,
+                "verdict_rule": self.rule,
+                "notes": self.notes,
+                "likelihood": "Gaussian on log-loss residuals, sigma profiled out",
+            }
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
@@ -178,11 +194,22 @@ class Comparison:
             kw = {k: entry.get(k) for k in names if k not in ("label", "fixed", "notes")}
             for key in ("objective", "r2", "rmse", "rss_log", "log_lik", "aic", "bic"):
                 kw[key] = math.nan if kw[key] is None else float(kw[key])
-            stats[label] = FitStats(label=label, fixed=dict(entry.get("fixed", {})),
-                                    notes=list(entry.get("comparison_notes", [])), **kw)
-        return cls(fits=fits, stats=stats, verdict=data["verdict"], method=data["method"],
-                   n_runs=int(data["n_runs"]), budgets=list(data.get("budgets", [])),
-                   rule=data.get("verdict_rule", VERDICT_RULE), notes=list(data.get("notes", [])))
+            stats[label] = FitStats(
+                label=label,
+                fixed=dict(entry.get("fixed", {})),
+                notes=list(entry.get("comparison_notes", [])),
+                **kw,
+            )
+        return cls(
+            fits=fits,
+            stats=stats,
+            verdict=data["verdict"],
+            method=data["method"],
+            n_runs=int(data["n_runs"]),
+            budgets=list(data.get("budgets", [])),
+            rule=data.get("verdict_rule", VERDICT_RULE),
+            notes=list(data.get("notes", [])),
+        )
 
 
 def _p_text(p: float | None) -> str:
@@ -214,16 +241,18 @@ def _label(fixed: Mapping[str, float]) -> str:
     return LawSpec(fixed=dict(fixed)).label()
 
 
-def _fit(runs: RunTable, spec: LawSpec, method: str, seed: int, n_starts: int,
-         profile: bool = True) -> FitResult:
+def _fit(
+    runs: RunTable, spec: LawSpec, method: str, seed: int, n_starts: int, profile: bool = True
+) -> FitResult:
     options: dict[str, Any] = {"seed": seed, "n_starts": n_starts}
     if method == "lsq":
         options["profile"] = profile
     return fit_law(runs, method=method, spec=spec, **options)
 
 
-def _out_of_sample(runs: RunTable, spec: LawSpec, method: str, seed: int, n_starts: int,
-                   order: list[Any]) -> tuple[float, dict[str, float], float, list[str]]:
+def _out_of_sample(
+    runs: RunTable, spec: LawSpec, method: str, seed: int, n_starts: int, order: list[Any]
+) -> tuple[float, dict[str, float], float, list[str]]:
     """(cv_rmse, per-budget RMSE, extrapolation RMSE, notes) for one specification."""
     budget = runs.frame["budget"].to_numpy()
     sq = np.full(len(runs), np.nan)
@@ -250,8 +279,9 @@ def _check_fixes(fixes: Sequence[Mapping[str, float]]) -> list[dict[str, float]]
     out, seen = [], set()
     for fx in fixes:
         if not isinstance(fx, Mapping) or not fx:
-            raise ValueError(f"fixes: each entry must be a non-empty mapping such as "
-                             f"{{'phi': 0.0}}, got {fx!r}")
+            raise ValueError(
+                f"fixes: each entry must be a non-empty mapping such as {{'phi': 0.0}}, got {fx!r}"
+            )
         fx = {str(k): float(v) for k, v in fx.items()}
         for k, v in fx.items():
             to_internal(k, v)
@@ -262,10 +292,15 @@ def _check_fixes(fixes: Sequence[Mapping[str, float]]) -> list[dict[str, float]]
     return out
 
 
-def compare_fits(runs: RunTable, *, fixes: Sequence[Mapping[str, float]] = ({"phi": 0.0},
-                                                                             {"phi": 1.0}),
-                 method: str = "huber", seed: int = 0, cv: bool = True,
-                 n_starts: int = 500) -> Comparison:
+def compare_fits(
+    runs: RunTable,
+    *,
+    fixes: Sequence[Mapping[str, float]] = ({"phi": 0.0}, {"phi": 1.0}),
+    method: str = "huber",
+    seed: int = 0,
+    cv: bool = True,
+    n_starts: int = 500,
+) -> Comparison:
     """Fit phi free and each restriction in ``fixes``; tests, information criteria, CV.
 
     Parameters
@@ -282,28 +317,33 @@ def compare_fits(runs: RunTable, *, fixes: Sequence[Mapping[str, float]] = ({"ph
         Compute the out-of-sample errors (needs a ``budget`` column with >= 3 budgets).
     """
     if method not in METHODS:
-        raise ValueError(f"compare: unknown method {method!r}; expected one of "
-                         f"{', '.join(METHODS)}")
+        raise ValueError(f"compare: unknown method {method!r}; expected one of {', '.join(METHODS)}")
     fixes = _check_fixes(fixes)
     if not fixes:
         raise ValueError("compare: give at least one restriction to compare with the free fit")
     base_spec = LawSpec()
     _, unident = effective_spec(runs, base_spec)
     if unident and any("phi" in fx for fx in fixes):
-        raise ValueError("compare: phi is not identifiable from these runs (no looped runs, or "
-                         "a single value of r), so restrictions on phi cannot be tested")
+        raise ValueError(
+            "compare: phi is not identifiable from these runs (no looped runs, or "
+            "a single value of r), so restrictions on phi cannot be tested"
+        )
     notes: list[str] = []
     order: list[Any] = []
     do_cv = False
     if cv:
         if "budget" not in runs.frame.columns:
-            notes.append("no 'budget' column: no leave-one-budget-out or extrapolation error; "
-                         "the verdict rests on the likelihood-ratio test alone")
+            notes.append(
+                "no 'budget' column: no leave-one-budget-out or extrapolation error; "
+                "the verdict rests on the likelihood-ratio test alone"
+            )
         else:
             order = _budget_order(runs)
             if len(order) < 3:
-                notes.append(f"only {len(order)} budget(s): out-of-sample errors need at least 3; "
-                             f"the verdict rests on the likelihood-ratio test alone")
+                notes.append(
+                    f"only {len(order)} budget(s): out-of-sample errors need at least 3; "
+                    f"the verdict rests on the likelihood-ratio test alone"
+                )
             else:
                 do_cv = True
     n = len(runs)
@@ -326,16 +366,20 @@ def compare_fits(runs: RunTable, *, fixes: Sequence[Mapping[str, float]] = ({"ph
         if label == "free":
             free_ll, free_k = ll, k
             if res.at_bounds:
-                st_notes.append(f"the free fit has {', '.join(res.at_bounds)} at a box bound: "
-                                f"the chi-square reference of the LR tests is doubtful")
+                st_notes.append(
+                    f"the free fit has {', '.join(res.at_bounds)} at a box bound: "
+                    f"the chi-square reference of the LR tests is doubtful"
+                )
         else:
             df = int(free_k - k)
             lr_raw = 2.0 * (free_ll - ll) if np.isfinite(free_ll) and np.isfinite(ll) else math.inf
             if np.isnan(lr_raw):
                 lr_raw = 0.0
             if lr_raw < 0:
-                st_notes.append(f"LR = {lr_raw:.3g} < 0 (this restricted fit has the smaller "
-                                f"log-RSS: the fits are not ML fits); reported as 0")
+                st_notes.append(
+                    f"LR = {lr_raw:.3g} < 0 (this restricted fit has the smaller "
+                    f"log-RSS: the fits are not ML fits); reported as 0"
+                )
             lr = max(lr_raw, 0.0)
             p = float(chi2.sf(lr, df)) if df > 0 else float("nan")
             ref = f"chi2({df})"
@@ -343,38 +387,64 @@ def compare_fits(runs: RunTable, *, fixes: Sequence[Mapping[str, float]] = ({"ph
             for name, value in spec.fixed.items():
                 coord, internal = to_internal(name, value)
                 lo, hi = spec.bounds[coord]
-                if math.isclose(internal, lo, abs_tol=1e-12) or math.isclose(internal, hi,
-                                                                               abs_tol=1e-12):
+                if math.isclose(internal, lo, abs_tol=1e-12) or math.isclose(internal, hi, abs_tol=1e-12):
                     on_bound.append(name)
             if on_bound:
                 if df == 1:
                     p *= 0.5
                     ref = "0.5 chi2(0) + 0.5 chi2(1)"
-                    st_notes.append(f"{', '.join(on_bound)} is fixed at a bound of its box: the "
-                                    f"null is on the boundary, p from the 50:50 mixture "
-                                    f"0.5 chi2(0) + 0.5 chi2(1)")
+                    st_notes.append(
+                        f"{', '.join(on_bound)} is fixed at a bound of its box: the "
+                        f"null is on the boundary, p from the 50:50 mixture "
+                        f"0.5 chi2(0) + 0.5 chi2(1)"
+                    )
                 else:
-                    st_notes.append(f"{', '.join(on_bound)} is fixed at a bound of its box: the "
-                                    f"chi2({df}) reference is conservative there")
+                    st_notes.append(
+                        f"{', '.join(on_bound)} is fixed at a bound of its box: the "
+                        f"chi2({df}) reference is conservative there"
+                    )
             if method == "huber":
                 st_notes.append("LR from Gaussian scores of Huber fits (not ML): approximate")
         cv_rmse = extrap = None
         per = None
         extrap_b = None
         if do_cv:
-            cv_rmse, per, extrap, cv_notes = _out_of_sample(runs, spec, method, seed, n_starts,
-                                                             order)
+            cv_rmse, per, extrap, cv_notes = _out_of_sample(runs, spec, method, seed, n_starts, order)
             st_notes += cv_notes
             extrap_b = str(order[-1])
         stats[label] = FitStats(
-            label=label, fixed=dict(spec.fixed), objective=res.objective, r2=res.r2,
-            rmse=res.rmse, rss_log=rss, log_lik=ll, n_params=k, aic=aic, bic=bic, lr_stat=lr,
-            lr_df=df, lr_p_value=p, lr_reference=ref, cv_rmse=cv_rmse, cv_rmse_by_budget=per,
-            extrap_rmse=extrap, extrap_budget=extrap_b, rejected=None, notes=st_notes)
+            label=label,
+            fixed=dict(spec.fixed),
+            objective=res.objective,
+            r2=res.r2,
+            rmse=res.rmse,
+            rss_log=rss,
+            log_lik=ll,
+            n_params=k,
+            aic=aic,
+            bic=bic,
+            lr_stat=lr,
+            lr_df=df,
+            lr_p_value=p,
+            lr_reference=ref,
+            cv_rmse=cv_rmse,
+            cv_rmse_by_budget=per,
+            extrap_rmse=extrap,
+            extrap_budget=extrap_b,
+            rejected=None,
+            notes=st_notes,
+        )
     stats = _decide(stats, do_cv)
     verdict = _verdict(fits, stats, do_cv)
-    return Comparison(fits=fits, stats=stats, verdict=verdict, method=method, n_runs=n,
-                      budgets=[str(b) for b in order], notes=notes)
+    return Comparison(
+        fits=fits,
+        stats=stats,
+        verdict=verdict,
+        method=method,
+        n_runs=n,
+        budgets=[str(b) for b in order],
+        notes=notes,
+    )
 
 
 def _decide(stats: dict[str, FitStats], use_cv: bool) -> dict[str, FitStats]:
@@ -411,15 +481,16 @@ def _verdict(fits: dict[str, FitResult], stats: dict[str, FitStats], use_cv: boo
     kept = [lbl for lbl, st in stats.items() if lbl != "free" and not st.rejected]
 
     def evidence(lbls: list[str]) -> str:
-        ps = _join([f"p = {_p_text(stats[lbl].lr_p_value)}".replace("= <", "< ")
-                    for lbl in lbls])
+        ps = _join([f"p = {_p_text(stats[lbl].lr_p_value)}".replace("= <", "< ") for lbl in lbls])
         text = f"likelihood-ratio {ps} at the 5% level"
         if use_cv:
             cvs = _join([f"{stats[lbl].cv_rmse:.4f}" for lbl in lbls])
             ex = _join([f"{stats[lbl].extrap_rmse:.4f}" for lbl in lbls])
-            text += (f"; leave-one-budget-out RMSE {cvs} vs {free.cv_rmse:.4f} nats with "
-                     f"{free_text}; extrapolation to the largest budget {ex} vs "
-                     f"{free.extrap_rmse:.4f} nats")
+            text += (
+                f"; leave-one-budget-out RMSE {cvs} vs {free.cv_rmse:.4f} nats with "
+                f"{free_text}; extrapolation to the largest budget {ex} vs "
+                f"{free.extrap_rmse:.4f} nats"
+            )
         return text
 
     parts = []
@@ -433,12 +504,14 @@ def _verdict(fits: dict[str, FitResult], stats: dict[str, FitStats], use_cv: boo
     for lbl in kept:
         st = stats[lbl]
         significant = st.lr_p_value is not None and st.lr_p_value < ALPHA
-        why = ("in-sample evidence only: it predicts held-out budgets no worse than the free fit"
-               if significant else "the data do not distinguish it from the free fit")
+        why = (
+            "in-sample evidence only: it predicts held-out budgets no worse than the free fit"
+            if significant
+            else "the data do not distinguish it from the free fit"
+        )
         parts.append(f"{_readable(lbl)} is not rejected ({why}): {evidence([lbl])}")
     if not use_cv:
-        parts.append("decided by the likelihood-ratio test alone (no budgets for "
-                     "out-of-sample error)")
+        parts.append("decided by the likelihood-ratio test alone (no budgets for out-of-sample error)")
     return ". ".join(parts) + "."
 
 

@@ -69,9 +69,23 @@ from .runs import RunTable
 from .simulate import PAPER_GRID, PAPER_RECURRENCES, paper_architecture
 
 __all__ = [
-    "Equivalence", "equivalence", "paper_example", "EquivalenceTable", "equivalence_table",
-    "PaperFamily", "TableFamily", "Frontier", "frontier", "ParabolaMinima", "parabola_minima",
-    "table_budgets", "paper_budgets", "IsoflopCurves", "isoflop_curves", "run_compute", "percentile_interval",
+    "Equivalence",
+    "equivalence",
+    "paper_example",
+    "EquivalenceTable",
+    "equivalence_table",
+    "PaperFamily",
+    "TableFamily",
+    "Frontier",
+    "frontier",
+    "ParabolaMinima",
+    "parabola_minima",
+    "table_budgets",
+    "paper_budgets",
+    "IsoflopCurves",
+    "isoflop_curves",
+    "run_compute",
+    "percentile_interval",
 ]
 
 
@@ -93,8 +107,9 @@ def _clean_thetas(thetas: np.ndarray | None) -> np.ndarray | None:
         return None
     thetas = np.atleast_2d(np.asarray(thetas, float))
     if thetas.shape[-1] != 6:
-        raise ValueError(f"bootstrap thetas must have 6 columns (a, alpha, b, beta, e, phi), "
-                         f"got shape {thetas.shape}")
+        raise ValueError(
+            f"bootstrap thetas must have 6 columns (a, alpha, b, beta, e, phi), got shape {thetas.shape}"
+        )
     keep = np.all(np.isfinite(thetas), axis=1)
     return thetas[keep] if keep.any() else None
 
@@ -156,32 +171,44 @@ class Equivalence:
         ci = ""
         if self.n_eff_interval is not None:
             lo, hi = self.n_eff_interval
-            how = (f"{self.n_draws} bootstrap draws" if self.n_draws
-                   else "the interval of phi mapped through N_eff")
+            how = (
+                f"{self.n_draws} bootstrap draws"
+                if self.n_draws
+                else "the interval of phi mapped through N_eff"
+            )
             ci = f" [{_fmt_count(lo)}, {_fmt_count(hi)}] ({self.level:.0%}, {how})"
         phi_ci = ""
         if self.phi_interval is not None:
             phi_ci = f" [{self.phi_interval[0]:.3f}, {self.phi_interval[1]:.3f}]"
-        return "\n".join([
-            f"looped model: r = {self.r}, n_once = {_fmt_count(self.n_once)}, "
-            f"n_rec = {_fmt_count(self.n_rec)}, phi = {self.phi:.4g}{phi_ci}",
-            f"  unique parameters   N_once + N_rec       = {_fmt_count(self.n_unique)}",
-            f"  effective size      N_once + r^phi N_rec = {_fmt_count(self.n_eff)}{ci}",
-            f"  unrolled cost       N_once + r N_rec     = {_fmt_count(self.n_unrolled)} "
-            f"(training FLOPs per token of a non-looped model this size)",
-            f"  => a {_fmt_count(self.n_unique)} looped model ~ a {_fmt_count(self.n_eff)} "
-            f"non-looped one at the training cost of a {_fmt_count(self.n_unrolled)} one "
-            f"(N_eff / N_unrolled = {self.eff_over_unrolled:.3f})",
-        ])
+        return "\n".join(
+            [
+                f"looped model: r = {self.r}, n_once = {_fmt_count(self.n_once)}, "
+                f"n_rec = {_fmt_count(self.n_rec)}, phi = {self.phi:.4g}{phi_ci}",
+                f"  unique parameters   N_once + N_rec       = {_fmt_count(self.n_unique)}",
+                f"  effective size      N_once + r^phi N_rec = {_fmt_count(self.n_eff)}{ci}",
+                f"  unrolled cost       N_once + r N_rec     = {_fmt_count(self.n_unrolled)} "
+                f"(training FLOPs per token of a non-looped model this size)",
+                f"  => a {_fmt_count(self.n_unique)} looped model ~ a {_fmt_count(self.n_eff)} "
+                f"non-looped one at the training cost of a {_fmt_count(self.n_unrolled)} one "
+                f"(N_eff / N_unrolled = {self.eff_over_unrolled:.3f})",
+            ]
+        )
 
     def __str__(self) -> str:
         return self.summary()
 
 
-def equivalence(n_once: float, n_rec: float, r: int, *, phi: float | None = None,
-                fit: FitResult | None = None, thetas: np.ndarray | None = None,
-                phi_interval: Sequence[float] | None = None,
-                level: float = 0.95) -> Equivalence:
+def equivalence(
+    n_once: float,
+    n_rec: float,
+    r: int,
+    *,
+    phi: float | None = None,
+    fit: FitResult | None = None,
+    thetas: np.ndarray | None = None,
+    phi_interval: Sequence[float] | None = None,
+    level: float = 0.95,
+) -> Equivalence:
     """Effective size N_eff = n_once + r^phi n_rec, unique size and unrolled cost.
 
     phi comes from ``phi`` or else from ``fit``.  Intervals: ``thetas`` (bootstrap draws,
@@ -221,9 +248,19 @@ def equivalence(n_once: float, n_rec: float, r: int, *, phi: float | None = None
         lo, hi = sorted(float(v) for v in phi_interval)
         phi_iv = [lo, hi]
         eff_iv = sorted([n_once + float(r) ** lo * n_rec, n_once + float(r) ** hi * n_rec])
-    return Equivalence(r=r, n_once=n_once, n_rec=n_rec, phi=phi, n_unique=n_once + n_rec,
-                       n_eff=n_once + float(r) ** phi * n_rec, n_unrolled=n_once + r * n_rec,
-                       level=level, n_draws=n, phi_interval=phi_iv, n_eff_interval=eff_iv)
+    return Equivalence(
+        r=r,
+        n_once=n_once,
+        n_rec=n_rec,
+        phi=phi,
+        n_unique=n_once + n_rec,
+        n_eff=n_once + float(r) ** phi * n_rec,
+        n_unrolled=n_once + r * n_rec,
+        level=level,
+        n_draws=n,
+        phi_interval=phi_iv,
+        n_eff_interval=eff_iv,
+    )
 
 
 def paper_example(phi: float = 0.459, *, n_r1: float = 1e9, r: int = 4) -> dict[str, Equivalence]:
@@ -243,8 +280,10 @@ def paper_example(phi: float = 0.459, *, n_r1: float = 1e9, r: int = 4) -> dict[
     d2 = n_r1 / 240.0
     n_once = 48 * d2
     blocks = (16 // r) * 12 * d2
-    return {"blocks_only": equivalence(n_once, blocks, r, phi=phi),
-            "with_injection": equivalence(n_once, blocks + 2 * d2, r, phi=phi)}
+    return {
+        "blocks_only": equivalence(n_once, blocks, r, phi=phi),
+        "with_injection": equivalence(n_once, blocks + 2 * d2, r, phi=phi),
+    }
 
 
 @dataclass(frozen=True)
@@ -257,26 +296,36 @@ class EquivalenceTable:
         return {"rows": [row.to_dict() for row in self.rows]}
 
     def summary(self) -> str:
-        lines = [f"    {'r':>2} {'n_once':>9} {'n_rec':>9} {'unique':>9} {'N_eff':>9} "
-                 f"{'95% interval':>21} {'unrolled':>9} {'eff/unrolled':>12}"]
+        lines = [
+            f"    {'r':>2} {'n_once':>9} {'n_rec':>9} {'unique':>9} {'N_eff':>9} "
+            f"{'95% interval':>21} {'unrolled':>9} {'eff/unrolled':>12}"
+        ]
         for e in self.rows:
-            iv = (f"[{_fmt_count(e.n_eff_interval[0])}, {_fmt_count(e.n_eff_interval[1])}]"
-                  if e.n_eff_interval else "")
-            lines.append(f"    {e.r:>2} {_fmt_count(e.n_once):>9} {_fmt_count(e.n_rec):>9} "
-                         f"{_fmt_count(e.n_unique):>9} {_fmt_count(e.n_eff):>9} {iv:>21} "
-                         f"{_fmt_count(e.n_unrolled):>9} {e.eff_over_unrolled:>12.3f}")
+            iv = (
+                f"[{_fmt_count(e.n_eff_interval[0])}, {_fmt_count(e.n_eff_interval[1])}]"
+                if e.n_eff_interval
+                else ""
+            )
+            lines.append(
+                f"    {e.r:>2} {_fmt_count(e.n_once):>9} {_fmt_count(e.n_rec):>9} "
+                f"{_fmt_count(e.n_unique):>9} {_fmt_count(e.n_eff):>9} {iv:>21} "
+                f"{_fmt_count(e.n_unrolled):>9} {e.eff_over_unrolled:>12.3f}"
+            )
         return "\n".join(lines)
 
 
-def equivalence_table(runs: RunTable, fit: FitResult, *, thetas: np.ndarray | None = None,
-                      level: float = 0.95) -> EquivalenceTable:
+def equivalence_table(
+    runs: RunTable, fit: FitResult, *, thetas: np.ndarray | None = None, level: float = 0.95
+) -> EquivalenceTable:
     """:func:`equivalence` for each distinct (r, n_once, n_rec) with r > 1 in the table."""
     if fit.phi is None:
         raise ValueError("the fit did not identify phi: no equivalence table")
     frame = runs.frame[["r", "n_once", "n_rec"]].drop_duplicates()
     frame = frame[frame["r"] > 1].sort_values(["r", "n_once", "n_rec"])
-    rows = [equivalence(row.n_once, row.n_rec, int(row.r), phi=fit.phi, thetas=thetas, level=level)
-            for row in frame.itertuples(index=False)]
+    rows = [
+        equivalence(row.n_once, row.n_rec, int(row.r), phi=fit.phi, thetas=thetas, level=level)
+        for row in frame.itertuples(index=False)
+    ]
     return EquivalenceTable(rows=rows)
 
 
@@ -291,15 +340,21 @@ class PaperFamily:
 
     r_values: tuple[int, ...] = PAPER_RECURRENCES
     s_range: tuple[float, float] = (2.0, 128.0)
-    description: str = ("paper architectures at continuous width s (d = 64 s, prelude/recur/"
-                        "coda 2/(16/r)/2, injection in N_rec, F from paper Eq. 6)")
+    description: str = (
+        "paper architectures at continuous width s (d = 64 s, prelude/recur/"
+        "coda 2/(16/r)/2, injection in N_rec, F from paper Eq. 6)"
+    )
 
     def grid(self, r: int, points: int) -> dict[str, np.ndarray]:
         x = np.linspace(math.log(self.s_range[0]), math.log(self.s_range[1]), points)
         arch = paper_architecture(np.exp(x), int(r))
-        return {"x": x, "size": np.exp(x), "n_once": np.asarray(arch["n_once"], float),
-                "n_rec": np.asarray(arch["n_rec"], float),
-                "flops_per_token": np.asarray(arch["flops_per_token"], float)}
+        return {
+            "x": x,
+            "size": np.exp(x),
+            "n_once": np.asarray(arch["n_once"], float),
+            "n_rec": np.asarray(arch["n_rec"], float),
+            "flops_per_token": np.asarray(arch["flops_per_token"], float),
+        }
 
 
 @dataclass(frozen=True)
@@ -311,8 +366,10 @@ class TableFamily:
     """
 
     coef: Mapping[int, Mapping[str, list[float]]]
-    description: str = ("derived from the table: per r, N_once/N linear and log F quadratic "
-                        "in log N, search limited to the sizes trained at that r")
+    description: str = (
+        "derived from the table: per r, N_once/N linear and log F quadratic "
+        "in log N, search limited to the sizes trained at that r"
+    )
 
     @property
     def r_values(self) -> tuple[int, ...]:
@@ -338,12 +395,19 @@ class TableFamily:
             share = np.array([(runs.n_once[m][keys == k] / n[keys == k]).mean() for k in ux])
             logf = np.array([np.log(f[m][keys == k]).mean() for k in ux])
             k = len(ux)
-            coef[int(r)] = {"once": np.polyfit(xs, share, min(1, k - 1)).tolist(),
-                            "logf": np.polyfit(xs, logf, min(2, k - 1)).tolist(),
-                            "x_range": [float(xs.min()), float(xs.max())], "n_sizes": k}
-        return cls(coef=coef, description=(
-            f"derived from the table (F per token = {source}): per r, N_once/N linear and "
-            f"log F quadratic in log N, search limited to the sizes trained at that r"))
+            coef[int(r)] = {
+                "once": np.polyfit(xs, share, min(1, k - 1)).tolist(),
+                "logf": np.polyfit(xs, logf, min(2, k - 1)).tolist(),
+                "x_range": [float(xs.min()), float(xs.max())],
+                "n_sizes": k,
+            }
+        return cls(
+            coef=coef,
+            description=(
+                f"derived from the table (F per token = {source}): per r, N_once/N linear and "
+                f"log F quadratic in log N, search limited to the sizes trained at that r"
+            ),
+        )
 
     def grid(self, r: int, points: int) -> dict[str, np.ndarray]:
         """The architectures at ``points`` sizes evenly spaced in log N over the trained range."""
@@ -358,8 +422,13 @@ class TableFamily:
         x = np.asarray(x, float)
         n = np.exp(x)
         share = np.clip(np.polyval(c["once"], x), 0.0, 1.0)
-        return {"x": x, "size": n, "n_once": share * n, "n_rec": (1 - share) * n,
-                "flops_per_token": np.exp(np.polyval(c["logf"], x))}
+        return {
+            "x": x,
+            "size": n,
+            "n_once": share * n,
+            "n_rec": (1 - share) * n,
+            "flops_per_token": np.exp(np.polyval(c["logf"], x)),
+        }
 
     def _coef(self, r: int) -> Mapping[str, Any]:
         if int(r) not in self.coef:
@@ -393,14 +462,16 @@ def _minimise_on_grid(values: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np
     return fstar, xstar, at_edge
 
 
-def _frontier_core(theta: np.ndarray, grid: Mapping[str, np.ndarray], r: int,
-                   budgets: np.ndarray) -> dict[str, np.ndarray]:
+def _frontier_core(
+    theta: np.ndarray, grid: Mapping[str, np.ndarray], r: int, budgets: np.ndarray
+) -> dict[str, np.ndarray]:
     """L*, x* per budget (theta (6,) or (S, 6)); arrays (m,) or (S, m)."""
     x, f = grid["x"], grid["flops_per_token"]
     m, g = len(budgets), len(x)
     tokens = budgets[:, None] / f[None, :]
-    design = Design.from_arrays(np.full(m * g, float(r)), np.tile(grid["n_once"], m),
-                                np.tile(grid["n_rec"], m), tokens.ravel())
+    design = Design.from_arrays(
+        np.full(m * g, float(r)), np.tile(grid["n_once"], m), np.tile(grid["n_rec"], m), tokens.ravel()
+    )
     logl = log_loss(theta, design)
     values = np.exp(logl).reshape(logl.shape[:-1] + (m, g))
     lstar, xstar, edge = _minimise_on_grid(values, x)
@@ -455,8 +526,10 @@ class Frontier:
         return _plain(out)
 
     def summary(self) -> str:
-        lines = [f"[[Compute-optimal frontier: {self.family}]]",
-                 f"    gap to r = {self.base_r} (nats), per budget C:"]
+        lines = [
+            f"[[Compute-optimal frontier: {self.family}]]",
+            f"    gap to r = {self.base_r} (nats), per budget C:",
+        ]
         head = f"    {'C':>10} " + "".join(f"{f'L*(r={r})':>11}" for r in self.r_values)
         head += "".join(f"{f'gap r={r}':>11}" for r in self.gap)
         lines.append(head)
@@ -473,10 +546,16 @@ class Frontier:
         return "\n".join(lines)
 
 
-def frontier(law: JointLaw | FitResult | Mapping[str, float],
-             family: PaperFamily | TableFamily, budgets: Sequence[float], *,
-             thetas: np.ndarray | None = None, level: float = 0.95, points: int = 801,
-             base_r: int | None = None) -> Frontier:
+def frontier(
+    law: JointLaw | FitResult | Mapping[str, float],
+    family: PaperFamily | TableFamily,
+    budgets: Sequence[float],
+    *,
+    thetas: np.ndarray | None = None,
+    level: float = 0.95,
+    points: int = 801,
+    base_r: int | None = None,
+) -> Frontier:
     """Compute-optimal frontier L*_r(C) and the gap to ``base_r`` (default: smallest r).
 
     ``thetas`` (bootstrap draws, (S, 6)) give percentile intervals for L* and the gaps.
@@ -492,8 +571,9 @@ def frontier(law: JointLaw | FitResult | Mapping[str, float],
     if base not in r_values:
         raise ValueError(f"base_r = {base} is not among the family's r values {r_values}")
     draws = _clean_thetas(thetas)
-    out: dict[str, dict[int, Any]] = {k: {} for k in (
-        "l_star", "n_unique_star", "n_eff_star", "tokens_star", "size_star", "at_edge")}
+    out: dict[str, dict[int, Any]] = {
+        k: {} for k in ("l_star", "n_unique_star", "n_eff_star", "tokens_star", "size_star", "at_edge")
+    }
     draw_l: dict[int, np.ndarray] = {}
     warnings: list[str] = []
     for r in r_values:
@@ -509,32 +589,53 @@ def frontier(law: JointLaw | FitResult | Mapping[str, float],
         out["size_star"][r] = _interp(xs, grid, "size").tolist()
         out["at_edge"][r] = core["at_edge"].tolist()
         small_end = core["at_edge"] & (xs <= grid["x"][0])
-        for edge, advice in ((small_end, "smallest size searched; train smaller models there"),
-                             (core["at_edge"] & ~small_end,
-                              "largest size searched; train larger models there")):
+        for edge, advice in (
+            (small_end, "smallest size searched; train smaller models there"),
+            (core["at_edge"] & ~small_end, "largest size searched; train larger models there"),
+        ):
             if edge.any():
-                warnings.append(f"r = {r}: at C = {', '.join(f'{c:.3g}' for c in budgets[edge])} "
-                                f"the fitted optimum lies at the {advice} (the true optimum may "
-                                f"be beyond the grid)")
+                warnings.append(
+                    f"r = {r}: at C = {', '.join(f'{c:.3g}' for c in budgets[edge])} "
+                    f"the fitted optimum lies at the {advice} (the true optimum may "
+                    f"be beyond the grid)"
+                )
         if draws is not None:
             draw_l[r] = _frontier_core(draws, grid, r, budgets)["l_star"]
-    gap = {r: (np.array(out["l_star"][r]) - np.array(out["l_star"][base])).tolist()
-           for r in r_values if r != base}
+    gap = {
+        r: (np.array(out["l_star"][r]) - np.array(out["l_star"][base])).tolist()
+        for r in r_values
+        if r != base
+    }
     exponents = {}
     if len(budgets) >= 2:
         lc = np.log(budgets)
         for r in r_values:
-            exponents[r] = {"n": float(np.polyfit(lc, np.log(out["n_unique_star"][r]), 1)[0]),
-                            "d": float(np.polyfit(lc, np.log(out["tokens_star"][r]), 1)[0])}
+            exponents[r] = {
+                "n": float(np.polyfit(lc, np.log(out["n_unique_star"][r]), 1)[0]),
+                "d": float(np.polyfit(lc, np.log(out["tokens_star"][r]), 1)[0]),
+            }
     gap_iv = l_iv = None
     if draws is not None:
         l_iv = {r: np.asarray(percentile_interval(draw_l[r], level)).T.tolist() for r in r_values}
-        gap_iv = {r: np.asarray(percentile_interval(draw_l[r] - draw_l[base], level)).T.tolist()
-                  for r in r_values if r != base}
-    return Frontier(family=family.description, budgets=budgets.tolist(), base_r=base,
-                    r_values=r_values, gap=gap, exponents=exponents, level=level,
-                    n_draws=0 if draws is None else len(draws), gap_interval=gap_iv,
-                    l_star_interval=l_iv, warnings=warnings, **out)
+        gap_iv = {
+            r: np.asarray(percentile_interval(draw_l[r] - draw_l[base], level)).T.tolist()
+            for r in r_values
+            if r != base
+        }
+    return Frontier(
+        family=family.description,
+        budgets=budgets.tolist(),
+        base_r=base,
+        r_values=r_values,
+        gap=gap,
+        exponents=exponents,
+        level=level,
+        n_draws=0 if draws is None else len(draws),
+        gap_interval=gap_iv,
+        l_star_interval=l_iv,
+        warnings=warnings,
+        **out,
+    )
 
 
 @dataclass(frozen=True)
@@ -551,8 +652,13 @@ class IsoflopCurves:
         return _plain({"cells": self.cells})
 
 
-def isoflop_curves(law: JointLaw | FitResult | Mapping[str, float], runs: RunTable, *,
-                   family: TableFamily | None = None, points: int = 80) -> IsoflopCurves:
+def isoflop_curves(
+    law: JointLaw | FitResult | Mapping[str, float],
+    runs: RunTable,
+    *,
+    family: TableFamily | None = None,
+    points: int = 80,
+) -> IsoflopCurves:
     """Predicted isoFLOP curves for every (budget, r) cell of a table with a numeric
     ``budget`` column (the budget is the FLOP count C)."""
     if "budget" not in runs.frame or not pd.api.types.is_numeric_dtype(runs.frame["budget"]):
@@ -571,10 +677,17 @@ def isoflop_curves(law: JointLaw | FitResult | Mapping[str, float], runs: RunTab
             lo, hi = x_all[m].min(), x_all[m].max()
             pad = 0.1 * (hi - lo) if hi > lo else 0.1
             arch = family.at(r, np.linspace(lo - pad, hi + pad, points))
-            design = Design.from_arrays(np.full(points, float(r)), arch["n_once"], arch["n_rec"],
-                                        c / arch["flops_per_token"])
-            cells.append({"budget": c, "r": r, "n_unique": np.exp(arch["x"]).tolist(),
-                          "loss": np.exp(log_loss(theta, design)).tolist()})
+            design = Design.from_arrays(
+                np.full(points, float(r)), arch["n_once"], arch["n_rec"], c / arch["flops_per_token"]
+            )
+            cells.append(
+                {
+                    "budget": c,
+                    "r": r,
+                    "n_unique": np.exp(arch["x"]).tolist(),
+                    "loss": np.exp(log_loss(theta, design)).tolist(),
+                }
+            )
     return IsoflopCurves(cells=cells)
 
 
@@ -588,8 +701,7 @@ def table_budgets(runs: RunTable, *, n_default: int = 6) -> list[float]:
         if pd.api.types.is_numeric_dtype(values):
             return sorted(float(v) for v in values.unique())
     compute = run_compute(runs)
-    grid = np.geomspace(compute.min(), compute.max(), n_default if compute.max() > compute.min()
-                        else 1)
+    grid = np.geomspace(compute.min(), compute.max(), n_default if compute.max() > compute.min() else 1)
     return sorted({float(f"{c:.3g}") for c in grid})
 
 
@@ -618,8 +730,7 @@ class ParabolaMinima:
 
     @property
     def gap_range(self) -> dict[int, list[float]]:
-        return {r: [min(x["gap"] for x in g), max(x["gap"] for x in g)]
-                for r, g in self.gap.items() if g}
+        return {r: [min(x["gap"] for x in g), max(x["gap"] for x in g)] for r, g in self.gap.items() if g}
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -629,8 +740,10 @@ class ParabolaMinima:
     def summary(self) -> str:
         lines = ["[[Per-cell parabola minima (loss vs log N, approach 2)]]"]
         for r, (lo, hi) in self.gap_range.items():
-            lines.append(f"    r = {r}: gap to r = {self.base_r} {lo:.3f} - {hi:.3f} nats "
-                         f"over {len(self.gap[r])} budgets")
+            lines.append(
+                f"    r = {r}: gap to r = {self.base_r} {lo:.3f} - {hi:.3f} nats "
+                f"over {len(self.gap[r])} budgets"
+            )
         lines += [f"    warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -643,8 +756,7 @@ def parabola_minima(runs: RunTable, *, base_r: int | None = None) -> ParabolaMin
     sizes in log N; otherwise its minimum is reported but not used for gaps.
     """
     if "budget" not in runs.frame:
-        raise ValueError("per-cell parabola minima need a 'budget' column (one isoFLOP curve "
-                         "per budget)")
+        raise ValueError("per-cell parabola minima need a 'budget' column (one isoFLOP curve per budget)")
     frame = runs.frame
     r_all = frame["r"].to_numpy(int)
     r_values = sorted(set(r_all.tolist()))
@@ -677,22 +789,36 @@ def parabola_minima(runs: RunTable, *, base_r: int | None = None) -> ParabolaMin
             slack = 0.5 * np.ptp(x) / (n_sizes - 1)
             usable = bool(convex and x.min() - slack <= xs <= x.max() + slack)
             if not convex:
-                warnings.append(f"C = {_label(b)}, r = {r}: the isoFLOP points are not convex in log N; "
-                                f"no minimum")
+                warnings.append(
+                    f"C = {_label(b)}, r = {r}: the isoFLOP points are not convex in log N; no minimum"
+                )
             elif not usable:
-                warnings.append(f"C = {_label(b)}, r = {r}: the parabola minimum N* = {math.exp(xs):.3g} "
-                                f"lies outside the sizes trained; not used for gaps")
-            cells.append({"budget": _py(b), "r": int(r), "n": int(m.sum()),
-                          "n_star": float(math.exp(xs)) if convex else float("nan"),
-                          "l_star": float(ls), "curvature": float(c2), "in_range": in_range,
-                          "ok": usable})
+                warnings.append(
+                    f"C = {_label(b)}, r = {r}: the parabola minimum N* = {math.exp(xs):.3g} "
+                    f"lies outside the sizes trained; not used for gaps"
+                )
+            cells.append(
+                {
+                    "budget": _py(b),
+                    "r": int(r),
+                    "n": int(m.sum()),
+                    "n_star": float(math.exp(xs)) if convex else float("nan"),
+                    "l_star": float(ls),
+                    "curvature": float(c2),
+                    "in_range": in_range,
+                    "ok": usable,
+                }
+            )
     gap: dict[int, list[dict[str, float]]] = {}
     ok = {(c["budget"], c["r"]): c for c in cells if c["ok"]}
     for r in r_values:
         if r == base:
             continue
-        gap[r] = [{"budget": _py(b), "gap": ok[(_py(b), r)]["l_star"] - ok[(_py(b), base)]["l_star"]}
-                  for b in levels if (_py(b), r) in ok and (_py(b), base) in ok]
+        gap[r] = [
+            {"budget": _py(b), "gap": ok[(_py(b), r)]["l_star"] - ok[(_py(b), base)]["l_star"]}
+            for b in levels
+            if (_py(b), r) in ok and (_py(b), base) in ok
+        ]
     return ParabolaMinima(cells=cells, base_r=base, gap=gap, warnings=warnings)
 
 

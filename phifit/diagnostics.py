@@ -64,9 +64,21 @@ from .result import FitResult, _plain
 from .runs import RunTable
 
 __all__ = [
-    "DiagnosticWarning", "GroupRow", "ResidualTest", "ResidualDiagnostics", "Influence",
-    "Identifiability", "Consistency", "Diagnostics", "residual_diagnostics", "influence",
-    "identifiability", "consistency", "design_warnings", "diagnose", "data_summary",
+    "DiagnosticWarning",
+    "GroupRow",
+    "ResidualTest",
+    "ResidualDiagnostics",
+    "Influence",
+    "Identifiability",
+    "Consistency",
+    "Diagnostics",
+    "residual_diagnostics",
+    "influence",
+    "identifiability",
+    "consistency",
+    "design_warnings",
+    "diagnose",
+    "data_summary",
     "NUMERICAL_PRECISION",
 ]
 
@@ -121,8 +133,16 @@ def _group_row(group: Any, resid: np.ndarray, flagged: bool = False) -> GroupRow
         t = 0.0 if abs(mean) == 0 else (math.copysign(math.inf, mean) if se == 0 else float("nan"))
     else:
         t = mean / se
-    return GroupRow(group=group, n=n, mean=mean, max_abs=float(np.max(np.abs(resid))),
-                    rmse=float(np.sqrt(np.mean(resid**2))), se=se, t=float(t), flagged=flagged)
+    return GroupRow(
+        group=group,
+        n=n,
+        mean=mean,
+        max_abs=float(np.max(np.abs(resid))),
+        rmse=float(np.sqrt(np.mean(resid**2))),
+        se=se,
+        t=float(t),
+        flagged=flagged,
+    )
 
 
 @dataclass(frozen=True)
@@ -149,11 +169,11 @@ class ResidualTest:
 # ------------------------------------------------------------------------- residuals
 def _check_fit(runs: RunTable, fit: FitResult) -> None:
     if fit.n_runs != len(runs):
-        raise ValueError(f"the fit has {fit.n_runs} runs but the table has {len(runs)}; "
-                         f"pass the table the fit was made on")
+        raise ValueError(
+            f"the fit has {fit.n_runs} runs but the table has {len(runs)}; pass the table the fit was made on"
+        )
     if fit.run_ids and list(fit.run_ids) != runs.run_ids:
-        raise ValueError("the fit's run_ids differ from the table's; pass the table the fit "
-                         "was made on")
+        raise ValueError("the fit's run_ids differ from the table's; pass the table the fit was made on")
 
 
 def _budget_labels(runs: RunTable) -> np.ndarray | None:
@@ -199,10 +219,25 @@ class ResidualDiagnostics:
         return [int(row.group) for row in self.by_r if row.flagged]
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in (
-            "run_ids", "r", "budget", "loss", "predicted", "resid", "log_resid", "fitted_log",
-            "log_n_eff", "log_tokens", "offset_rule", "numerically_exact", "qq_theoretical",
-            "qq_sample")}
+        out = {
+            k: getattr(self, k)
+            for k in (
+                "run_ids",
+                "r",
+                "budget",
+                "loss",
+                "predicted",
+                "resid",
+                "log_resid",
+                "fitted_log",
+                "log_n_eff",
+                "log_tokens",
+                "offset_rule",
+                "numerically_exact",
+                "qq_theoretical",
+                "qq_sample",
+            )
+        }
         out["pooled"] = self.pooled.to_dict()
         out["by_r"] = [g.to_dict() for g in self.by_r]
         out["by_budget"] = None if self.by_budget is None else [g.to_dict() for g in self.by_budget]
@@ -212,13 +247,17 @@ class ResidualDiagnostics:
         return _plain(out)
 
     def summary(self) -> str:
-        lines = ["[[Residuals (actual - predicted, nats)]]",
-                 f"    {'group':<12} {'n':>4} {'mean':>9} {'max|res|':>9} {'RMSE':>8} {'t':>7}"]
+        lines = [
+            "[[Residuals (actual - predicted, nats)]]",
+            f"    {'group':<12} {'n':>4} {'mean':>9} {'max|res|':>9} {'RMSE':>8} {'t':>7}",
+        ]
 
         def row(label: str, g: GroupRow) -> str:
             flag = "  <- systematic offset" if g.flagged else ""
-            return (f"    {label:<12} {g.n:>4} {g.mean:>+9.4f} {g.max_abs:>9.4f} {g.rmse:>8.4f} "
-                    f"{g.t:>7.1f}{flag}")
+            return (
+                f"    {label:<12} {g.n:>4} {g.mean:>+9.4f} {g.max_abs:>9.4f} {g.rmse:>8.4f} {g.t:>7.1f}{flag}"
+            )
+
         for g in self.by_r:
             lines.append(row(f"r={g.group}", g))
         lines.append(row("pooled", self.pooled))
@@ -230,15 +269,24 @@ class ResidualDiagnostics:
         for t in self.tests:
             p = "n/a" if not math.isfinite(t.pvalue) else f"{t.pvalue:.3g}"
             verdict = "pass" if t.passed else "FAIL"
-            lines.append(f"    {t.name:<16} vs {t.against:<14} p = {p:<8} {verdict}"
-                         + (f"  ({t.note})" if t.note else ""))
+            lines.append(
+                f"    {t.name:<16} vs {t.against:<14} p = {p:<8} {verdict}"
+                + (f"  ({t.note})" if t.note else "")
+            )
         if self.flags:
             lines += ["", "[[Flags]]"] + [f"    {f}" for f in self.flags]
         return "\n".join(lines)
 
 
-def residual_diagnostics(runs: RunTable, fit: FitResult, *, alpha: float = 0.01, k: float = 3.0,
-                         floor: float = 0.005, rel_floor: float = 0.5) -> ResidualDiagnostics:
+def residual_diagnostics(
+    runs: RunTable,
+    fit: FitResult,
+    *,
+    alpha: float = 0.01,
+    k: float = 3.0,
+    floor: float = 0.005,
+    rel_floor: float = 0.5,
+) -> ResidualDiagnostics:
     """Residuals, per-r / per-budget summaries, residual tests and the per-r offset flag.
 
     Parameters
@@ -275,13 +323,16 @@ def residual_diagnostics(runs: RunTable, fit: FitResult, *, alpha: float = 0.01,
         if hit:
             g = GroupRow(**{**g.__dict__, "flagged": True})
             side = "above" if g.mean > 0 else "below"
-            flags.append(DiagnosticWarning(
-                "systematic_r_offset",
-                f"r = {g.group}: runs lie systematically {side} the law (mean residual "
-                f"{g.mean:+.4f} nats, t = {g.t:.1f}, n = {g.n}); the law assumes each r uniformly "
-                f"helps or hurts, so phi may be biased: inspect the r = {g.group} runs or fit "
-                f"without them",
-                {"r": g.group, "mean": g.mean, "t": g.t, "n": g.n, "threshold": threshold, "k": k}))
+            flags.append(
+                DiagnosticWarning(
+                    "systematic_r_offset",
+                    f"r = {g.group}: runs lie systematically {side} the law (mean residual "
+                    f"{g.mean:+.4f} nats, t = {g.t:.1f}, n = {g.n}); the law assumes each r uniformly "
+                    f"helps or hurts, so phi may be biased: inspect the r = {g.group} runs or fit "
+                    f"without them",
+                    {"r": g.group, "mean": g.mean, "t": g.t, "n": g.n, "threshold": threshold, "k": k},
+                )
+            )
         by_r.append(g)
 
     budgets = _budget_labels(runs)
@@ -296,14 +347,26 @@ def residual_diagnostics(runs: RunTable, fit: FitResult, *, alpha: float = 0.01,
     standard = np.sort((log_resid - log_resid.mean()) / sd) if sd > 0 else np.zeros(n)
     theo = stats.norm.ppf((np.arange(1, n + 1) - 0.375) / (n + 0.25))
     return ResidualDiagnostics(
-        run_ids=runs.run_ids, r=r.tolist(),
+        run_ids=runs.run_ids,
+        r=r.tolist(),
         budget=None if budgets is None else [_scalar(b) for b in budgets],
-        loss=runs.loss.tolist(), predicted=predicted.tolist(), resid=resid.tolist(),
-        log_resid=log_resid.tolist(), fitted_log=fitted_log.tolist(), log_n_eff=lne.tolist(),
-        log_tokens=design.log_tokens.tolist(), pooled=pooled, by_r=by_r, by_budget=by_budget,
-        tests=tests, flags=flags,
+        loss=runs.loss.tolist(),
+        predicted=predicted.tolist(),
+        resid=resid.tolist(),
+        log_resid=log_resid.tolist(),
+        fitted_log=fitted_log.tolist(),
+        log_n_eff=lne.tolist(),
+        log_tokens=design.log_tokens.tolist(),
+        pooled=pooled,
+        by_r=by_r,
+        by_budget=by_budget,
+        tests=tests,
+        flags=flags,
         offset_rule={"k": k, "floor": floor, "rel_floor": rel_floor, "threshold": threshold},
-        numerically_exact=exact, qq_theoretical=theo.tolist(), qq_sample=standard.tolist())
+        numerically_exact=exact,
+        qq_theoretical=theo.tolist(),
+        qq_sample=standard.tolist(),
+    )
 
 
 def _scalar(value: Any) -> Any:
@@ -318,25 +381,48 @@ def _sorted_unique(values: np.ndarray) -> list[Any]:
         return sorted(uniq, key=str)
 
 
-def _residual_tests(log_resid: np.ndarray, fitted_log: np.ndarray, lne: np.ndarray,
-                    log_tokens: np.ndarray, alpha: float, exact: bool) -> list[ResidualTest]:
+def _residual_tests(
+    log_resid: np.ndarray,
+    fitted_log: np.ndarray,
+    lne: np.ndarray,
+    log_tokens: np.ndarray,
+    alpha: float,
+    exact: bool,
+) -> list[ResidualTest]:
     from statsmodels.regression.linear_model import OLS
     from statsmodels.stats.diagnostic import het_breuschpagan
     from statsmodels.stats.stattools import jarque_bera
 
-    specs = [("jarque_bera", "normal"), ("breusch_pagan", "fitted"),
-             ("breusch_pagan", "log_n_eff"), ("trend", "log_tokens"), ("trend", "log_n_eff")]
+    specs = [
+        ("jarque_bera", "normal"),
+        ("breusch_pagan", "fitted"),
+        ("breusch_pagan", "log_n_eff"),
+        ("trend", "log_tokens"),
+        ("trend", "log_n_eff"),
+    ]
     if exact:
         note = "residuals at numerical precision (noise-free table): nothing to test"
-        return [ResidualTest(name, against, float("nan"), float("nan"), alpha, True, None, note)
-                for name, against in specs]
+        return [
+            ResidualTest(name, against, float("nan"), float("nan"), alpha, True, None, note)
+            for name, against in specs
+        ]
     regressors = {"fitted": fitted_log, "log_n_eff": lne, "log_tokens": log_tokens}
     out: list[ResidualTest] = []
     n = len(log_resid)
     for name, against in specs:
         if n < 8:
-            out.append(ResidualTest(name, against, float("nan"), float("nan"), alpha, True, None,
-                                    f"only {n} runs: too few to test"))
+            out.append(
+                ResidualTest(
+                    name,
+                    against,
+                    float("nan"),
+                    float("nan"),
+                    alpha,
+                    True,
+                    None,
+                    f"only {n} runs: too few to test",
+                )
+            )
             continue
         estimate = None
         note = ""
@@ -345,8 +431,18 @@ def _residual_tests(log_resid: np.ndarray, fitted_log: np.ndarray, lne: np.ndarr
         else:
             x = regressors[against]
             if np.ptp(x) <= 1e-12 * max(1.0, float(np.max(np.abs(x)))):
-                out.append(ResidualTest(name, against, float("nan"), float("nan"), alpha, True,
-                                        None, f"{against} does not vary: nothing to test"))
+                out.append(
+                    ResidualTest(
+                        name,
+                        against,
+                        float("nan"),
+                        float("nan"),
+                        alpha,
+                        True,
+                        None,
+                        f"{against} does not vary: nothing to test",
+                    )
+                )
                 continue
             exog = np.column_stack([np.ones(n), x])
             if name == "breusch_pagan":
@@ -357,8 +453,11 @@ def _residual_tests(log_resid: np.ndarray, fitted_log: np.ndarray, lne: np.ndarr
                 stat, p, estimate = float(ols.tvalues[1]), float(ols.pvalues[1]), float(ols.params[1])
                 note = "t statistic of the OLS slope"
         p = float(p)
-        out.append(ResidualTest(name, against, float(stat), p, alpha,
-                                bool(not math.isfinite(p) or p >= alpha), estimate, note))
+        out.append(
+            ResidualTest(
+                name, against, float(stat), p, alpha, bool(not math.isfinite(p) or p >= alpha), estimate, note
+            )
+        )
     return out
 
 
@@ -377,14 +476,18 @@ def _warm_refit(sub: RunTable, spec: LawSpec, theta0: np.ndarray, delta: float) 
     return spec.full_theta(sol.x)
 
 
-def _refit(sub: RunTable, spec: LawSpec, theta0: np.ndarray, delta: float, n_starts: int,
-           seed: int) -> np.ndarray:
+def _refit(
+    sub: RunTable, spec: LawSpec, theta0: np.ndarray, delta: float, n_starts: int, seed: int
+) -> np.ndarray:
     """Best of a warm-started polish from ``theta0`` and a fresh ``n_starts``-start Huber fit."""
     warm = _warm_refit(sub, spec, theta0, delta)
     best, best_obj = warm, float(huber_objective(warm, sub, delta))
     if n_starts > 0:
-        cold = fit_huber(sub, spec=spec, options=HuberOptions(
-            n_starts=n_starts, seed=seed, delta=delta, n_refine=min(50, n_starts)))
+        cold = fit_huber(
+            sub,
+            spec=spec,
+            options=HuberOptions(n_starts=n_starts, seed=seed, delta=delta, n_refine=min(50, n_starts)),
+        )
         theta = cold.theta
         obj = float(huber_objective(theta, sub, delta))
         if obj < best_obj:
@@ -396,8 +499,9 @@ def _require_free_phi(fit: FitResult, what: str) -> None:
     if fit.phi is None:
         raise ValueError(f"{what}: phi is not identified in this fit (no looped runs or one r)")
     if "phi" in fit.fixed:
-        raise ValueError(f"{what}: phi is fixed at {fit.fixed['phi']:g} in this fit; "
-                         f"pass the fit with phi free")
+        raise ValueError(
+            f"{what}: phi is fixed at {fit.fixed['phi']:g} in this fit; pass the fit with phi free"
+        )
 
 
 # ------------------------------------------------------------------------- influence
@@ -429,15 +533,19 @@ class Influence:
     def summary(self) -> str:
         lines = [f"[[Influence on phi = {self.phi_hat:.4f}]]", "    runs that move phi most:"]
         for x in self.top:
-            lines.append(f"      {x['run_id']:<28} r={x['r']:<3} phi_(-i) = {x['phi']:.4f}  "
-                         f"delta = {x['delta_phi']:+.4f}")
+            lines.append(
+                f"      {x['run_id']:<28} r={x['r']:<3} phi_(-i) = {x['phi']:.4f}  "
+                f"delta = {x['delta_phi']:+.4f}"
+            )
         if self.cells:
-            worst = sorted((c for c in self.cells if math.isfinite(c["delta_phi"])),
-                           key=lambda c: -abs(c["delta_phi"]))[:3]
+            worst = sorted(
+                (c for c in self.cells if math.isfinite(c["delta_phi"])), key=lambda c: -abs(c["delta_phi"])
+            )[:3]
             lines.append("    cells that move phi most:")
             for c in worst:
-                lines.append(f"      {c['cell']:<28} n={c['n']:<3} phi = {c['phi']:.4f}  "
-                             f"delta = {c['delta_phi']:+.4f}")
+                lines.append(
+                    f"      {c['cell']:<28} n={c['n']:<3} phi = {c['phi']:.4f}  delta = {c['delta_phi']:+.4f}"
+                )
         lines += [f"    note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -469,31 +577,49 @@ def influence(runs: RunTable, fit: FitResult, *, n_top: int = 5) -> Influence:
                     out_masks.append(mask)
     phis, failed = _left_out_phis(runs, spec, theta, delta, np.array(out_masks))
     if failed:
-        notes.append(f"{failed} leave-out refit(s) did not converge; their phi is reported as "
-                     f"null")
-    per_run = [{"run_id": ids[i], "r": int(r[i]),
-                "budget": None if budgets is None else _scalar(budgets[i]),
-                "phi": float(phis[i]), "delta_phi": float(phis[i] - phi_hat)} for i in range(n)]
+        notes.append(f"{failed} leave-out refit(s) did not converge; their phi is reported as null")
+    per_run = [
+        {
+            "run_id": ids[i],
+            "r": int(r[i]),
+            "budget": None if budgets is None else _scalar(budgets[i]),
+            "phi": float(phis[i]),
+            "delta_phi": float(phis[i] - phi_hat),
+        }
+        for i in range(n)
+    ]
     cells = None
     if budgets is not None:
         cells = []
         for k, (b, value) in enumerate(cell_keys):
             phi = float(phis[n + k])
-            label = f"C={b:.3g}, r={value}" if isinstance(_scalar(b), (int, float)) \
-                else f"{b}, r={value}"
-            cells.append({"cell": label, "budget": _scalar(b), "r": value,
-                          "n": int(out_masks[n + k].sum()), "phi": phi,
-                          "delta_phi": phi - phi_hat})
+            label = f"C={b:.3g}, r={value}" if isinstance(_scalar(b), (int, float)) else f"{b}, r={value}"
+            cells.append(
+                {
+                    "cell": label,
+                    "budget": _scalar(b),
+                    "r": value,
+                    "n": int(out_masks[n + k].sum()),
+                    "phi": phi,
+                    "delta_phi": phi - phi_hat,
+                }
+            )
     finite = [x for x in per_run if math.isfinite(x["delta_phi"])]
     top = sorted(finite, key=lambda x: -abs(x["delta_phi"]))[:n_top]
-    return Influence(phi_hat=phi_hat, runs=per_run, cells=cells, top=top,
-                     method="Huber refits warm-started from the full-data optimum (vectorised "
-                            "projected Levenberg-Marquardt on 0/1-weighted tables)",
-                     notes=notes)
+    return Influence(
+        phi_hat=phi_hat,
+        runs=per_run,
+        cells=cells,
+        top=top,
+        method="Huber refits warm-started from the full-data optimum (vectorised "
+        "projected Levenberg-Marquardt on 0/1-weighted tables)",
+        notes=notes,
+    )
 
 
-def _left_out_phis(runs: RunTable, spec: LawSpec, theta: np.ndarray, delta: float,
-                   left_out: np.ndarray) -> tuple[np.ndarray, int]:
+def _left_out_phis(
+    runs: RunTable, spec: LawSpec, theta: np.ndarray, delta: float, left_out: np.ndarray
+) -> tuple[np.ndarray, int]:
     """phi refitted without the runs of each row of ``left_out`` (m, n), all at once.
 
     Leaving runs out is weighting them 0 in the summed objective, so every refit is a
@@ -506,8 +632,9 @@ def _left_out_phis(runs: RunTable, spec: LawSpec, theta: np.ndarray, delta: floa
 
     weights = (~left_out).astype(float)
     x0 = np.tile(theta[spec.free_mask], (len(weights), 1))
-    res = batched_weighted_lm(law_model(spec, runs.design), x0, runs.log_loss, weights,
-                              spec.lower, spec.upper, delta=delta)
+    res = batched_weighted_lm(
+        law_model(spec, runs.design), x0, runs.log_loss, weights, spec.lower, spec.upper, delta=delta
+    )
     phis = spec.full_theta(res.x)[:, 5]
     looped = (runs.r > 1) & (runs.n_rec > 0)
     keep = weights > 0
@@ -525,8 +652,14 @@ def _left_out_phis(runs: RunTable, spec: LawSpec, theta: np.ndarray, delta: floa
 
 
 # ------------------------------------------------------------------- identifiability
-def design_warnings(runs: RunTable, *, phi: float = 0.5, min_looped: int = 6,
-                    min_log_r_sd: float = 0.25, min_rec_share: float = 0.05) -> list[DiagnosticWarning]:
+def design_warnings(
+    runs: RunTable,
+    *,
+    phi: float = 0.5,
+    min_looped: int = 6,
+    min_log_r_sd: float = 0.25,
+    min_rec_share: float = 0.05,
+) -> list[DiagnosticWarning]:
     """Warnings when the design cannot separate phi (data only, no fit needed).
 
     - ``phi_unidentifiable``: no looped run (r > 1, n_rec > 0) or a single value of r;
@@ -542,29 +675,44 @@ def design_warnings(runs: RunTable, *, phi: float = 0.5, min_looped: int = 6,
     looped = (r > 1) & (n_rec > 0)
     if not runs.phi_identifiable:
         why = "no looped runs (r > 1 with n_rec > 0)" if not looped.any() else "a single value of r"
-        out.append(DiagnosticWarning(
-            "phi_unidentifiable", f"phi cannot be estimated: {why}; add runs at a second r",
-            {"r_values": sorted(set(r.astype(int).tolist()))}))
+        out.append(
+            DiagnosticWarning(
+                "phi_unidentifiable",
+                f"phi cannot be estimated: {why}; add runs at a second r",
+                {"r_values": sorted(set(r.astype(int).tolist()))},
+            )
+        )
         return out
     sd = float(np.std(np.log(r)))
     if sd < min_log_r_sd:
-        out.append(DiagnosticWarning(
-            "r_barely_varies",
-            f"r barely varies (sd of log r = {sd:.3f} < {min_log_r_sd}): phi is weakly "
-            f"identified; add runs at r = 1 and at a larger r",
-            {"sd_log_r": sd, "r_values": sorted(set(r.astype(int).tolist()))}))
+        out.append(
+            DiagnosticWarning(
+                "r_barely_varies",
+                f"r barely varies (sd of log r = {sd:.3f} < {min_log_r_sd}): phi is weakly "
+                f"identified; add runs at r = 1 and at a larger r",
+                {"sd_log_r": sd, "r_values": sorted(set(r.astype(int).tolist()))},
+            )
+        )
     if looped.sum() < min_looped:
-        out.append(DiagnosticWarning(
-            "few_looped_runs", f"only {int(looped.sum())} looped runs (< {min_looped}): phi rests "
-            f"on very few points", {"n_looped": int(looped.sum())}))
+        out.append(
+            DiagnosticWarning(
+                "few_looped_runs",
+                f"only {int(looped.sum())} looped runs (< {min_looped}): phi rests on very few points",
+                {"n_looped": int(looped.sum())},
+            )
+        )
     share = (r[looped] ** phi * n_rec[looped]) / (n_once[looped] + r[looped] ** phi * n_rec[looped])
     med = float(np.median(share))
     if med < min_rec_share:
-        out.append(DiagnosticWarning(
-            "n_rec_tiny",
-            f"the shared block is a tiny part of the model (median r^phi n_rec / N_eff = "
-            f"{med:.3f} < {min_rec_share} at phi = {phi:g}): phi barely moves the predicted loss "
-            f"and cannot be separated from A and alpha", {"median_share": med, "phi": phi}))
+        out.append(
+            DiagnosticWarning(
+                "n_rec_tiny",
+                f"the shared block is a tiny part of the model (median r^phi n_rec / N_eff = "
+                f"{med:.3f} < {min_rec_share} at phi = {phi:g}): phi barely moves the predicted loss "
+                f"and cannot be separated from A and alpha",
+                {"median_share": med, "phi": phi},
+            )
+        )
     return out
 
 
@@ -592,15 +740,20 @@ class Identifiability:
         return self.correlation[self.names.index(x)][self.names.index(y)]
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in ("names", "correlation", "condition_number", "stderr",
-                                             "profile", "profile_interval")}
+        out = {
+            k: getattr(self, k)
+            for k in ("names", "correlation", "condition_number", "stderr", "profile", "profile_interval")
+        }
         out["warnings"] = [w.to_dict() for w in self.warnings]
         return _plain(out)
 
     def summary(self) -> str:
-        lines = ["[[Identifiability]]",
-                 f"    condition number (unit-diagonal information): {self.condition_number:.3g}",
-                 "    correlations:", "    " + " " * 7 + "".join(f"{n:>8}" for n in self.names)]
+        lines = [
+            "[[Identifiability]]",
+            f"    condition number (unit-diagonal information): {self.condition_number:.3g}",
+            "    correlations:",
+            "    " + " " * 7 + "".join(f"{n:>8}" for n in self.names),
+        ]
         for i, n in enumerate(self.names):
             lines.append(f"    {n:<7}" + "".join(f"{c:>8.3f}" for c in self.correlation[i]))
         if self.profile_interval:
@@ -610,10 +763,16 @@ class Identifiability:
         return "\n".join(lines)
 
 
-def identifiability(runs: RunTable, fit: FitResult, *, profile_points: int = 31,
-                    profile_range: tuple[float, float] | None = None,
-                    max_corr: float = 0.99, max_cond: float = 1e12,
-                    max_phi_se: float = 0.25) -> Identifiability:
+def identifiability(
+    runs: RunTable,
+    fit: FitResult,
+    *,
+    profile_points: int = 31,
+    profile_range: tuple[float, float] | None = None,
+    max_corr: float = 0.99,
+    max_cond: float = 1e12,
+    max_phi_se: float = 0.25,
+) -> Identifiability:
     """Correlation matrix, condition number, phi profile and design warnings at the optimum.
 
     The profile runs over ``profile_range`` (default [min(-0.25, phi-0.5), max(1.25, phi+0.5)],
@@ -656,51 +815,79 @@ def identifiability(runs: RunTable, fit: FitResult, *, profile_points: int = 31,
         corr = np.full((len(names), len(names)), np.nan)
         se = dict.fromkeys(names, float("nan"))
     if cond > max_cond:
-        warnings.append(DiagnosticWarning(
-            "ill_conditioned", f"the information matrix is ill-conditioned (condition number "
-            f"{cond:.3g} > {max_cond:.0e}): some parameter combinations are not determined",
-            {"condition_number": cond}))
+        warnings.append(
+            DiagnosticWarning(
+                "ill_conditioned",
+                f"the information matrix is ill-conditioned (condition number "
+                f"{cond:.3g} > {max_cond:.0e}): some parameter combinations are not determined",
+                {"condition_number": cond},
+            )
+        )
     if "phi" in names:
         ip = names.index("phi")
         for jn, other in enumerate(names):
             if other != "phi" and abs(corr[ip, jn]) > max_corr:
-                warnings.append(DiagnosticWarning(
-                    "phi_correlated", f"phi is almost collinear with {other} (correlation "
-                    f"{corr[ip, jn]:+.3f}): the design cannot separate them",
-                    {"with": other, "correlation": float(corr[ip, jn])}))
+                warnings.append(
+                    DiagnosticWarning(
+                        "phi_correlated",
+                        f"phi is almost collinear with {other} (correlation "
+                        f"{corr[ip, jn]:+.3f}): the design cannot separate them",
+                        {"with": other, "correlation": float(corr[ip, jn])},
+                    )
+                )
         if se["phi"] > max_phi_se:
-            warnings.append(DiagnosticWarning(
-                "phi_uncertain", f"phi is poorly determined (approximate SE {se['phi']:.3g} > "
-                f"{max_phi_se})", {"se": se["phi"]}))
+            warnings.append(
+                DiagnosticWarning(
+                    "phi_uncertain",
+                    f"phi is poorly determined (approximate SE {se['phi']:.3g} > {max_phi_se})",
+                    {"se": se["phi"]},
+                )
+            )
 
     profile = interval = None
     if "phi" in names:
         profile, interval = _phi_profile(runs, spec, theta, delta, profile_points, profile_range)
         grid = profile["phi"]
         if interval is not None and (interval[0] <= grid[0] or interval[1] >= grid[-1]):
-            warnings.append(DiagnosticWarning(
-                "phi_profile_flat", f"the phi profile stays within the 95% deviance bound up to "
-                f"the end of the range [{grid[0]:.2f}, {grid[-1]:.2f}]: the data barely constrain phi",
-                {"interval": interval}))
-    return Identifiability(names=names, correlation=np.asarray(corr).tolist(),
-                           condition_number=cond, stderr=se, profile=profile,
-                           profile_interval=interval, warnings=warnings)
+            warnings.append(
+                DiagnosticWarning(
+                    "phi_profile_flat",
+                    f"the phi profile stays within the 95% deviance bound up to "
+                    f"the end of the range [{grid[0]:.2f}, {grid[-1]:.2f}]: the data barely constrain phi",
+                    {"interval": interval},
+                )
+            )
+    return Identifiability(
+        names=names,
+        correlation=np.asarray(corr).tolist(),
+        condition_number=cond,
+        stderr=se,
+        profile=profile,
+        profile_interval=interval,
+        warnings=warnings,
+    )
 
 
-def _phi_profile(runs: RunTable, spec: LawSpec, theta: np.ndarray, delta: float, points: int,
-                 span: tuple[float, float] | None) -> tuple[dict[str, list[float]], list[float]]:
+def _phi_profile(
+    runs: RunTable,
+    spec: LawSpec,
+    theta: np.ndarray,
+    delta: float,
+    points: int,
+    span: tuple[float, float] | None,
+) -> tuple[dict[str, list[float]], list[float]]:
     phi_hat = float(theta[5])
     lo_b, hi_b = spec.bounds["phi"]
     if span is None:
         span = (min(-0.25, phi_hat - 0.5), max(1.25, phi_hat + 0.5))
     lo, hi = max(span[0], lo_b), min(span[1], hi_b)
     if not lo < hi or points < 3:
-        raise ValueError(f"profile range must have lower < upper and >= 3 points, got "
-                         f"[{lo}, {hi}] with {points}")
+        raise ValueError(
+            f"profile range must have lower < upper and >= 3 points, got [{lo}, {hi}] with {points}"
+        )
     # a coarse grid over the whole range and a fine one (step 0.01) around the estimate
     fine = phi_hat + np.linspace(-0.1, 0.1, 21)
-    grid = np.concatenate([np.linspace(lo, hi, points), fine[(fine >= lo) & (fine <= hi)],
-                           [phi_hat]])
+    grid = np.concatenate([np.linspace(lo, hi, points), fine[(fine >= lo) & (fine <= hi)], [phi_hat]])
     grid = np.unique(np.round(grid, 12))
     thetas = np.empty((len(grid), 6))
     start = int(np.argmin(np.abs(grid - phi_hat)))
@@ -719,11 +906,17 @@ def _phi_profile(runs: RunTable, spec: LawSpec, theta: np.ndarray, delta: float,
     with np.errstate(divide="ignore", invalid="ignore"):
         dev = n * np.log(ssr / ssr_min) if ssr_min > 0 else np.where(ssr > 0, np.inf, 0.0)
     interval = _crossing_interval(grid, np.asarray(dev, float), int(np.argmin(ssr)), _CHI2_95)
-    profile = {"phi": grid.tolist(), "objective": obj.tolist(), "ssr": ssr.tolist(),
-               "deviance": np.asarray(dev, float).tolist(),
-               "params": {THETA_TO_PARAM[c]: (np.exp(thetas[:, i]) if c in ("a", "b", "e")
-                                               else thetas[:, i]).tolist()
-                          for i, c in enumerate(THETA_NAMES) if c != "phi"}}
+    profile = {
+        "phi": grid.tolist(),
+        "objective": obj.tolist(),
+        "ssr": ssr.tolist(),
+        "deviance": np.asarray(dev, float).tolist(),
+        "params": {
+            THETA_TO_PARAM[c]: (np.exp(thetas[:, i]) if c in ("a", "b", "e") else thetas[:, i]).tolist()
+            for i, c in enumerate(THETA_NAMES)
+            if c != "phi"
+        },
+    }
     return profile, interval
 
 
@@ -761,8 +954,9 @@ class Consistency:
     @property
     def spread(self) -> float:
         """max - min of phi over all subsets (NaN when none)."""
-        values = [x["phi"] for x in self.halves + self.pairs if x["phi"] is not None
-                  and math.isfinite(x["phi"])]
+        values = [
+            x["phi"] for x in self.halves + self.pairs if x["phi"] is not None and math.isfinite(x["phi"])
+        ]
         return float(max(values) - min(values)) if values else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
@@ -777,8 +971,7 @@ class Consistency:
         return "\n".join(lines)
 
 
-def consistency(runs: RunTable, fit: FitResult, *, n_starts: int = 100,
-                seed: int = 0) -> Consistency:
+def consistency(runs: RunTable, fit: FitResult, *, n_starts: int = 100, seed: int = 0) -> Consistency:
     """phi refitted on the lower and upper halves of the budgets and on each pair {r0, r}.
 
     Halves: the sorted distinct budgets split into the lower floor(k/2) and the upper
@@ -805,8 +998,11 @@ def consistency(runs: RunTable, fit: FitResult, *, n_starts: int = 100,
         else:
             notes.append("a single budget: no budget halves")
     else:
-        compute = (runs.frame["flops"].to_numpy(float) if "flops" in runs.frame
-                   else 6.0 * (runs.n_once + runs.r * runs.n_rec) * runs.tokens)
+        compute = (
+            runs.frame["flops"].to_numpy(float)
+            if "flops" in runs.frame
+            else 6.0 * (runs.n_once + runs.r * runs.n_rec) * runs.tokens
+        )
         med = float(np.median(compute))
         m = compute <= med
         subsets.append(("halves", f"lower compute (C <= {med:.3g})", m))
@@ -822,13 +1018,17 @@ def consistency(runs: RunTable, fit: FitResult, *, n_starts: int = 100,
     halves, pairs = [], []
     for kind, label, mask in subsets:
         sub = runs.subset(mask)
-        entry: dict[str, Any] = {"label": label, "n": int(mask.sum()), "phi": None,
-                                 "r2": float("nan"), "params": None}
+        entry: dict[str, Any] = {
+            "label": label,
+            "n": int(mask.sum()),
+            "phi": None,
+            "r2": float("nan"),
+            "params": None,
+        }
         if len(sub) >= 7 and sub.phi_identifiable:
             t = _refit(sub, spec, theta, delta, n_starts, seed)
             r2, _, _ = goodness_of_fit(sub.loss, np.exp(log_loss(t, sub.design)))
-            entry.update(phi=float(t[5]), r2=r2,
-                         params=dict(zip(PARAM_NAMES, _natural(t))))
+            entry.update(phi=float(t[5]), r2=r2, params=dict(zip(PARAM_NAMES, _natural(t))))
         else:
             notes.append(f"{label}: too few runs or phi not identifiable; not refitted")
         (halves if kind == "halves" else pairs).append(entry)
@@ -846,7 +1046,8 @@ def data_summary(runs: RunTable) -> dict[str, Any]:
     frame = runs.frame
     n_unique = runs.n_once + runs.n_rec
     out: dict[str, Any] = {
-        "source": runs.source, "n_runs": len(runs),
+        "source": runs.source,
+        "n_runs": len(runs),
         "runs_per_r": {int(k): int(v) for k, v in frame["r"].value_counts().sort_index().items()},
         "n_unique_range": [float(n_unique.min()), float(n_unique.max())],
         "tokens_range": [float(runs.tokens.min()), float(runs.tokens.max())],
@@ -858,8 +1059,9 @@ def data_summary(runs: RunTable) -> dict[str, Any]:
         out["runs_per_budget"] = {str(b): int((frame["budget"] == b).sum()) for b in levels}
         out["n_cells"] = int(frame.groupby(["budget", "r"]).ngroups)
     if "variant" in frame:
-        out["runs_per_variant"] = {str(k): int(v) for k, v in
-                                   frame["variant"].value_counts().sort_index().items()}
+        out["runs_per_variant"] = {
+            str(k): int(v) for k, v in frame["variant"].value_counts().sort_index().items()
+        }
     return _plain(out)
 
 
@@ -880,12 +1082,17 @@ class Diagnostics:
         return list(self.residuals.flags) + list(self.identifiability.warnings)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain({
-            "data": self.data, "residuals": self.residuals.to_dict(),
-            "identifiability": self.identifiability.to_dict(),
-            "influence": None if self.influence is None else self.influence.to_dict(),
-            "consistency": None if self.consistency is None else self.consistency.to_dict(),
-            "warnings": [w.to_dict() for w in self.warnings], "notes": self.notes})
+        return _plain(
+            {
+                "data": self.data,
+                "residuals": self.residuals.to_dict(),
+                "identifiability": self.identifiability.to_dict(),
+                "influence": None if self.influence is None else self.influence.to_dict(),
+                "consistency": None if self.consistency is None else self.consistency.to_dict(),
+                "warnings": [w.to_dict() for w in self.warnings],
+                "notes": self.notes,
+            }
+        )
 
     def summary(self) -> str:
         parts = [self.residuals.summary(), self.identifiability.summary()]
@@ -897,9 +1104,16 @@ class Diagnostics:
         return "\n\n".join(parts)
 
 
-def diagnose(runs: RunTable, fit: FitResult, *, alpha: float = 0.01, influence_top: int = 5,
-             consistency_starts: int = 100, seed: int = 0,
-             skip: Sequence[str] = ()) -> Diagnostics:
+def diagnose(
+    runs: RunTable,
+    fit: FitResult,
+    *,
+    alpha: float = 0.01,
+    influence_top: int = 5,
+    consistency_starts: int = 100,
+    seed: int = 0,
+    skip: Sequence[str] = (),
+) -> Diagnostics:
     """Run every diagnostic that applies to this fit (``skip`` may name 'influence',
     'consistency').  Influence and consistency need phi free and identified."""
     notes: list[str] = []
@@ -914,5 +1128,11 @@ def diagnose(runs: RunTable, fit: FitResult, *, alpha: float = 0.01, influence_t
             infl = influence(runs, fit, n_top=influence_top)
         if "consistency" not in skip:
             cons = consistency(runs, fit, n_starts=consistency_starts, seed=seed)
-    return Diagnostics(residuals=res, identifiability=ident, influence=infl, consistency=cons,
-                       data=data_summary(runs), notes=notes)
+    return Diagnostics(
+        residuals=res,
+        identifiability=ident,
+        influence=infl,
+        consistency=cons,
+        data=data_summary(runs),
+        notes=notes,
+    )

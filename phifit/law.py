@@ -80,8 +80,7 @@ def params_to_theta(params: Mapping[str, float]) -> np.ndarray:
 def theta_to_params(theta: np.ndarray) -> dict[str, float]:
     """theta (a, alpha, b, beta, e, phi) -> natural parameters {E, A, alpha, B, beta, phi}."""
     a, alpha, b, beta, e, phi = (float(v) for v in theta)
-    return {"E": math.exp(e), "A": math.exp(a), "alpha": alpha, "B": math.exp(b), "beta": beta,
-            "phi": phi}
+    return {"E": math.exp(e), "A": math.exp(a), "alpha": alpha, "B": math.exp(b), "beta": beta, "phi": phi}
 
 
 def to_internal(name: str, value: float) -> tuple[str, float]:
@@ -200,18 +199,19 @@ class Design:
 
     def subset(self, index) -> Design:
         """Rows selected by a boolean mask or integer index array."""
-        return Design(self.log_n_once[index], self.log_n_rec[index], self.log_r[index],
-                      self.log_tokens[index])
+        return Design(
+            self.log_n_once[index], self.log_n_rec[index], self.log_r[index], self.log_tokens[index]
+        )
 
 
 def log_n_eff(phi, design: Design) -> np.ndarray:
     """log N_eff = logaddexp(log N_once, phi * log r + log N_rec); phi broadcasts as (S, 1)."""
-    return np.logaddexp(design.log_n_once, np.asarray(phi)[..., None] * design.log_r
-                        + design.log_n_rec)
+    return np.logaddexp(design.log_n_once, np.asarray(phi)[..., None] * design.log_r + design.log_n_rec)
 
 
-def lse_log_loss(theta: Sequence[Any], design: Sequence[Any], *,
-                 logaddexp: Callable[[Any, Any], Any] = np.logaddexp) -> Any:
+def lse_log_loss(
+    theta: Sequence[Any], design: Sequence[Any], *, logaddexp: Callable[[Any, Any], Any] = np.logaddexp
+) -> Any:
     """The law itself: log L = LSE(a - alpha log N_eff, b - beta log D, e).
 
     ``theta`` is the sequence (a, alpha, b, beta, e, phi) and ``design`` the sequence
@@ -229,8 +229,10 @@ def lse_log_loss(theta: Sequence[Any], design: Sequence[Any], *,
 def log_loss(theta: np.ndarray, design: Design) -> np.ndarray:
     """Predicted log L for a design; ``theta`` is (6,) or (S, 6), the result (n,) or (S, n)."""
     theta = np.asarray(theta, dtype=float)
-    return lse_log_loss([theta[..., i, None] for i in range(6)],
-                        (design.log_n_once, design.log_n_rec, design.log_r, design.log_tokens))
+    return lse_log_loss(
+        [theta[..., i, None] for i in range(6)],
+        (design.log_n_once, design.log_n_rec, design.log_r, design.log_tokens),
+    )
 
 
 def loss(theta: np.ndarray, design: Design) -> np.ndarray:

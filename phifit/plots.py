@@ -23,20 +23,51 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatterSciNotation, LogLocator
 
 __all__ = [
-    "OKABE_ITO", "color_for", "marker_for", "isoflop_figure", "frontier_figure",
-    "bootstrap_figure", "residual_figure", "influence_figure", "profile_figure",
-    "posterior_figure", "recipes_figure", "comparison_figure", "save_figure", "figure_bytes",
+    "OKABE_ITO",
+    "color_for",
+    "marker_for",
+    "isoflop_figure",
+    "frontier_figure",
+    "bootstrap_figure",
+    "residual_figure",
+    "influence_figure",
+    "profile_figure",
+    "posterior_figure",
+    "recipes_figure",
+    "comparison_figure",
+    "save_figure",
+    "figure_bytes",
 ]
 
 #: Okabe & Ito (2008) colour-universal palette (yellow last: weak on white paper).
-OKABE_ITO: tuple[str, ...] = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#0072B2",
-                              "#D55E00", "#CC79A7", "#F0E442")
+OKABE_ITO: tuple[str, ...] = (
+    "#000000",
+    "#E69F00",
+    "#56B4E9",
+    "#009E73",
+    "#0072B2",
+    "#D55E00",
+    "#CC79A7",
+    "#F0E442",
+)
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-_RC = {"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
-       "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.spines.top": False,
-       "axes.spines.right": False, "figure.dpi": 100, "savefig.dpi": 150,
-       "svg.fonttype": "none", "axes.grid": True, "grid.alpha": 0.25, "grid.linewidth": 0.5,
-       "svg.hashsalt": "phifit"}  # fixed ids: the same figure gives the same SVG bytes
+_RC = {
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "figure.dpi": 100,
+    "savefig.dpi": 150,
+    "svg.fonttype": "none",
+    "axes.grid": True,
+    "grid.alpha": 0.25,
+    "grid.linewidth": 0.5,
+    "svg.hashsalt": "phifit",
+}  # fixed ids: the same figure gives the same SVG bytes
 # no creation dates in the files: a regenerated report differs only where its content does
 _NO_DATE = {"png": {"Software": None}, "svg": {"Date": None}}
 
@@ -67,6 +98,7 @@ def _styled(func):
     def wrapper(*args, **kwargs):
         with matplotlib.rc_context(_RC):
             return func(*args, **kwargs)
+
     return wrapper
 
 
@@ -99,8 +131,12 @@ def _log_x(ax) -> None:
 
 # ------------------------------------------------------------------------------ isoFLOP
 @_styled
-def isoflop_figure(points: Mapping[str, Sequence[Any]], curves: Sequence[Mapping[str, Any]],
-                   *, title: str = "isoFLOP curves: runs and the fitted law") -> Figure:
+def isoflop_figure(
+    points: Mapping[str, Sequence[Any]],
+    curves: Sequence[Mapping[str, Any]],
+    *,
+    title: str = "isoFLOP curves: runs and the fitted law",
+) -> Figure:
     """One panel per r: loss vs unique parameters, one colour per budget, fitted curves.
 
     ``points``: {"r", "budget", "n_unique", "loss"} per run; ``curves``: the cells of
@@ -121,13 +157,26 @@ def isoflop_figure(points: Mapping[str, Sequence[Any]], curves: Sequence[Mapping
         ax = axes[k // cols][k % cols]
         for b in budgets:
             m = (r == rv) & (budget == b)
-            ax.scatter(n[m], loss[m], s=22, color=color_for(colour[b]), marker=marker_for(colour[b]),
-                       edgecolor="white", linewidth=0.4, zorder=3,
-                       label=_fmt_budget(b) if k == 0 else None)
+            ax.scatter(
+                n[m],
+                loss[m],
+                s=22,
+                color=color_for(colour[b]),
+                marker=marker_for(colour[b]),
+                edgecolor="white",
+                linewidth=0.4,
+                zorder=3,
+                label=_fmt_budget(b) if k == 0 else None,
+            )
         for cell in curves:
             if cell["r"] == rv and cell["budget"] in colour:
-                ax.plot(cell["n_unique"], cell["loss"], color=color_for(colour[cell["budget"]]),
-                        linewidth=1.2, zorder=2)
+                ax.plot(
+                    cell["n_unique"],
+                    cell["loss"],
+                    color=color_for(colour[cell["budget"]]),
+                    linewidth=1.2,
+                    zorder=2,
+                )
         _log_x(ax)
         ax.set_title(f"r = {rv}")
         ax.set_xlabel("unique non-embedding parameters N (log)")
@@ -137,17 +186,26 @@ def isoflop_figure(points: Mapping[str, Sequence[Any]], curves: Sequence[Mapping
     for k in range(len(r_values), rows * cols):
         axes[k // cols][k % cols].set_visible(False)
     if len(budgets) <= 10:
-        fig.legend(loc="outside lower center", ncol=min(len(budgets), 3), frameon=False,
-                   title="points: runs; lines: fitted law at D = C / F")
+        fig.legend(
+            loc="outside lower center",
+            ncol=min(len(budgets), 3),
+            frameon=False,
+            title="points: runs; lines: fitted law at D = C / F",
+        )
     fig.suptitle(title)
     return fig
 
 
 # ----------------------------------------------------------------------------- frontier
 @_styled
-def frontier_figure(points: Mapping[str, Sequence[Any]], curve: Mapping[str, Any],
-                    at_budgets: Mapping[str, Any], parabola: Mapping[str, Any] | None = None,
-                    *, reference_gaps: Mapping[int, Sequence[float]] | None = None) -> Figure:
+def frontier_figure(
+    points: Mapping[str, Sequence[Any]],
+    curve: Mapping[str, Any],
+    at_budgets: Mapping[str, Any],
+    parabola: Mapping[str, Any] | None = None,
+    *,
+    reference_gaps: Mapping[int, Sequence[float]] | None = None,
+) -> Figure:
     """Left: loss vs training compute with the law's frontier per r.  Right: frontier
     gap to the base r vs compute: the law (line, bootstrap band) and the per-cell
     parabola minima (markers).
@@ -167,12 +225,21 @@ def frontier_figure(points: Mapping[str, Sequence[Any]], curve: Mapping[str, Any
     cc = np.asarray(curve["budgets"], float)
     for rv in r_values:
         m = r_all == rv
-        ax1.scatter(comp[m], loss[m], s=14, color=color_for(idx[rv]), marker=marker_for(idx[rv]),
-                    alpha=0.55, edgecolor="none", zorder=2)
+        ax1.scatter(
+            comp[m],
+            loss[m],
+            s=14,
+            color=color_for(idx[rv]),
+            marker=marker_for(idx[rv]),
+            alpha=0.55,
+            edgecolor="none",
+            zorder=2,
+        )
         key = _key(curve["l_star"], rv)
         if key is not None:
-            ax1.plot(cc, curve["l_star"][key], color=color_for(idx[rv]), linewidth=1.6,
-                     label=f"r = {rv}", zorder=3)
+            ax1.plot(
+                cc, curve["l_star"][key], color=color_for(idx[rv]), linewidth=1.6, label=f"r = {rv}", zorder=3
+            )
     _log_x(ax1)
     ax1.set_xlabel("training compute C (FLOPs, log)")
     ax1.set_ylabel(LOSS_LABEL)
@@ -204,9 +271,17 @@ def frontier_figure(points: Mapping[str, Sequence[Any]], curve: Mapping[str, Any
             if k3 is not None:
                 g = [x for x in parabola["gap"][k3] if isinstance(x["budget"], (int, float))]
             if k3 is not None and g:
-                ax2.scatter([x["budget"] for x in g], [x["gap"] for x in g], color=col,
-                            marker=marker_for(idx[rv]), s=26, edgecolor="black", linewidth=0.5,
-                            zorder=4, label=f"r = {rv}: parabola minima")
+                ax2.scatter(
+                    [x["budget"] for x in g],
+                    [x["gap"] for x in g],
+                    color=col,
+                    marker=marker_for(idx[rv]),
+                    s=26,
+                    edgecolor="black",
+                    linewidth=0.5,
+                    zorder=4,
+                    label=f"r = {rv}: parabola minima",
+                )
     _log_x(ax2)
     ax2.set_xlabel("training compute C (FLOPs, log)")
     ax2.set_ylabel(f"frontier gap L*(r) - L*(r={base}) (nats)")
@@ -214,8 +289,14 @@ def frontier_figure(points: Mapping[str, Sequence[Any]], curve: Mapping[str, Any
     if len(r_values) > 1:
         ax2.legend(frameon=False, fontsize=7, ncol=1)
     else:
-        ax2.text(0.5, 0.5, f"a single r = {base}: no gap to show", ha="center", va="center",
-                 transform=ax2.transAxes)
+        ax2.text(
+            0.5,
+            0.5,
+            f"a single r = {base}: no gap to show",
+            ha="center",
+            va="center",
+            transform=ax2.transAxes,
+        )
     _style(ax2)
     return fig
 
@@ -232,9 +313,14 @@ def _key(mapping: Mapping | None, r: int):
 
 # ---------------------------------------------------------------------------- bootstrap
 @_styled
-def bootstrap_figure(phis: Sequence[float], phi_hat: float, interval: Sequence[float] | None,
-                     *, interval_bca: Sequence[float] | None = None,
-                     reference_interval: Sequence[float] | None = None) -> Figure:
+def bootstrap_figure(
+    phis: Sequence[float],
+    phi_hat: float,
+    interval: Sequence[float] | None,
+    *,
+    interval_bca: Sequence[float] | None = None,
+    reference_interval: Sequence[float] | None = None,
+) -> Figure:
     """Histogram of the bootstrap distribution of phi, with the estimate and intervals."""
     phis = np.asarray([p for p in phis if p is not None and math.isfinite(p)], float)
     fig = _figure(6.0, 3.2)
@@ -245,16 +331,30 @@ def bootstrap_figure(phis: Sequence[float], phi_hat: float, interval: Sequence[f
     if interval is not None:
         for x in interval:
             ax.axvline(x, color=OKABE_ITO[5], linestyle="--", linewidth=1.2)
-        ax.plot([], [], color=OKABE_ITO[5], linestyle="--",
-                label=f"95% percentile [{interval[0]:.3f}, {interval[1]:.3f}]")
+        ax.plot(
+            [],
+            [],
+            color=OKABE_ITO[5],
+            linestyle="--",
+            label=f"95% percentile [{interval[0]:.3f}, {interval[1]:.3f}]",
+        )
     if interval_bca is not None and None not in interval_bca:
         for x in interval_bca:
             ax.axvline(x, color=OKABE_ITO[4], linestyle=":", linewidth=1.2)
-        ax.plot([], [], color=OKABE_ITO[4], linestyle=":",
-                label=f"95% BCa [{interval_bca[0]:.3f}, {interval_bca[1]:.3f}]")
+        ax.plot(
+            [],
+            [],
+            color=OKABE_ITO[4],
+            linestyle=":",
+            label=f"95% BCa [{interval_bca[0]:.3f}, {interval_bca[1]:.3f}]",
+        )
     if reference_interval is not None:
-        ax.axvspan(*reference_interval, color=OKABE_ITO[1], alpha=0.12,
-                   label=f"study [{reference_interval[0]:.2f}, {reference_interval[1]:.2f}]")
+        ax.axvspan(
+            *reference_interval,
+            color=OKABE_ITO[1],
+            alpha=0.12,
+            label=f"study [{reference_interval[0]:.2f}, {reference_interval[1]:.2f}]",
+        )
     ax.set_xlabel("φ (value of one recurrence; 0 = none, 1 = a unique block)")
     ax.set_ylabel("bootstrap resamples")
     ax.set_title(f"block bootstrap of φ ({len(phis)} resamples)")
@@ -274,15 +374,28 @@ def residual_figure(res: Mapping[str, Any]) -> Figure:
     idx = _category_index(r_values)
     fig = _figure(10.0, 6.4)
     axes = fig.subplots(2, 3)
-    xs = [(np.asarray(res["predicted"], float), "fitted loss L̂ (nats/token)", False),
-          (np.exp(np.asarray(res["log_n_eff"], float)),
-           "effective size N_eff = N_once + r^φ N_rec (log)", True),
-          (np.exp(np.asarray(res["log_tokens"], float)), "training tokens D (log)", True)]
+    xs = [
+        (np.asarray(res["predicted"], float), "fitted loss L̂ (nats/token)", False),
+        (
+            np.exp(np.asarray(res["log_n_eff"], float)),
+            "effective size N_eff = N_once + r^φ N_rec (log)",
+            True,
+        ),
+        (np.exp(np.asarray(res["log_tokens"], float)), "training tokens D (log)", True),
+    ]
     for ax, (x, label, log) in zip(axes[0], xs):
         for rv in r_values:
             m = r == rv
-            ax.scatter(x[m], resid[m], s=14, color=color_for(idx[rv]), marker=marker_for(idx[rv]),
-                       edgecolor="none", alpha=0.8, label=f"r = {rv}")
+            ax.scatter(
+                x[m],
+                resid[m],
+                s=14,
+                color=color_for(idx[rv]),
+                marker=marker_for(idx[rv]),
+                edgecolor="none",
+                alpha=0.8,
+                label=f"r = {rv}",
+            )
         ax.axhline(0, color="0.3", linewidth=0.8)
         if log:
             _log_x(ax)
@@ -295,8 +408,13 @@ def residual_figure(res: Mapping[str, Any]) -> Figure:
     axes[0][2].set_title("vs training tokens")
 
     ax = axes[1][0]
-    _strip(ax, [resid[r == rv] for rv in r_values], [f"{rv}" for rv in r_values],
-           [color_for(idx[rv]) for rv in r_values], [g.get("flagged", False) for g in res["by_r"]])
+    _strip(
+        ax,
+        [resid[r == rv] for rv in r_values],
+        [f"{rv}" for rv in r_values],
+        [color_for(idx[rv]) for rv in r_values],
+        [g.get("flagged", False) for g in res["by_r"]],
+    )
     ax.set_xlabel("recurrences r")
     ax.set_ylabel(RESID_LABEL)
     ax.set_title("by r (bar: mean; red: flagged)")
@@ -306,9 +424,13 @@ def residual_figure(res: Mapping[str, Any]) -> Figure:
     if res.get("budget") is not None:
         budget = np.asarray(res["budget"], object)
         levels = [g["group"] for g in res["by_budget"]]
-        _strip(ax, [resid[budget == b] for b in levels],
-               [f"{b:.2g}" if isinstance(b, (int, float)) else str(b) for b in levels],
-               [OKABE_ITO[4]] * len(levels), [False] * len(levels))
+        _strip(
+            ax,
+            [resid[budget == b] for b in levels],
+            [f"{b:.2g}" if isinstance(b, (int, float)) else str(b) for b in levels],
+            [OKABE_ITO[4]] * len(levels),
+            [False] * len(levels),
+        )
         ax.set_xlabel("FLOP budget C")
         ax.tick_params(axis="x", rotation=30)
         ax.set_title("by budget")
@@ -333,15 +455,21 @@ def residual_figure(res: Mapping[str, Any]) -> Figure:
     return fig
 
 
-def _strip(ax, groups: Sequence[np.ndarray], labels: Sequence[str], colours: Sequence[str],
-           flagged: Sequence[bool]) -> None:
+def _strip(
+    ax, groups: Sequence[np.ndarray], labels: Sequence[str], colours: Sequence[str], flagged: Sequence[bool]
+) -> None:
     rng = np.random.default_rng(0)
     for i, (g, col, flag) in enumerate(zip(groups, colours, flagged)):
         jitter = rng.uniform(-0.18, 0.18, len(g))
         ax.scatter(i + jitter, g, s=11, color=col, edgecolor="none", alpha=0.8)
         if len(g):
-            ax.hlines(np.mean(g), i - 0.3, i + 0.3, colors="#D55E00" if flag else "black",
-                      linewidth=2.2 if flag else 1.4)
+            ax.hlines(
+                np.mean(g),
+                i - 0.3,
+                i + 0.3,
+                colors="#D55E00" if flag else "black",
+                linewidth=2.2 if flag else 1.4,
+            )
     ax.axhline(0, color="0.3", linewidth=0.8)
     ax.set_xticks(range(len(labels)), labels)
 
@@ -351,8 +479,9 @@ def _strip(ax, groups: Sequence[np.ndarray], labels: Sequence[str], colours: Seq
 def influence_figure(infl: Mapping[str, Any]) -> Figure:
     """Leave-one-run-out (left) and leave-one-cell-out (right) change in phi."""
     runs = infl["runs"]
-    cells = [c for c in infl.get("cells") or [] if c.get("delta_phi") is not None
-             and math.isfinite(c["delta_phi"])]
+    cells = [
+        c for c in infl.get("cells") or [] if c.get("delta_phi") is not None and math.isfinite(c["delta_phi"])
+    ]
     fig = _figure(10.0, 3.6)
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[2, 1] if cells else [1, 0.001])
     r = np.array([x["r"] for x in runs], int)
@@ -363,13 +492,25 @@ def influence_figure(infl: Mapping[str, Any]) -> Figure:
     for rv in r_values:
         m = r == rv
         ax1.vlines(pos[m], 0, d[m], colors=color_for(idx[rv]), linewidth=1.2)
-        ax1.scatter(pos[m], d[m], s=12, color=color_for(idx[rv]), marker=marker_for(idx[rv]),
-                    label=f"r = {rv}", zorder=3)
+        ax1.scatter(
+            pos[m],
+            d[m],
+            s=12,
+            color=color_for(idx[rv]),
+            marker=marker_for(idx[rv]),
+            label=f"r = {rv}",
+            zorder=3,
+        )
     for k, x in enumerate(infl.get("top", [])[:3]):
         i = next(j for j, y in enumerate(runs) if y["run_id"] == x["run_id"])
-        ax1.annotate(str(x["run_id"]), (i, d[i]), fontsize=7,
-                     xytext=(4, (3 + 9 * k) * (1 if d[i] >= 0 else -1)),
-                     textcoords="offset points", va="center")
+        ax1.annotate(
+            str(x["run_id"]),
+            (i, d[i]),
+            fontsize=7,
+            xytext=(4, (3 + 9 * k) * (1 if d[i] >= 0 else -1)),
+            textcoords="offset points",
+            va="center",
+        )
     ax1.axhline(0, color="0.3", linewidth=0.8)
     ax1.set_xlabel("run (table order)")
     ax1.set_ylabel("Δφ when the run is left out")
@@ -393,9 +534,12 @@ def influence_figure(infl: Mapping[str, Any]) -> Figure:
 
 
 @_styled
-def profile_figure(profile: Mapping[str, Sequence[float]], phi_hat: float,
-                   interval: Sequence[float] | None,
-                   consistency: Mapping[str, Any] | None = None) -> Figure:
+def profile_figure(
+    profile: Mapping[str, Sequence[float]],
+    phi_hat: float,
+    interval: Sequence[float] | None,
+    consistency: Mapping[str, Any] | None = None,
+) -> Figure:
     """Profile deviance of phi (left) and phi refitted on subsets (right)."""
     fig = _figure(10.0, 3.4)
     ax1, ax2 = fig.subplots(1, 2)
@@ -403,12 +547,16 @@ def profile_figure(profile: Mapping[str, Sequence[float]], phi_hat: float,
     dev = np.asarray(profile["deviance"], float)
     finite = np.isfinite(dev)
     ax1.plot(phi[finite], dev[finite], color=OKABE_ITO[4], linewidth=1.5)
-    ax1.axhline(3.84, color=OKABE_ITO[5], linestyle="--", linewidth=1,
-                label="χ²₁(0.95) = 3.84")
+    ax1.axhline(3.84, color=OKABE_ITO[5], linestyle="--", linewidth=1, label="χ²₁(0.95) = 3.84")
     ax1.axvline(phi_hat, color="black", linewidth=1, label=f"φ̂ = {phi_hat:.3f}")
     if interval is not None:
-        ax1.axvspan(interval[0], interval[1], color=OKABE_ITO[2], alpha=0.2,
-                    label=f"profile interval [{interval[0]:.3f}, {interval[1]:.3f}]")
+        ax1.axvspan(
+            interval[0],
+            interval[1],
+            color=OKABE_ITO[2],
+            alpha=0.2,
+            label=f"profile interval [{interval[0]:.3f}, {interval[1]:.3f}]",
+        )
     if finite.any():
         ax1.set_yscale("symlog", linthresh=10)
         ax1.set_ylim(bottom=0)
@@ -418,11 +566,22 @@ def profile_figure(profile: Mapping[str, Sequence[float]], phi_hat: float,
     ax1.legend(frameon=False, fontsize=7)
     _style(ax1)
     if consistency:
-        items = [x for x in consistency.get("halves", []) + consistency.get("pairs", [])
-                 if x.get("phi") is not None]
+        items = [
+            x
+            for x in consistency.get("halves", []) + consistency.get("pairs", [])
+            if x.get("phi") is not None
+        ]
         y = np.arange(len(items))
-        ax2.scatter([x["phi"] for x in items], y, color=OKABE_ITO[1], s=30, zorder=3,
-                    marker="D", edgecolor="black", linewidth=0.5)
+        ax2.scatter(
+            [x["phi"] for x in items],
+            y,
+            color=OKABE_ITO[1],
+            s=30,
+            zorder=3,
+            marker="D",
+            edgecolor="black",
+            linewidth=0.5,
+        )
         ax2.axvline(phi_hat, color="black", linewidth=1)
         if interval is not None:
             ax2.axvspan(interval[0], interval[1], color=OKABE_ITO[2], alpha=0.2)
@@ -437,8 +596,9 @@ def profile_figure(profile: Mapping[str, Sequence[float]], phi_hat: float,
 
 # ------------------------------------------------------------------- optional sections
 @_styled
-def posterior_figure(draws: Mapping[str, Sequence[float]], *,
-                     point: Mapping[str, float] | None = None) -> Figure:
+def posterior_figure(
+    draws: Mapping[str, Sequence[float]], *, point: Mapping[str, float] | None = None
+) -> Figure:
     """Marginal posterior histograms of the parameters (one panel each)."""
     names = [n for n in ("phi", "alpha", "beta", "E", "A", "B") if n in draws]
     cols = 3
@@ -474,14 +634,18 @@ def recipes_figure(rows: Sequence[Mapping[str, Any]], *, baseline: str) -> Figur
         iv = row.get("interval")
         if iv is not None and None not in iv:
             ax.hlines(i, iv[0], iv[1], colors=col, linewidth=2)
-            ax.annotate(f"{row['delta_phi']:+.3f} [{iv[0]:+.3f}, {iv[1]:+.3f}]",
-                        (row["delta_phi"], i), xytext=(0, 7), textcoords="offset points",
-                        ha="center", fontsize=7)
+            ax.annotate(
+                f"{row['delta_phi']:+.3f} [{iv[0]:+.3f}, {iv[1]:+.3f}]",
+                (row["delta_phi"], i),
+                xytext=(0, 7),
+                textcoords="offset points",
+                ha="center",
+                fontsize=7,
+            )
     ax.axvline(0, color="0.3", linewidth=0.8)
     ax.set_yticks(range(len(rows)), [str(r["variant"]) for r in rows])
     ax.set_ylim(-0.6, len(rows) - 0.2)
-    ax.set_xlabel(f"Δφ against '{baseline}' refitted on the same budgets "
-                  f"(> 0: each recurrence worth more)")
+    ax.set_xlabel(f"Δφ against '{baseline}' refitted on the same budgets (> 0: each recurrence worth more)")
     ax.set_title("recipes compared by φ")
     _style(ax)
     return fig
@@ -498,8 +662,17 @@ def comparison_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
     lo = min(values) - 0.3 * (max(values) - min(values) + 1e-4)
     ax.set_xlim(max(lo, 0.0), 1.0)
     for i, v in enumerate(values):
-        ax.annotate(f"{v:.4f}", (v, i), xytext=(-4, 0), textcoords="offset points", ha="right",
-                    va="center", fontsize=8, color="white", fontweight="bold")
+        ax.annotate(
+            f"{v:.4f}",
+            (v, i),
+            xytext=(-4, 0),
+            textcoords="offset points",
+            ha="right",
+            va="center",
+            fontsize=8,
+            color="white",
+            fontweight="bold",
+        )
     ax.set_yticks(range(len(rows)), labels)
     ax.invert_yaxis()
     ax.set_xlabel("R² on raw nats")

@@ -57,9 +57,11 @@ from .result import FitResult, _plain
 from .runs import RunTable
 
 METHODS = ("huber", "lsq")
-LESSON = ("Delta-phi compares each variant with the baseline refitted on the same budgets "
-          "(the study's lesson: its baseline refit on the four lower budgets gives phi = 0.453, "
-          "not the full-grid 0.459)")
+LESSON = (
+    "Delta-phi compares each variant with the baseline refitted on the same budgets "
+    "(the study's lesson: its baseline refit on the four lower budgets gives phi = 0.453, "
+    "not the full-grid 0.459)"
+)
 
 
 # -- building the paired tables -------------------------------------------------------------
@@ -87,8 +89,10 @@ def _pair(runs: RunTable, by: str, variant: Any, baseline: Any) -> _Pair:
     if "budget" in frame.columns:
         common = sorted(set(v["budget"]) & set(b["budget"]), key=lambda x: (str(type(x)), x))
         if not common:
-            raise ValueError(f"recipes: variant {variant!r} and baseline {baseline!r} share no "
-                             f"budget; a like-for-like Delta-phi needs common budgets")
+            raise ValueError(
+                f"recipes: variant {variant!r} and baseline {baseline!r} share no "
+                f"budget; a like-for-like Delta-phi needs common budgets"
+            )
         dropped = int((~v["budget"].isin(common)).sum())
         v = v[v["budget"].isin(common)]
         b = b[b["budget"].isin(common)]
@@ -99,9 +103,13 @@ def _pair(runs: RunTable, by: str, variant: Any, baseline: Any) -> _Pair:
         borrowed = len(r1)
         v = pd.concat([v, r1], ignore_index=True)
     src = runs.source
-    return _Pair(variant=_table(v, f"{src}[{by}={variant}]", runs.looped),
-                 baseline=_table(b, f"{src}[{by}={baseline}]", runs.looped),
-                 budgets=budgets, borrowed_r1=borrowed, dropped_variant_runs=dropped)
+    return _Pair(
+        variant=_table(v, f"{src}[{by}={variant}]", runs.looped),
+        baseline=_table(b, f"{src}[{by}={baseline}]", runs.looped),
+        budgets=budgets,
+        borrowed_r1=borrowed,
+        dropped_variant_runs=dropped,
+    )
 
 
 @dataclass(frozen=True)
@@ -126,17 +134,21 @@ def select_recipe(runs: RunTable, recipe: Any = None, *, by: str = "variant") ->
         if recipe is not None:
             present = sorted(map(str, runs.frame[by].unique())) if by in runs.frame else []
             if str(recipe) not in present:
-                raise ValueError(f"{runs.source}: recipe {str(recipe)!r} asked for, but column {by!r} "
-                                 + (f"holds only {', '.join(map(repr, present))}" if present
-                                    else "is absent"))
+                raise ValueError(
+                    f"{runs.source}: recipe {str(recipe)!r} asked for, but column {by!r} "
+                    + (f"holds only {', '.join(map(repr, present))}" if present else "is absent")
+                )
         return RecipeSelection(runs=runs, recipe=None, note=None)
     counts = runs.frame[by].astype(str).value_counts().sort_index()
     listing = ", ".join(f"{k} {v}" for k, v in counts.items())
     key = "baseline" if recipe is None else str(recipe)
     if key not in counts:
-        raise ValueError(f"{runs.source}: column {by!r} holds several recipes ({listing} runs) and "
-                         + ("none is named 'baseline'" if recipe is None else f"none is {key!r}")
-                         + "; pick one with --variant NAME, or compare them with --by " + by)
+        raise ValueError(
+            f"{runs.source}: column {by!r} holds several recipes ({listing} runs) and "
+            + ("none is named 'baseline'" if recipe is None else f"none is {key!r}")
+            + "; pick one with --variant NAME, or compare them with --by "
+            + by
+        )
     values = {str(v): v for v in runs.frame[by].unique()}
     frame = runs.frame[runs.frame[by].astype(str) == key]
     borrowed = 0
@@ -144,10 +156,12 @@ def select_recipe(runs: RunTable, recipe: Any = None, *, by: str = "variant") ->
         pair = _pair(runs, by, values[key], values["baseline"])
         frame, borrowed = pair.variant.frame, pair.borrowed_r1
     selected = _table(frame, f"{runs.source}[{by}={key}]", runs.looped)
-    note = (f"{runs.source}: column {by!r} holds several recipes ({listing} runs); this analysis "
-            f"uses {key!r} ({len(selected)} runs"
-            + (f", {borrowed} of them the baseline's r = 1 runs" if borrowed else "")
-            + f"); --variant NAME picks another, --by {by} compares them")
+    note = (
+        f"{runs.source}: column {by!r} holds several recipes ({listing} runs); this analysis "
+        f"uses {key!r} ({len(selected)} runs"
+        + (f", {borrowed} of them the baseline's r = 1 runs" if borrowed else "")
+        + f"); --variant NAME picks another, --by {by} compares them"
+    )
     return RecipeSelection(runs=selected, recipe=key, note=note)
 
 
@@ -168,8 +182,7 @@ def _block_columns(runs: RunTable, block: str | Sequence[str] | None) -> list[st
     if cols != [SINGLE_RUNS]:
         missing = [c for c in cols if c not in runs.frame.columns]
         if missing:
-            raise ValueError(f"block: no column(s) {', '.join(map(repr, missing))} in the run "
-                             f"table")
+            raise ValueError(f"block: no column(s) {', '.join(map(repr, missing))} in the run table")
     return cols
 
 
@@ -215,8 +228,17 @@ class JointFit:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JointFit:
         kw = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "shared"}
-        for key in ("objective", "r2", "rmse", "aic", "bic", "shared_aic", "shared_bic",
-                    "lr_stat", "lr_p_value"):
+        for key in (
+            "objective",
+            "r2",
+            "rmse",
+            "aic",
+            "bic",
+            "shared_aic",
+            "shared_bic",
+            "lr_stat",
+            "lr_p_value",
+        ):
             kw[key] = math.nan if kw.get(key) is None else float(kw[key])
         return cls(shared=FitResult.from_dict(data["shared"]), **kw)
 
@@ -234,7 +256,7 @@ def _joint_model(design, groups: np.ndarray, n_groups: int):
         for g, (rows, sub) in enumerate(zip(members, subdesigns)):
             if len(rows) == 0:
                 continue
-            theta = np.concatenate([x[:, :5], x[:, 5 + g:6 + g]], axis=1)
+            theta = np.concatenate([x[:, :5], x[:, 5 + g : 6 + g]], axis=1)
             p, j = log_loss_and_jacobian_t(theta, sub)
             pred[:, rows] = p
             jac_t[:, :5, rows] = j[:, :5, :]
@@ -244,21 +266,39 @@ def _joint_model(design, groups: np.ndarray, n_groups: int):
     return model
 
 
-def _joint_fit(tables: dict[str, RunTable], shared_table: RunTable, groups: np.ndarray,
-               names: list[str], method: str, seed: int, n_starts: int,
-               budgets: list[str] | None, baseline: str) -> JointFit:
+def _joint_fit(
+    tables: dict[str, RunTable],
+    shared_table: RunTable,
+    groups: np.ndarray,
+    names: list[str],
+    method: str,
+    seed: int,
+    n_starts: int,
+    budgets: list[str] | None,
+    baseline: str,
+) -> JointFit:
     g = len(names)
     design, y = shared_table.design, shared_table.log_loss
     delta = DELTA if method == "huber" else math.inf
     lo = np.array([DEFAULT_BOUNDS[c][0] for c in THETA_NAMES[:5]] + [DEFAULT_BOUNDS["phi"][0]] * g)
     hi = np.array([DEFAULT_BOUNDS[c][1] for c in THETA_NAMES[:5]] + [DEFAULT_BOUNDS["phi"][1]] * g)
-    shared = fit_law(shared_table, method=method, seed=seed, n_starts=n_starts,
-                     **({"profile": False} if method == "lsq" else {}))
+    shared = fit_law(
+        shared_table,
+        method=method,
+        seed=seed,
+        n_starts=n_starts,
+        **({"profile": False} if method == "lsq" else {}),
+    )
     th = shared.theta
     starts = [np.concatenate([th[:5], np.full(g, th[5])])]
     for name in names:  # each recipe's own fit, with its phi for everyone
-        sep = fit_law(tables[name], method=method, seed=seed, n_starts=max(50, n_starts // 5),
-                      **({"profile": False} if method == "lsq" else {}))
+        sep = fit_law(
+            tables[name],
+            method=method,
+            seed=seed,
+            n_starts=max(50, n_starts // 5),
+            **({"profile": False} if method == "lsq" else {}),
+        )
         starts.append(np.concatenate([sep.theta[:5], np.full(g, sep.theta[5])]))
     rng = np.random.default_rng(seed)
     starts.extend(lo + (hi - lo) * rng.random((max(n_starts // 5, 20), 5 + g)))
@@ -273,10 +313,20 @@ def _joint_fit(tables: dict[str, RunTable], shared_table: RunTable, groups: np.n
     def jac(x):
         return model(x[None, :])[1][0].T
 
-    sol = least_squares(fun, np.clip(best, lo + 1e-12, hi - 1e-12), jac=jac, bounds=(lo, hi),
-                        method="trf", loss="huber" if method == "huber" else "linear",
-                        f_scale=delta if method == "huber" else 1.0, x_scale="jac",
-                        ftol=1e-15, xtol=1e-15, gtol=1e-15, max_nfev=2000)
+    sol = least_squares(
+        fun,
+        np.clip(best, lo + 1e-12, hi - 1e-12),
+        jac=jac,
+        bounds=(lo, hi),
+        method="trf",
+        loss="huber" if method == "huber" else "linear",
+        f_scale=delta if method == "huber" else 1.0,
+        x_scale="jac",
+        ftol=1e-15,
+        xtol=1e-15,
+        gtol=1e-15,
+        max_nfev=2000,
+    )
     x = sol.x
     res_log = fun(x)
     if method == "huber":
@@ -304,22 +354,48 @@ def _joint_fit(tables: dict[str, RunTable], shared_table: RunTable, groups: np.n
     p = float(chi2.sf(lr, g - 1))
     names_free = [*("a", "alpha", "b", "beta", "e"), *(f"phi[{nm}]" for nm in names)]
     tol = 1e-6 * (hi - lo)
-    at_bounds = [nm for nm, v, lo_i, hi_i, t in zip(names_free, x, lo, hi, tol)
-                 if v <= lo_i + t or v >= hi_i - t]
-    params = {"E": float(np.exp(x[4])), "A": float(np.exp(x[0])), "alpha": float(x[1]),
-              "B": float(np.exp(x[2])), "beta": float(x[3])}
+    at_bounds = [
+        nm for nm, v, lo_i, hi_i, t in zip(names_free, x, lo, hi, tol) if v <= lo_i + t or v >= hi_i - t
+    ]
+    params = {
+        "E": float(np.exp(x[4])),
+        "A": float(np.exp(x[0])),
+        "alpha": float(x[1]),
+        "B": float(np.exp(x[2])),
+        "beta": float(x[3]),
+    }
     phis = {nm: float(x[5 + i]) for i, nm in enumerate(names)}
     deltas = {nm: phis[nm] - phis[baseline] for nm in names if nm != baseline}
     if method == "huber":
         notes.append("LR from Gaussian scores of Huber fits (not ML): approximate")
-    verdict = (f"phi differs between recipes: a shared phi is rejected (LR = {lr:.2f}, "
-               f"df = {g - 1}, p = {p:.2g})" if p < 0.05 else
-               f"a shared phi is not rejected (LR = {lr:.2f}, df = {g - 1}, p = {p:.2g})")
-    return JointFit(params=params, phi=phis, delta_phi=deltas, n_runs=n, budgets=budgets,
-                    objective=objective, objective_name=obj_name, r2=r2, rmse=rmse,
-                    converged=bool(sol.status > 0), at_bounds=at_bounds, aic=aic, bic=bic,
-                    shared=shared, shared_aic=aic_s, shared_bic=bic_s, lr_stat=float(lr),
-                    lr_df=g - 1, lr_p_value=p, verdict=verdict, notes=notes)
+    verdict = (
+        f"phi differs between recipes: a shared phi is rejected (LR = {lr:.2f}, df = {g - 1}, p = {p:.2g})"
+        if p < 0.05
+        else f"a shared phi is not rejected (LR = {lr:.2f}, df = {g - 1}, p = {p:.2g})"
+    )
+    return JointFit(
+        params=params,
+        phi=phis,
+        delta_phi=deltas,
+        n_runs=n,
+        budgets=budgets,
+        objective=objective,
+        objective_name=obj_name,
+        r2=r2,
+        rmse=rmse,
+        converged=bool(sol.status > 0),
+        at_bounds=at_bounds,
+        aic=aic,
+        bic=bic,
+        shared=shared,
+        shared_aic=aic_s,
+        shared_bic=bic_s,
+        lr_stat=float(lr),
+        lr_df=g - 1,
+        lr_p_value=p,
+        verdict=verdict,
+        notes=notes,
+    )
 
 
 # -- the result -----------------------------------------------------------------------------
@@ -349,30 +425,45 @@ class RecipeComparison:
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        lines = [f"[[phifit recipes: {self.by}, baseline {self.baseline!r}, method={self.method}"
-                 f", {self.n_boot} bootstrap replicates of blocks '{self.block}']]", ""]
+        lines = [
+            f"[[phifit recipes: {self.by}, baseline {self.baseline!r}, method={self.method}"
+            f", {self.n_boot} bootstrap replicates of blocks '{self.block}']]",
+            "",
+        ]
         lines.append(f"    {'recipe':<16} {'runs':>5} {'phi':>8} {'R^2':>8}")
         for name, f in self.fits.items():
             phi = f.params.get("phi")
-            lines.append(f"    {name:<16} {f.n_runs:>5} "
-                         f"{(f'{phi:.4f}' if phi is not None else 'n/a'):>8} {f.r2:>8.5f}")
-        lines += ["", f"    Delta-phi vs baseline refit on the same budgets "
-                      f"({self.level:.0%} percentile interval, bootstrap p-value):"]
+            lines.append(
+                f"    {name:<16} {f.n_runs:>5} {(f'{phi:.4f}' if phi is not None else 'n/a'):>8} {f.r2:>8.5f}"
+            )
+        lines += [
+            "",
+            f"    Delta-phi vs baseline refit on the same budgets "
+            f"({self.level:.0%} percentile interval, bootstrap p-value):",
+        ]
         for name, d in self.delta_phi.items():
             ci = d["ci"]
-            boot = (f"[{ci[0]:+.4f}, {ci[1]:+.4f}]  p = {d['p_value']:.3g}" if ci is not None
-                    else "(no bootstrap)")
-            lines.append(f"    {name:<16} {d['estimate']:+.4f}  {boot}   (variant "
-                         f"{d['variant_phi']:.4f}, baseline {d['baseline_phi']:.4f} on "
-                         f"{len(d['budgets']) if d['budgets'] else 'all'} budgets; "
-                         f"{d['n_failed']} failed replicates)")
+            boot = (
+                f"[{ci[0]:+.4f}, {ci[1]:+.4f}]  p = {d['p_value']:.3g}"
+                if ci is not None
+                else "(no bootstrap)"
+            )
+            lines.append(
+                f"    {name:<16} {d['estimate']:+.4f}  {boot}   (variant "
+                f"{d['variant_phi']:.4f}, baseline {d['baseline_phi']:.4f} on "
+                f"{len(d['budgets']) if d['budgets'] else 'all'} budgets; "
+                f"{d['n_failed']} failed replicates)"
+            )
         if self.joint is not None:
             j = self.joint
-            lines += ["", "    Joint fit (shared E, A, alpha, B, beta; phi per recipe): "
-                      + ", ".join(f"phi[{k}] = {v:.4f}" for k, v in j.phi.items()),
-                      f"      R^2 {j.r2:.5f}, AIC {j.aic:.2f} vs {j.shared_aic:.2f} (shared phi "
-                      f"{j.shared.params.get('phi'):.4f}), BIC {j.bic:.2f} vs {j.shared_bic:.2f}",
-                      f"      {j.verdict}"]
+            lines += [
+                "",
+                "    Joint fit (shared E, A, alpha, B, beta; phi per recipe): "
+                + ", ".join(f"phi[{k}] = {v:.4f}" for k, v in j.phi.items()),
+                f"      R^2 {j.r2:.5f}, AIC {j.aic:.2f} vs {j.shared_aic:.2f} (shared phi "
+                f"{j.shared.params.get('phi'):.4f}), BIC {j.bic:.2f} vs {j.shared_bic:.2f}",
+                f"      {j.verdict}",
+            ]
         notes = list(self.notes) + ([f"joint: {n}" for n in self.joint.notes] if self.joint else [])
         lines += ["", "[[Notes]]"] + [f"    [{i}] {n}" for i, n in enumerate([LESSON] + notes, 1)]
         return "\n".join(lines)
@@ -383,35 +474,50 @@ class RecipeComparison:
     def to_dict(self) -> dict[str, Any]:
         """JSON contract: fits {recipe: fit JSON}, delta_phi {variant: {estimate, ci, p_value,
         ...}}, plus baseline_refits, joint, notes."""
-        return _plain({
-            "generator": "phifit", "kind": "recipes", "by": self.by, "baseline": self.baseline,
-            "method": self.method, "block": self.block, "n_boot": self.n_boot,
-            "seed": self.seed, "level": self.level,
-            "fits": {k: v.to_dict() for k, v in self.fits.items()},
-            "baseline_refits": {k: v.to_dict() for k, v in self.baseline_refits.items()},
-            "delta_phi": self.delta_phi,
-            "joint": self.joint.to_dict() if self.joint is not None else None,
-            "notes": [LESSON] + list(self.notes)})
+        return _plain(
+            {
+                "generator": "phifit",
+                "kind": "recipes",
+                "by": self.by,
+                "baseline": self.baseline,
+                "method": self.method,
+                "block": self.block,
+                "n_boot": self.n_boot,
+                "seed": self.seed,
+                "level": self.level,
+                "fits": {k: v.to_dict() for k, v in self.fits.items()},
+                "baseline_refits": {k: v.to_dict() for k, v in self.baseline_refits.items()},
+                "delta_phi": self.delta_phi,
+                "joint": self.joint.to_dict() if self.joint is not None else None,
+                "notes": [LESSON] + list(self.notes),
+            }
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RecipeComparison:
         notes = [n for n in data.get("notes", []) if n != LESSON]
-        return cls(by=data["by"], baseline=data["baseline"],
-                   fits={k: FitResult.from_dict(v) for k, v in data["fits"].items()},
-                   baseline_refits={k: FitResult.from_dict(v)
-                                    for k, v in data.get("baseline_refits", {}).items()},
-                   delta_phi=dict(data["delta_phi"]),
-                   joint=JointFit.from_dict(data["joint"]) if data.get("joint") else None,
-                   block=data["block"], n_boot=int(data["n_boot"]), seed=int(data["seed"]),
-                   level=float(data["level"]), method=data["method"], notes=notes)
+        return cls(
+            by=data["by"],
+            baseline=data["baseline"],
+            fits={k: FitResult.from_dict(v) for k, v in data["fits"].items()},
+            baseline_refits={k: FitResult.from_dict(v) for k, v in data.get("baseline_refits", {}).items()},
+            delta_phi=dict(data["delta_phi"]),
+            joint=JointFit.from_dict(data["joint"]) if data.get("joint") else None,
+            block=data["block"],
+            n_boot=int(data["n_boot"]),
+            seed=int(data["seed"]),
+            level=float(data["level"]),
+            method=data["method"],
+            notes=notes,
+        )
 
 
 # -- the public entry point -----------------------------------------------------------------
 
 
-def paired_block_weights(tables: Sequence[RunTable], cols: list[str], n: int,
-                         rng: np.random.Generator
-                         ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+def paired_block_weights(
+    tables: Sequence[RunTable], cols: list[str], n: int, rng: np.random.Generator
+) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
     """Bootstrap weights that resample the same blocks in every table.
 
     The blocks are the cells of ``cols`` (e.g. budget, r), pooled over the tables: G cells
@@ -451,27 +557,46 @@ def _p_value(deltas: np.ndarray) -> float:
     return float(min(1.0, 2 * min(lo, hi)))
 
 
-def _refit_many(table: RunTable, point: FitResult, weights: np.ndarray, method: str,
-                seed: np.random.Generator, n_jobs: int, progress: bool, desc: str) -> np.ndarray:
+def _refit_many(
+    table: RunTable,
+    point: FitResult,
+    weights: np.ndarray,
+    method: str,
+    seed: np.random.Generator,
+    n_jobs: int,
+    progress: bool,
+    desc: str,
+) -> np.ndarray:
     """phi per weighting of ``table`` (NaN where the refit failed or phi is unidentifiable)."""
     spec, _ = effective_spec(table, LawSpec())
     if "phi" in spec.fixed:
         raise ValueError(f"{table.source}: phi is not identifiable (no looped runs or a single r)")
     x_hat = point.theta[spec.free_mask]
     delta = DELTA if method == "huber" else math.inf
-    out = refit_weighted(table, spec, weights, x_hat, delta=delta, seed=seed, n_jobs=n_jobs,
-                         progress=progress, desc=desc)
+    out = refit_weighted(
+        table, spec, weights, x_hat, delta=delta, seed=seed, n_jobs=n_jobs, progress=progress, desc=desc
+    )
     ok = out["converged"] & np.isfinite(out["objective"]) & identifiable_rows(table, weights)
     ok &= (weights > 0).sum(axis=1) > int(spec.free_mask.sum())
     phi = spec.full_theta(out["x"])[:, 5]
     return np.where(ok, phi, np.nan)
 
 
-def compare_recipes(runs: RunTable, *, by: str = "variant", baseline: Any = None,
-                    n_boot: int = 1000, seed: int = 0, block: str | Sequence[str] | None = None,
-                    method: str = "huber", n_starts: int = 500, n_jobs: int = 2,
-                    progress: bool = False, level: float = 0.95,
-                    joint: bool = True) -> RecipeComparison:
+def compare_recipes(
+    runs: RunTable,
+    *,
+    by: str = "variant",
+    baseline: Any = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    block: str | Sequence[str] | None = None,
+    method: str = "huber",
+    n_starts: int = 500,
+    n_jobs: int = 2,
+    progress: bool = False,
+    level: float = 0.95,
+    joint: bool = True,
+) -> RecipeComparison:
     """Separate fits per recipe, Delta-phi against ``baseline`` with a paired block bootstrap,
     and the joint fit with shared E, A, alpha, B, beta (see the module docstring).
 
@@ -493,18 +618,18 @@ def compare_recipes(runs: RunTable, *, by: str = "variant", baseline: Any = None
         Also fit the joint law with one phi per recipe.
     """
     if method not in METHODS:
-        raise ValueError(f"recipes: unknown method {method!r}; expected one of "
-                         f"{', '.join(METHODS)}")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 \
-            or n_boot == 1:
+        raise ValueError(f"recipes: unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
         raise ValueError(f"n_boot must be 0 (no bootstrap) or an integer >= 2, got {n_boot!r}")
     if by not in runs.frame.columns:
-        raise ValueError(f"recipes: no column {by!r} in the run table; columns: "
-                         f"{', '.join(map(str, runs.frame.columns))}")
+        raise ValueError(
+            f"recipes: no column {by!r} in the run table; columns: {', '.join(map(str, runs.frame.columns))}"
+        )
     values = sorted(runs.frame[by].unique(), key=str)
     if len(values) < 2:
-        raise ValueError(f"recipes: column {by!r} has a single value ({values[0]!r}); "
-                         f"Delta-phi needs at least two recipes")
+        raise ValueError(
+            f"recipes: column {by!r} has a single value ({values[0]!r}); Delta-phi needs at least two recipes"
+        )
     notes: list[str] = []
     by_text = {str(v): v for v in values}
     if baseline is None:
@@ -513,15 +638,18 @@ def compare_recipes(runs: RunTable, *, by: str = "variant", baseline: Any = None
     else:
         baseline_key = str(baseline)
         if baseline_key not in by_text:
-            raise ValueError(f"recipes: baseline {baseline_key!r} is not a value of {by!r}; "
-                             f"values: {', '.join(by_text)}")
+            raise ValueError(
+                f"recipes: baseline {baseline_key!r} is not a value of {by!r}; values: {', '.join(by_text)}"
+            )
     base_value = by_text[baseline_key]
     cols = _block_columns(runs, block)
     block_label = ",".join(cols)
     paired = cols != [SINGLE_RUNS]
     if not paired:
-        notes.append("no budget column (or block='run'): the two recipes of each Delta-phi are "
-                     "resampled independently, run by run")
+        notes.append(
+            "no budget column (or block='run'): the two recipes of each Delta-phi are "
+            "resampled independently, run by run"
+        )
 
     def options() -> dict[str, Any]:
         opts: dict[str, Any] = {"seed": seed, "n_starts": n_starts}
@@ -529,23 +657,30 @@ def compare_recipes(runs: RunTable, *, by: str = "variant", baseline: Any = None
             opts["profile"] = False
         return opts
 
-    fits: dict[str, FitResult] = {baseline_key: fit_law(
-        runs.subset((runs.frame[by] == base_value).to_numpy()), method=method, **options())}
+    fits: dict[str, FitResult] = {
+        baseline_key: fit_law(
+            runs.subset((runs.frame[by] == base_value).to_numpy()), method=method, **options()
+        )
+    }
     if not fits[baseline_key].phi_identified:
-        raise ValueError(f"recipes: phi is not identifiable from the baseline {baseline_key!r} "
-                         f"(it needs looped runs and at least two values of r)")
+        raise ValueError(
+            f"recipes: phi is not identifiable from the baseline {baseline_key!r} "
+            f"(it needs looped runs and at least two values of r)"
+        )
     baseline_refits: dict[str, FitResult] = {}
     deltas: dict[str, dict[str, Any]] = {}
     seeds = np.random.SeedSequence(seed).spawn(len(values))
-    base_budgets = (set(map(str, runs.frame.loc[runs.frame[by] == base_value, "budget"]))
-                    if "budget" in runs.frame.columns else None)
+    base_budgets = (
+        set(map(str, runs.frame.loc[runs.frame[by] == base_value, "budget"]))
+        if "budget" in runs.frame.columns
+        else None
+    )
     for i, key in enumerate(by_text):
         if key == baseline_key:
             continue
         pair = _pair(runs, by, by_text[key], base_value)
         if not (pair.variant.r > 1).any():
-            raise ValueError(f"recipes: variant {key!r} has no looped runs (r > 1): phi is "
-                             f"undefined for it")
+            raise ValueError(f"recipes: variant {key!r} has no looped runs (r > 1): phi is undefined for it")
         fv = fit_law(pair.variant, method=method, **options())
         same = base_budgets is None or set(pair.budgets or []) == base_budgets
         fb = fits[baseline_key] if same else fit_law(pair.baseline, method=method, **options())
@@ -553,63 +688,100 @@ def compare_recipes(runs: RunTable, *, by: str = "variant", baseline: Any = None
         if not same:
             baseline_refits[key] = fb
         entry: dict[str, Any] = {
-            "estimate": fv.phi - fb.phi, "variant_phi": fv.phi, "baseline_phi": fb.phi,
-            "budgets": pair.budgets, "borrowed_r1": pair.borrowed_r1,
-            "n_runs_variant": len(pair.variant), "n_runs_baseline": len(pair.baseline)}
+            "estimate": fv.phi - fb.phi,
+            "variant_phi": fv.phi,
+            "baseline_phi": fb.phi,
+            "budgets": pair.budgets,
+            "borrowed_r1": pair.borrowed_r1,
+            "n_runs_variant": len(pair.variant),
+            "n_runs_baseline": len(pair.baseline),
+        }
         if pair.borrowed_r1:
-            notes.append(f"{key}: no r = 1 runs of its own; borrowed the baseline's "
-                         f"{pair.borrowed_r1} r = 1 runs on the same budgets")
+            notes.append(
+                f"{key}: no r = 1 runs of its own; borrowed the baseline's "
+                f"{pair.borrowed_r1} r = 1 runs on the same budgets"
+            )
         if pair.dropped_variant_runs:
-            notes.append(f"{key}: {pair.dropped_variant_runs} runs on budgets the baseline lacks "
-                         f"were left out of the comparison")
+            notes.append(
+                f"{key}: {pair.dropped_variant_runs} runs on budgets the baseline lacks "
+                f"were left out of the comparison"
+            )
         if n_boot:
             rng = np.random.default_rng(seeds[i])
-            (w_v, w_b), jack = paired_block_weights([pair.variant, pair.baseline], cols,
-                                                    n_boot, rng)
+            (w_v, w_b), jack = paired_block_weights([pair.variant, pair.baseline], cols, n_boot, rng)
             jw_v, jw_b = jack if jack is not None else (None, None)
-            phi_v = _refit_many(pair.variant, fv, w_v, method, rng, n_jobs, progress,
-                                f"bootstrap {key}")
-            phi_b = _refit_many(pair.baseline, fb, w_b, method, rng, n_jobs, progress,
-                                f"bootstrap {baseline_key}")
+            phi_v = _refit_many(pair.variant, fv, w_v, method, rng, n_jobs, progress, f"bootstrap {key}")
+            phi_b = _refit_many(
+                pair.baseline, fb, w_b, method, rng, n_jobs, progress, f"bootstrap {baseline_key}"
+            )
             d = phi_v - phi_b
             jack_d = None
             if jw_v is not None:
-                jack_d = (_refit_many(pair.variant, fv, jw_v, method, rng, 1, False, "")
-                          - _refit_many(pair.baseline, fb, jw_b, method, rng, 1, False, ""))
+                jack_d = _refit_many(pair.variant, fv, jw_v, method, rng, 1, False, "") - _refit_many(
+                    pair.baseline, fb, jw_b, method, rng, 1, False, ""
+                )
             pct = bootstrap_interval(d, level=level, kind="percentile", mc_seed=seed)
-            bca = (bootstrap_interval(d, level=level, kind="bca", estimate=entry["estimate"],
-                                      jackknife=jack_d, mc_seed=seed)
-                   if jack_d is not None else None)
+            bca = (
+                bootstrap_interval(
+                    d, level=level, kind="bca", estimate=entry["estimate"], jackknife=jack_d, mc_seed=seed
+                )
+                if jack_d is not None
+                else None
+            )
             n_failed = int(np.sum(~np.isfinite(d)))
-            n_blocks = (len(set(_cell_labels(pair.variant, cols)) | set(_cell_labels(pair.baseline, cols)))
-                        if paired else len(pair.variant) + len(pair.baseline))
+            n_blocks = (
+                len(set(_cell_labels(pair.variant, cols)) | set(_cell_labels(pair.baseline, cols)))
+                if paired
+                else len(pair.variant) + len(pair.baseline)
+            )
             if n_blocks < 10:
-                notes.append(f"{key}: the paired bootstrap resamples only {n_blocks} blocks "
-                             f"'{block_label}'; with this few blocks its interval is rough")
-            entry.update({"ci": pct.to_list(), "ci_bca": bca.to_list() if bca else None,
-                          "n_blocks": n_blocks,
-                          "p_value": _p_value(d), "mc_error": list(pct.mc_error),
-                          "n_boot": int(n_boot), "n_failed": n_failed,
-                          "bootstrap_sd": float(np.nanstd(d, ddof=1))})
+                notes.append(
+                    f"{key}: the paired bootstrap resamples only {n_blocks} blocks "
+                    f"'{block_label}'; with this few blocks its interval is rough"
+                )
+            entry.update(
+                {
+                    "ci": pct.to_list(),
+                    "ci_bca": bca.to_list() if bca else None,
+                    "n_blocks": n_blocks,
+                    "p_value": _p_value(d),
+                    "mc_error": list(pct.mc_error),
+                    "n_boot": int(n_boot),
+                    "n_failed": n_failed,
+                    "bootstrap_sd": float(np.nanstd(d, ddof=1)),
+                }
+            )
             if n_failed:
-                notes.append(f"{key}: {n_failed} of {n_boot} bootstrap replicates failed (either "
-                             f"refit unconverged or phi unidentifiable) and are excluded")
+                notes.append(
+                    f"{key}: {n_failed} of {n_boot} bootstrap replicates failed (either "
+                    f"refit unconverged or phi unidentifiable) and are excluded"
+                )
         else:
-            entry.update({"ci": None, "ci_bca": None, "p_value": None, "n_boot": 0,
-                          "n_failed": 0})
+            entry.update({"ci": None, "ci_bca": None, "p_value": None, "n_boot": 0, "n_failed": 0})
         deltas[key] = entry
 
     joint_fit = None
     if joint:
         joint_fit = _fit_joint(runs, by, by_text, baseline_key, method, seed, n_starts)
-    return RecipeComparison(by=by, baseline=baseline_key, fits=fits,
-                            baseline_refits=baseline_refits, delta_phi=deltas, joint=joint_fit,
-                            block=block_label, n_boot=int(n_boot), seed=int(seed), level=level,
-                            method=method, notes=notes)
+    return RecipeComparison(
+        by=by,
+        baseline=baseline_key,
+        fits=fits,
+        baseline_refits=baseline_refits,
+        delta_phi=deltas,
+        joint=joint_fit,
+        block=block_label,
+        n_boot=int(n_boot),
+        seed=int(seed),
+        level=level,
+        method=method,
+        notes=notes,
+    )
 
 
-def _fit_joint(runs: RunTable, by: str, by_text: dict[str, Any], baseline_key: str,
-               method: str, seed: int, n_starts: int) -> JointFit:
+def _fit_joint(
+    runs: RunTable, by: str, by_text: dict[str, Any], baseline_key: str, method: str, seed: int, n_starts: int
+) -> JointFit:
     """The joint table (budgets common to every recipe, borrowed r = 1 runs once) and fit."""
     frame = runs.frame
     budgets = None
@@ -633,8 +805,9 @@ def _fit_joint(runs: RunTable, by: str, by_text: dict[str, Any], baseline_key: s
             own = pd.concat([sub, base_r1], ignore_index=True)
         tables[name] = _table(own, f"{runs.source}[{by}={name}]", runs.looped)
     pooled = _table(pd.concat(parts, ignore_index=True), f"{runs.source}[joint]", runs.looped)
-    return _joint_fit(tables, pooled, np.concatenate(groups), names, method, seed, n_starts,
-                      budgets, baseline_key)
+    return _joint_fit(
+        tables, pooled, np.concatenate(groups), names, method, seed, n_starts, budgets, baseline_key
+    )
 
 
 __all__ = ["JointFit", "RecipeComparison", "compare_recipes", "LESSON"]

@@ -98,9 +98,15 @@ def interval(iv: Sequence[Any] | None, fmt=num) -> str:
     return f"[{fmt(iv[0])}, {fmt(iv[1])}]"
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, left: int = 1,
-          flags: Sequence[bool] | None = None, caption: str | None = None,
-          left_last: bool = False) -> str:
+def table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    left: int = 1,
+    flags: Sequence[bool] | None = None,
+    caption: str | None = None,
+    left_last: bool = False,
+) -> str:
     """An HTML table; the first ``left`` columns (and the last when ``left_last``) are
     left-aligned; cells are pre-escaped strings (use :func:`esc` for text)."""
     n_cols = len(header)
@@ -108,14 +114,18 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, left: int = 1
     out = ["<table>"]
     if caption:
         out.append(f"<caption>{esc(caption)}</caption>")
-    out.append("<thead><tr>" + "".join(
-        f'<th class="{"l" if i in lefts else ""}">{h}</th>' for i, h in enumerate(header))
-        + "</tr></thead><tbody>")
+    out.append(
+        "<thead><tr>"
+        + "".join(f'<th class="{"l" if i in lefts else ""}">{h}</th>' for i, h in enumerate(header))
+        + "</tr></thead><tbody>"
+    )
     for k, row in enumerate(rows):
         cls = ' class="flag"' if flags and flags[k] else ""
-        out.append(f"<tr{cls}>" + "".join(
-            f'<td class="{"l" if i in lefts else ""}">{c}</td>' for i, c in enumerate(row))
-            + "</tr>")
+        out.append(
+            f"<tr{cls}>"
+            + "".join(f'<td class="{"l" if i in lefts else ""}">{c}</td>' for i, c in enumerate(row))
+            + "</tr>"
+        )
     out.append("</tbody></table>")
     return "\n".join(out)
 
@@ -123,10 +133,11 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, left: int = 1
 def figure(png: bytes, *, alt: str, caption: str, files: dict[str, str]) -> str:
     """An embedded PNG figure with a caption linking the PNG and SVG files."""
     data = base64.b64encode(png).decode("ascii")
-    links = " · ".join(f'<a href="{esc(path)}">{esc(kind.upper())}</a>'
-                       for kind, path in files.items())
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{esc(alt)}">'
-            f"<figcaption>{caption} <span>({links})</span></figcaption></figure>")
+    links = " · ".join(f'<a href="{esc(path)}">{esc(kind.upper())}</a>' for kind, path in files.items())
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" alt="{esc(alt)}">'
+        f"<figcaption>{caption} <span>({links})</span></figcaption></figure>"
+    )
 
 
 def bullet_list(items: Sequence[str], cls: str) -> str:
@@ -142,8 +153,7 @@ def missing(text: str) -> str:
 def page(title: str, meta: str, sections: Sequence[tuple[str, str, str]]) -> str:
     """The whole page: ``sections`` are (anchor, heading, body html)."""
     nav = "".join(f'<li><a href="#{esc(a)}">{esc(h)}</a></li>' for a, h, _ in sections)
-    body = "\n".join(f'<section id="{esc(a)}"><h2>{esc(h)}</h2>\n{b}\n</section>'
-                     for a, h, b in sections)
+    body = "\n".join(f'<section id="{esc(a)}"><h2>{esc(h)}</h2>\n{b}\n</section>' for a, h, b in sections)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>

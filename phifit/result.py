@@ -136,8 +136,9 @@ class FitResult:
     def from_dict(cls, data: Mapping[str, Any]) -> FitResult:
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["params"] = {k: (None if kwargs["params"].get(k) is None else float(kwargs["params"][k]))
-                            for k in PARAM_NAMES}
+        kwargs["params"] = {
+            k: (None if kwargs["params"].get(k) is None else float(kwargs["params"][k])) for k in PARAM_NAMES
+        }
         for key in ("objective", "r2", "rmse"):
             kwargs[key] = float("nan") if kwargs.get(key) is None else float(kwargs[key])
         return cls(**kwargs)
@@ -161,12 +162,20 @@ class FitResult:
 
     def summary(self) -> str:
         """Readable multi-section text: fit statistics, parameters, notes."""
-        lines = [f"[[phifit: joint law, method={self.method}]]",
-                 "L = E + A * (N_once + r**phi * N_rec)**(-alpha) + B * D**(-beta)", ""]
+        lines = [
+            f"[[phifit: joint law, method={self.method}]]",
+            "L = E + A * (N_once + r**phi * N_rec)**(-alpha) + B * D**(-beta)",
+            "",
+        ]
         lines.append("[[Fit statistics]]")
-        stats = [("runs", f"{self.n_runs}"), ("objective", f"{self.objective:.10g}"),
-                 ("  definition", self.objective_name), ("R^2 (raw nats)", f"{self.r2:.5f}"),
-                 ("RMSE (nats)", f"{self.rmse:.5f}"), ("converged", str(self.converged))]
+        stats = [
+            ("runs", f"{self.n_runs}"),
+            ("objective", f"{self.objective:.10g}"),
+            ("  definition", self.objective_name),
+            ("R^2 (raw nats)", f"{self.r2:.5f}"),
+            ("RMSE (nats)", f"{self.rmse:.5f}"),
+            ("converged", str(self.converged)),
+        ]
         if self.residuals:
             stats.append(("max |resid| (nats)", f"{np.max(np.abs(self.residuals)):.5f}"))
         for key in ("n_starts", "n_starts_at_best"):
@@ -174,8 +183,12 @@ class FitResult:
                 stats.append((key.replace("_", " "), str(self.extras[key])))
         if self.bootstrap:
             b = self.bootstrap
-            stats.append(("bootstrap", f"{b.get('n')} resamples of blocks '{b.get('block')}', "
-                                       f"{b.get('n_failed', 0)} failed"))
+            stats.append(
+                (
+                    "bootstrap",
+                    f"{b.get('n')} resamples of blocks '{b.get('block')}', {b.get('n_failed', 0)} failed",
+                )
+            )
         width = max(len(k) for k, _ in stats)
         lines += [f"    {k:<{width}}  {v}" for k, v in stats]
         lines += ["", "[[Parameters]]"]
@@ -197,8 +210,9 @@ class FitResult:
             for ci in (self.ci, self.ci_bca):
                 if ci:
                     iv = ci.get(name)
-                    text += (f"   [{iv[0]:>10.5g}, {iv[1]:>10.5g}]" if iv and None not in iv
-                             else f"   {'':>24}")
+                    text += (
+                        f"   [{iv[0]:>10.5g}, {iv[1]:>10.5g}]" if iv and None not in iv else f"   {'':>24}"
+                    )
             if name in self.fixed:
                 text += "  (fixed)"
             if name in self.at_bounds:
@@ -214,4 +228,5 @@ class FitResult:
 
     def _repr_html_(self) -> str:
         import html
+
         return f"<pre>{html.escape(self.summary())}</pre>"

@@ -119,15 +119,16 @@ class RunTable:
 
     def subset(self, mask) -> RunTable:
         """The runs selected by a boolean mask or integer positions (order kept)."""
-        frame = self.frame.iloc[np.flatnonzero(mask) if np.asarray(mask).dtype == bool
-                                else np.asarray(mask)]
+        frame = self.frame.iloc[np.flatnonzero(mask) if np.asarray(mask).dtype == bool else np.asarray(mask)]
         return RunTable(frame.reset_index(drop=True), source=self.source, looped=self.looped)
 
     def groups(self, column: str) -> dict[object, RunTable]:
         """Split into sub-tables by the values of ``column``, in sorted order."""
         if column not in self.frame:
-            raise RunTableError(self.source, [f"no column {column!r} to group by; columns: "
-                                              f"{', '.join(map(str, self.frame.columns))}"])
+            raise RunTableError(
+                self.source,
+                [f"no column {column!r} to group by; columns: {', '.join(map(str, self.frame.columns))}"],
+            )
         keys = self.frame[column]
         return {k: self.subset((keys == k).to_numpy()) for k in sorted(keys.unique(), key=str)}
 
@@ -139,12 +140,12 @@ def parse_column_mapping(text: str | None) -> dict[str, str]:
     mapping: dict[str, str] = {}
     for item in text.split(","):
         if "=" not in item:
-            raise ValueError(f"--columns: expected CANONICAL=COLUMN pairs such as r=num_recur, "
-                             f"got {item!r}")
+            raise ValueError(f"--columns: expected CANONICAL=COLUMN pairs such as r=num_recur, got {item!r}")
         key, value = (s.strip() for s in item.split("=", 1))
         if key not in CANONICAL:
-            raise ValueError(f"--columns: unknown canonical column {key!r}; expected one of "
-                             f"{', '.join(CANONICAL)}")
+            raise ValueError(
+                f"--columns: unknown canonical column {key!r}; expected one of {', '.join(CANONICAL)}"
+            )
         if not value:
             raise ValueError(f"--columns: empty source column for {key!r}")
         mapping[key] = value
@@ -174,16 +175,18 @@ def load_runs(path: str | os.PathLike, *, columns: Mapping[str, str] | None = No
     try:
         raw = pd.read_csv(source, dtype=str, keep_default_na=False, skipinitialspace=True)
     except pd.errors.EmptyDataError:
-        raise RunTableError(source, ["file is empty; expected a CSV header with columns "
-                                     "r, n_once, n_rec, tokens, loss"]) from None
+        raise RunTableError(
+            source, ["file is empty; expected a CSV header with columns r, n_once, n_rec, tokens, loss"]
+        ) from None
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         msg = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
         raise RunTableError(source, [f"not a readable CSV file ({msg})"]) from None
     return table_from_frame(raw, source=source, columns=columns)
 
 
-def table_from_frame(raw: pd.DataFrame, *, source: str = "<table>",
-                     columns: Mapping[str, str] | None = None) -> RunTable:
+def table_from_frame(
+    raw: pd.DataFrame, *, source: str = "<table>", columns: Mapping[str, str] | None = None
+) -> RunTable:
     """Validate a frame of raw values (strings or numbers) into a :class:`RunTable`."""
     columns = dict(columns or {})
     raw = raw.copy()
@@ -196,8 +199,9 @@ def table_from_frame(raw: pd.DataFrame, *, source: str = "<table>",
         raise RunTableError(source, [f"duplicate column name(s) {', '.join(map(repr, dupes))}"])
     for canon, src in columns.items():
         if src not in raw.columns:
-            problems.append(f"mapped column {src!r} (for {canon!r}) not found; columns: "
-                            f"{', '.join(raw.columns)}")
+            problems.append(
+                f"mapped column {src!r} (for {canon!r}) not found; columns: {', '.join(raw.columns)}"
+            )
         elif canon in raw.columns and canon != src:
             problems.append(f"column {canon!r} exists and {src!r} is also mapped onto it")
     if problems:
@@ -207,10 +211,14 @@ def table_from_frame(raw: pd.DataFrame, *, source: str = "<table>",
     has_r, has_rec = "r" in raw.columns, "n_rec" in raw.columns
     missing = [c for c in REQUIRED if c not in raw.columns]
     if missing:
-        raise RunTableError(source, [
-            f"missing required column(s) {', '.join(map(repr, missing))}; found: "
-            f"{', '.join(map(repr, raw.columns)) or 'none'} (map names with --columns "
-            f"canonical=yours)"])
+        raise RunTableError(
+            source,
+            [
+                f"missing required column(s) {', '.join(map(repr, missing))}; found: "
+                f"{', '.join(map(repr, raw.columns)) or 'none'} (map names with --columns "
+                f"canonical=yours)"
+            ],
+        )
     if len(raw) == 0:
         raise RunTableError(source, ["no rows: the file has a header but no runs"])
 
@@ -224,8 +232,11 @@ def table_from_frame(raw: pd.DataFrame, *, source: str = "<table>",
             try:
                 x = float(text)
             except ValueError:
-                problems.append(f"{where(i, col)}: expected a number, got {text!r}"
-                                if text else f"{where(i, col)}: empty cell, expected a number")
+                problems.append(
+                    f"{where(i, col)}: expected a number, got {text!r}"
+                    if text
+                    else f"{where(i, col)}: empty cell, expected a number"
+                )
                 continue
             if not math.isfinite(x):
                 problems.append(f"{where(i, col)}: expected a finite number, got {text!r}")
@@ -242,8 +253,7 @@ def table_from_frame(raw: pd.DataFrame, *, source: str = "<table>",
     for col in ("n_once", "n_rec"):
         if col in values:
             for i in np.flatnonzero(values[col] < 0):
-                problems.append(f"{where(i, col)}: parameter count must be >= 0, "
-                                f"got {raw[col].iloc[i]!r}")
+                problems.append(f"{where(i, col)}: parameter count must be >= 0, got {raw[col].iloc[i]!r}")
     if has_r:
         r = values["r"]
         bad = np.isfinite(r) & ((r < 1) | (r != np.round(r)))
@@ -255,16 +265,19 @@ def table_from_frame(raw: pd.DataFrame, *, source: str = "<table>",
         values["n_rec"] = np.zeros(len(raw))
         looped = np.flatnonzero(values["r"] > 1)
         if len(looped):
-            problems.append(f"column 'n_rec' is missing but {len(looped)} row(s) have r > 1 "
-                            f"(first: row {looped[0] + 1}); a looped table needs n_rec")
+            problems.append(
+                f"column 'n_rec' is missing but {len(looped)} row(s) have r > 1 "
+                f"(first: row {looped[0] + 1}); a looped table needs n_rec"
+            )
     else:
         for i in np.flatnonzero((values["r"] > 1) & (values["n_rec"] == 0)):
-            problems.append(f"{where(i, 'n_rec')}: r = {raw['r'].iloc[i]} > 1 needs n_rec > 0 "
-                            f"(the shared block's parameters), got {raw['n_rec'].iloc[i]!r}")
+            problems.append(
+                f"{where(i, 'n_rec')}: r = {raw['r'].iloc[i]} > 1 needs n_rec > 0 "
+                f"(the shared block's parameters), got {raw['n_rec'].iloc[i]!r}"
+            )
     total = values["n_once"] + values["n_rec"]
     for i in np.flatnonzero(total == 0):
-        problems.append(f"{where(i, 'n_once')}: n_once + n_rec must be > 0 (model has no "
-                        f"parameters)")
+        problems.append(f"{where(i, 'n_once')}: n_once + n_rec must be > 0 (model has no parameters)")
 
     if "run_id" in raw.columns:
         ids = raw["run_id"].astype(str).str.strip()
@@ -273,8 +286,9 @@ def table_from_frame(raw: pd.DataFrame, *, source: str = "<table>",
         first_seen: dict[str, int] = {}
         for i, v in enumerate(ids.tolist()):
             if v and v in first_seen:
-                problems.append(f"{where(i, 'run_id')}: duplicate run_id {v!r} "
-                                f"(first at row {first_seen[v] + 1})")
+                problems.append(
+                    f"{where(i, 'run_id')}: duplicate run_id {v!r} (first at row {first_seen[v] + 1})"
+                )
             first_seen.setdefault(v, i)
     if "flops" in raw.columns:
         flops = numbers("flops")

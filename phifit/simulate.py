@@ -59,10 +59,13 @@ def paper_architecture(s: int, r: int) -> dict[str, float]:
     p_once_blocks = (layers["prelude"] + layers["coda"]) * n_b
     p_recur = layers["recur"] * n_b
     t = PAPER_SEQ_LEN
-    flops = (6 * (p_once_blocks + PAPER_VOCAB_PADDED * d) + 6 * r * (p_recur + p_inject)
-             + 12 * d * t * (layers["prelude"] + layers["coda"]) + 12 * r * layers["recur"] * d * t)
-    return {"d": d, "n_once": p_once_blocks + norms, "n_rec": p_recur + p_inject,
-            "flops_per_token": flops}
+    flops = (
+        6 * (p_once_blocks + PAPER_VOCAB_PADDED * d)
+        + 6 * r * (p_recur + p_inject)
+        + 12 * d * t * (layers["prelude"] + layers["coda"])
+        + 12 * r * layers["recur"] * d * t
+    )
+    return {"d": d, "n_once": p_once_blocks + norms, "n_rec": p_recur + p_inject, "flops_per_token": flops}
 
 
 def paper_design() -> pd.DataFrame:
@@ -74,14 +77,28 @@ def paper_design() -> pd.DataFrame:
                 arch = paper_architecture(s, r)
                 iters = round(budget / (arch["flops_per_token"] * PAPER_BATCH_TOKENS))
                 tokens = iters * PAPER_BATCH_TOKENS
-                rows.append({"run_id": f"C{budget:.2e}_r{r}_s{s}", "budget": budget, "size": s,
-                             "r": r, "n_once": arch["n_once"], "n_rec": arch["n_rec"],
-                             "tokens": tokens, "flops": arch["flops_per_token"] * tokens})
+                rows.append(
+                    {
+                        "run_id": f"C{budget:.2e}_r{r}_s{s}",
+                        "budget": budget,
+                        "size": s,
+                        "r": r,
+                        "n_once": arch["n_once"],
+                        "n_rec": arch["n_rec"],
+                        "tokens": tokens,
+                        "flops": arch["flops_per_token"] * tokens,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
-def simulate(design: pd.DataFrame | str = "paper", *, params: Mapping[str, float] | None = None,
-             noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
+def simulate(
+    design: pd.DataFrame | str = "paper",
+    *,
+    params: Mapping[str, float] | None = None,
+    noise: float = 0.0,
+    seed: int = 0,
+) -> pd.DataFrame:
     """A run table with losses from a known joint law.
 
     Parameters
@@ -97,8 +114,10 @@ def simulate(design: pd.DataFrame | str = "paper", *, params: Mapping[str, float
     """
     if isinstance(design, str):
         if design not in DESIGNS:
-            raise ValueError(f"unknown design {design!r}; expected one of {', '.join(DESIGNS)} "
-                             f"or a CSV of r, n_once, n_rec, tokens")
+            raise ValueError(
+                f"unknown design {design!r}; expected one of {', '.join(DESIGNS)} "
+                f"or a CSV of r, n_once, n_rec, tokens"
+            )
         frame = paper_design()
     else:
         frame = design.copy()

@@ -56,8 +56,9 @@ def pymc_model(table):
 def _compile(model, outs):
     """A point function of the model's value variables (z, sigma_log__, nu_log__)."""
     outs = model.replace_rvs_by_values(outs)
-    return model.compile_fn(outs, inputs=model.value_vars, point_fn=True, mode="FAST_COMPILE",
-                            on_unused_input="ignore")
+    return model.compile_fn(
+        outs, inputs=model.value_vars, point_fn=True, mode="FAST_COMPILE", on_unused_input="ignore"
+    )
 
 
 def _z_for(theta: np.ndarray, data: dict, spec: LawSpec | None = None) -> np.ndarray:
@@ -70,11 +71,13 @@ def _z_for(theta: np.ndarray, data: dict, spec: LawSpec | None = None) -> np.nda
 # -- the law, written once -------------------------------------------------------------
 def test_lse_log_loss_numpy_equals_law(table):
     rng = np.random.default_rng(3)
-    thetas = params_to_theta({"E": 1.6, "A": 30.0, "alpha": 0.2, "B": 900.0, "beta": 0.37,
-                              "phi": 0.46}) + rng.normal(0, 0.3, size=(20, 6))
+    thetas = params_to_theta(
+        {"E": 1.6, "A": 30.0, "alpha": 0.2, "B": 900.0, "beta": 0.37, "phi": 0.46}
+    ) + rng.normal(0, 0.3, size=(20, 6))
     d = table.design
-    got = B.lse_log_loss([thetas[:, i, None] for i in range(6)],
-                         (d.log_n_once, d.log_n_rec, d.log_r, d.log_tokens))
+    got = B.lse_log_loss(
+        [thetas[:, i, None] for i in range(6)], (d.log_n_once, d.log_n_rec, d.log_r, d.log_tokens)
+    )
     np.testing.assert_allclose(got, log_loss(thetas, d), rtol=0, atol=1e-12)
 
 
@@ -83,8 +86,7 @@ def test_pymc_log_loss_equals_law_at_given_theta(pymc_model, table):
     data, model = pymc_model
     fn = _compile(model, [model["log_loss_hat"]] + [model[c] for c in THETA_NAMES])
     rng = np.random.default_rng(4)
-    base = params_to_theta({"E": 1.57, "A": 28.0, "alpha": 0.2, "B": 916.0, "beta": 0.37,
-                            "phi": 0.46})
+    base = params_to_theta({"E": 1.57, "A": 28.0, "alpha": 0.2, "B": 916.0, "beta": 0.37, "phi": 0.46})
     for step in rng.normal(0, 0.05, size=(5, 6)):
         theta = base + step
         out = fn({"z": _z_for(theta, data), "sigma_log__": np.log(0.01), "nu_log__": 2.0})
@@ -104,8 +106,7 @@ def test_pymc_log_loss_with_zero_parameter_counts():
     data = B.model_data(runs, LawSpec())
     model = B.build_model(data, LawSpec())
     fn = _compile(model, [model["log_loss_hat"]])
-    theta = params_to_theta({"E": 1.6, "A": 25.0, "alpha": 0.21, "B": 800.0, "beta": 0.36,
-                             "phi": 0.7})
+    theta = params_to_theta({"E": 1.6, "A": 25.0, "alpha": 0.21, "B": 800.0, "beta": 0.36, "phi": 0.7})
     out = fn({"z": _z_for(theta, data), "sigma_log__": -4.0, "nu_log__": 2.0})
     np.testing.assert_allclose(out[0], log_loss(theta, runs.design), rtol=0, atol=1e-10)
 
@@ -131,8 +132,11 @@ def _reference_logp(theta, sigma, nu, runs, spec, data):
     return lp
 
 
-@pytest.mark.parametrize("fixed", [{}, {"phi": 0.0}, {"phi": 1.0}, {"alpha": 0.25, "E": 1.5}],
-                         ids=["free", "phi0", "phi1", "alpha-E-fixed"])
+@pytest.mark.parametrize(
+    "fixed",
+    [{}, {"phi": 0.0}, {"phi": 1.0}, {"alpha": 0.25, "E": 1.5}],
+    ids=["free", "phi0", "phi1", "alpha-E-fixed"],
+)
 def test_model_log_density_is_the_documented_posterior(table, fixed):
     """Priors on theta + Jacobian of the sampling coordinates + Student-t, to 1e-8."""
     spec = LawSpec(fixed=fixed)
@@ -144,8 +148,7 @@ def test_model_log_density_is_the_documented_posterior(table, fixed):
     for _ in range(3):
         theta = huber + np.where(spec.free_mask, rng.normal(0, 0.02, 6), 0.0)
         sigma, nu = 0.004 * math.exp(rng.normal(0, 0.3)), 5.0 + 20 * rng.random()
-        got = logp({"z": _z_for(theta, data, spec), "sigma_log__": math.log(sigma),
-                    "nu_log__": math.log(nu)})
+        got = logp({"z": _z_for(theta, data, spec), "sigma_log__": math.log(sigma), "nu_log__": math.log(nu)})
         want = _reference_logp(theta, sigma, nu, table, spec, data)
         assert got == pytest.approx(want, rel=1e-10, abs=1e-8)
 
@@ -164,26 +167,29 @@ def test_student_t_loglik_matches_the_model(pymc_model, table):
     fn = _compile(model, model.logp(vars=[model["log_loss"]], sum=False))
     theta = fit_huber(table).theta
     sigma, nu = 0.006, 7.0
-    got = fn({"z": _z_for(theta, data), "sigma_log__": math.log(sigma),
-              "nu_log__": math.log(nu)})[0]
-    mine = B.student_t_loglik(table.log_loss, log_loss(theta, table.design)[None, :],
-                              np.array([sigma]), np.array([nu]))[0]
+    got = fn({"z": _z_for(theta, data), "sigma_log__": math.log(sigma), "nu_log__": math.log(nu)})[0]
+    mine = B.student_t_loglik(
+        table.log_loss, log_loss(theta, table.design)[None, :], np.array([sigma]), np.array([nu])
+    )[0]
     np.testing.assert_allclose(got, mine, rtol=1e-12, atol=1e-10)
 
 
 def test_sampling_coordinates_round_trip():
-    theta = params_to_theta({"E": 1.6, "A": 28.0, "alpha": 0.2, "B": 900.0, "beta": 0.37,
-                             "phi": -0.4})
+    theta = params_to_theta({"E": 1.6, "A": 28.0, "alpha": 0.2, "B": 900.0, "beta": 0.37, "phi": -0.4})
     for flags in (np.array([0, 1, 0, 1, 0, 0], bool), np.zeros(6, bool)):
         v = B.theta_to_v(theta, 18.5, 22.0, flags)
         np.testing.assert_allclose(B.v_to_theta(v, 18.5, 22.0, flags), theta, atol=1e-12)
         # analytic Jacobian vs central differences
         h = 1e-6
-        num = np.stack([(B.v_to_theta(v + h * e, 18.5, 22.0, flags)
-                         - B.v_to_theta(v - h * e, 18.5, 22.0, flags)) / (2 * h)
-                        for e in np.eye(6)], axis=1)
-        np.testing.assert_allclose(B._dtheta_dv(v, 18.5, 22.0, flags), num, rtol=1e-6,
-                                   atol=1e-6)
+        num = np.stack(
+            [
+                (B.v_to_theta(v + h * e, 18.5, 22.0, flags) - B.v_to_theta(v - h * e, 18.5, 22.0, flags))
+                / (2 * h)
+                for e in np.eye(6)
+            ],
+            axis=1,
+        )
+        np.testing.assert_allclose(B._dtheta_dv(v, 18.5, 22.0, flags), num, rtol=1e-6, atol=1e-6)
 
 
 def test_log_exponents_follow_the_box():
@@ -243,8 +249,14 @@ def test_netcdf_round_trip_and_draws(table, tmp_path, default_fit):
     res = B.fit_bayes(table, save=path, seed=7, **SMALL)
     assert res.extras["netcdf"] == str(path) and path.is_file()
     idata = B.load_posterior(path)
-    assert {"posterior", "log_likelihood", "posterior_predictive", "observed_data",
-            "sample_stats", "constant_data"} <= set(idata.groups())
+    assert {
+        "posterior",
+        "log_likelihood",
+        "posterior_predictive",
+        "observed_data",
+        "sample_stats",
+        "constant_data",
+    } <= set(idata.groups())
     draws = B.posterior_draws(path)
     assert set(draws) == set(PARAM_NAMES) | {"sigma", "nu"}
     assert all(v.shape == (600,) for v in draws.values())
@@ -253,8 +265,7 @@ def test_netcdf_round_trip_and_draws(table, tmp_path, default_fit):
     theta = B.posterior_theta(path)
     mu = log_loss(theta, table.design)
     ll = B.student_t_loglik(table.log_loss, mu, draws["sigma"], draws["nu"])
-    np.testing.assert_allclose(ll, idata.log_likelihood["log_loss"].values.reshape(600, -1),
-                               rtol=1e-12)
+    np.testing.assert_allclose(ll, idata.log_likelihood["log_loss"].values.reshape(600, -1), rtol=1e-12)
     assert B.posterior_spec(path) == LawSpec()
     assert set(B.posterior_draws(default_fit)) == set(draws)
 
@@ -322,14 +333,17 @@ def test_posterior_predictive_check_flags_a_shifted_group():
     assert rows[1]["obs_mean"] == pytest.approx(y[r == 2].mean())
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"sampler": "stan"}, "unknown sampler 'stan'"),
-    ({"draws": 0}, "draws must be an integer >= 1"),
-    ({"chains": 1.5}, "chains must be an integer >= 1"),
-    ({"target_accept": 1.2}, r"target_accept must be in \(0, 1\)"),
-    ({"seed": -1}, "seed must be an integer >= 0"),
-    ({"save": "/nonexistent-dir-phifit/x.nc"}, "does not exist"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"sampler": "stan"}, "unknown sampler 'stan'"),
+        ({"draws": 0}, "draws must be an integer >= 1"),
+        ({"chains": 1.5}, "chains must be an integer >= 1"),
+        ({"target_accept": 1.2}, r"target_accept must be in \(0, 1\)"),
+        ({"seed": -1}, "seed must be an integer >= 0"),
+        ({"save": "/nonexistent-dir-phifit/x.nc"}, "does not exist"),
+    ],
+)
 def test_bad_options_raise(table, kwargs, match):
     with pytest.raises(ValueError, match=match):
         B.fit_bayes(table, **{**SMALL, **kwargs})
@@ -338,13 +352,15 @@ def test_bad_options_raise(table, kwargs, match):
 def test_fit_dispatch_through_phifit_fit(table):
     from phifit.fit import fit
 
-    res = fit(table, method="bayes", fix={"phi": 1.0}, seed=3, draws=200, tune=200, chains=2,
-              progressbar=False)
+    res = fit(
+        table, method="bayes", fix={"phi": 1.0}, seed=3, draws=200, tune=200, chains=2, progressbar=False
+    )
     assert res.method == "bayes" and res.params["phi"] == 1.0
 
 
 def test_auto_falls_back_to_pymc_which_agrees(table, default_fit, monkeypatch):
     """sampler="auto" always gives a fit: when nutpie fails, PyMC's NUTS runs instead."""
+
     def broken(*args, **kwargs):
         raise RuntimeError("simulated nutpie failure")
 
@@ -452,7 +468,9 @@ def test_hdi_coverage_of_true_phi():
         flagged += not res.converged or any("ESS" in w for w in res.warnings)
         divergent += res.extras["divergences"] > 0
     rate = covered / n_tables
-    print(f"\ncoverage of the 95% HDI: {covered}/{n_tables} = {rate:.2f}; median width "
-          f"{np.median(widths):.3f}; fits with R-hat/ESS/divergence warnings: {flagged} "
-          f"(with divergences: {divergent})")
+    print(
+        f"\ncoverage of the 95% HDI: {covered}/{n_tables} = {rate:.2f}; median width "
+        f"{np.median(widths):.3f}; fits with R-hat/ESS/divergence warnings: {flagged} "
+        f"(with divergences: {divergent})"
+    )
     assert 0.88 <= rate <= 1.0

@@ -41,6 +41,7 @@ def noisy_boot(noisy):
 
 # -- blocks and weights ---------------------------------------------------------------------
 
+
 def test_default_blocks_are_budget_r_cells(paper_clean):
     codes, label = block_codes(paper_clean, None)
     assert label == "budget,r" and codes.max() + 1 == 24
@@ -63,11 +64,14 @@ def test_blocks_without_budget_are_single_runs(paper_clean):
     assert label == "r" and codes.max() + 1 == 4
 
 
-@pytest.mark.parametrize("block, message", [
-    ("nope", "no column\\(s\\) 'nope'"),
-    ("run,r", "cannot be combined"),
-    ("", "at least one column"),
-])
+@pytest.mark.parametrize(
+    "block, message",
+    [
+        ("nope", "no column\\(s\\) 'nope'"),
+        ("run,r", "cannot be combined"),
+        ("", "at least one column"),
+    ],
+)
 def test_bad_block(paper_clean, block, message):
     with pytest.raises(ValueError, match=message):
         block_codes(paper_clean, block)
@@ -80,16 +84,15 @@ def test_weights_are_block_multiplicities(paper_clean):
     for row in w:
         per_block = np.array([row[codes == c] for c in range(24)], dtype=object)
         counts = np.array([blk[0] for blk in per_block])
-        assert all(np.all(blk == blk[0]) for blk in per_block)   # whole blocks move
-        assert counts.sum() == 24                                  # 24 draws
+        assert all(np.all(blk == blk[0]) for blk in per_block)  # whole blocks move
+        assert counts.sum() == 24  # 24 draws
 
 
 def test_weighted_replicates_equal_refits_of_the_resampled_tables(noisy):
     """A replicate is the summed objective on the concatenated resampled table: its phi
     equals a full 500-start fit of that table (the study's protocol)."""
     runs, point = noisy
-    boot = block_bootstrap(runs, n=6, seed=3, n_jobs=1, progress=False, point=point,
-                           jackknife=False)
+    boot = block_bootstrap(runs, n=6, seed=3, n_jobs=1, progress=False, point=point, jackknife=False)
     codes, _ = block_codes(runs, None)
     w = draw_weights(codes, 6, np.random.default_rng(np.random.SeedSequence(3).spawn(3)[0]))
     for i in range(6):
@@ -100,6 +103,7 @@ def test_weighted_replicates_equal_refits_of_the_resampled_tables(noisy):
 
 
 # -- acceptance 1 ---------------------------------------------------------------------------
+
 
 def test_noise_free_intervals_contain_the_truth(paper_clean):
     boot = block_bootstrap(paper_clean, n=100, seed=0, n_jobs=1, progress=False)
@@ -124,6 +128,7 @@ def test_phi_interval_shrinks_with_noise():
 
 # -- reproducibility and bookkeeping --------------------------------------------------------
 
+
 def test_seeded_and_independent_of_workers(noisy):
     runs, point = noisy
     kw = {"n": 40, "progress": False, "point": point, "jackknife": False}
@@ -144,8 +149,9 @@ def test_failed_replicates_are_counted_not_dropped(paper_clean):
     expected = ~identifiable_rows(paper_clean, w)
     assert expected.sum() > 0
     np.testing.assert_array_equal(boot.failed, expected)
-    assert boot.n_failed == expected.sum() == boot.failure_reasons[
-        "phi not identifiable in the resampled table"]
+    assert (
+        boot.n_failed == expected.sum() == boot.failure_reasons["phi not identifiable in the resampled table"]
+    )
     assert np.all(np.isnan(boot.thetas[boot.failed]))
     assert np.all(np.isfinite(boot.thetas[~boot.failed]))
     assert any("failed" in w for w in boot.warnings)
@@ -189,13 +195,16 @@ def test_result_round_trips_through_json(noisy_boot):
     assert "percentile 95%" in noisy_boot.summary()
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"n": 1}, "must be an integer >= 2"),
-    ({"n_jobs": 0}, "n_jobs must be"),
-    ({"method": "bayes"}, "unknown bootstrap method"),
-    ({"block": "size,nope"}, "no column\\(s\\) 'nope'"),
-    ({"level": 1.5}, "level must be in"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"n": 1}, "must be an integer >= 2"),
+        ({"n_jobs": 0}, "n_jobs must be"),
+        ({"method": "bayes"}, "unknown bootstrap method"),
+        ({"block": "size,nope"}, "no column\\(s\\) 'nope'"),
+        ({"level": 1.5}, "level must be in"),
+    ],
+)
 def test_bad_arguments(paper_clean, kwargs, message):
     with pytest.raises(ValueError, match=message):
         block_bootstrap(paper_clean, progress=False, **kwargs)
@@ -209,15 +218,16 @@ def test_single_block_is_refused(paper_clean):
 
 # -- intervals ------------------------------------------------------------------------------
 
+
 def test_bca_matches_scipy():
     """The BCa core reproduces scipy.stats.bootstrap given the same replicates and jackknife."""
     rng = np.random.default_rng(0)
     x = rng.gamma(2.0, size=40)
-    res = stats.bootstrap((x,), np.mean, n_resamples=2000, method="BCa",
-                          confidence_level=0.9, random_state=1)
+    res = stats.bootstrap((x,), np.mean, n_resamples=2000, method="BCa", confidence_level=0.9, random_state=1)
     jack = np.array([np.delete(x, i).mean() for i in range(len(x))])
-    ours = bootstrap_interval(res.bootstrap_distribution, level=0.9, kind="bca",
-                              estimate=x.mean(), jackknife=jack)
+    ours = bootstrap_interval(
+        res.bootstrap_distribution, level=0.9, kind="bca", estimate=x.mean(), jackknife=jack
+    )
     assert ours.lo == pytest.approx(res.confidence_interval.low, rel=1e-10)
     assert ours.hi == pytest.approx(res.confidence_interval.high, rel=1e-10)
     pct = bootstrap_interval(res.bootstrap_distribution, level=0.9)
@@ -235,8 +245,7 @@ def test_mc_error_of_a_percentile_end():
     """For B normal draws the sd of the 2.5% and 97.5% quantiles is sqrt(p(1-p)/B) / pdf(z).
     One estimate scatters by ~25% (any estimator does), so average 20 of them."""
     rng = np.random.default_rng(3)
-    errors = np.array([bootstrap_interval(rng.standard_normal(1000), mc_seed=i).mc_error
-                       for i in range(20)])
+    errors = np.array([bootstrap_interval(rng.standard_normal(1000), mc_seed=i).mc_error for i in range(20)])
     expected = np.sqrt(0.025 * 0.975 / 1000) / stats.norm.pdf(stats.norm.ppf(0.975))
     assert errors.mean(axis=0) == pytest.approx([expected, expected], rel=0.15)
 
@@ -249,13 +258,19 @@ def test_interval_of_a_derived_quantity(noisy_boot):
     assert iv.n_used == noisy_boot.n - noisy_boot.n_failed
     # BCa from a function equals BCa from arrays with the estimate and jackknife given
     bca = noisy_boot.interval(lambda p: 4.0 ** p["phi"], kind="bca")
-    manual = noisy_boot.interval(4.0 ** noisy_boot.params["phi"], kind="bca",
-                                 estimate=4.0 ** noisy_boot.estimate["phi"],
-                                 jackknife=4.0 ** noisy_boot.jackknife_params["phi"])
+    manual = noisy_boot.interval(
+        4.0 ** noisy_boot.params["phi"],
+        kind="bca",
+        estimate=4.0 ** noisy_boot.estimate["phi"],
+        jackknife=4.0 ** noisy_boot.jackknife_params["phi"],
+    )
     assert bca.to_list() == manual.to_list()
-    assert noisy_boot.interval(noisy_boot.params["phi"], kind="bca", estimate=
-                               noisy_boot.estimate["phi"], jackknife=noisy_boot.jackknife_params[
-                                   "phi"]).to_list() == pytest.approx(noisy_boot.ci_bca["phi"])
+    assert noisy_boot.interval(
+        noisy_boot.params["phi"],
+        kind="bca",
+        estimate=noisy_boot.estimate["phi"],
+        jackknife=noisy_boot.jackknife_params["phi"],
+    ).to_list() == pytest.approx(noisy_boot.ci_bca["phi"])
     with pytest.raises(ValueError, match="BCa interval needs the point estimate"):
         noisy_boot.interval(noisy_boot.params["phi"], kind="bca")
     with pytest.raises(ValueError, match="one value per replicate"):
@@ -264,10 +279,10 @@ def test_interval_of_a_derived_quantity(noisy_boot):
 
 def test_lsq_bootstrap(noisy):
     from phifit.fit.lsq import fit_lsq
+
     runs, _ = noisy
     point = fit_lsq(runs, n_starts=100)
-    boot = block_bootstrap(runs, n=60, seed=0, n_jobs=1, progress=False, method="lsq",
-                           point=point)
+    boot = block_bootstrap(runs, n=60, seed=0, n_jobs=1, progress=False, method="lsq", point=point)
     assert boot.method == "lsq" and boot.n_failed == 0
     assert boot.ci["phi"][0] < point.phi < boot.ci["phi"][1]
     with pytest.raises(ValueError, match="used method 'lsq'"):
@@ -276,12 +291,14 @@ def test_lsq_bootstrap(noisy):
 
 # -- acceptance 2: coverage (slow) ----------------------------------------------------------
 
+
 def _coverage_table(index: int, replicates: int) -> tuple[float, list[float]]:
     frame = simulate("paper", noise=0.004, seed=10_000 + index)
     runs = table_from_frame(frame)
     point = fit_huber(runs, options=HuberOptions(seed=index))
-    boot = block_bootstrap(runs, n=replicates, seed=index, n_jobs=1, progress=False,
-                           point=point, jackknife=False)
+    boot = block_bootstrap(
+        runs, n=replicates, seed=index, n_jobs=1, progress=False, point=point, jackknife=False
+    )
     return point.phi, boot.ci["phi"]
 
 
@@ -291,6 +308,7 @@ def test_percentile_interval_coverage():
     interval of phi covers the truth in 90-98% of them.  Same tables, seeds and replicates
     as ``benchmarks/bootstrap_coverage.py`` (which prints BCa, widths and more): measured 0.910."""
     from joblib import Parallel, delayed
+
     rows = Parallel(n_jobs=2)(delayed(_coverage_table)(i, 300) for i in range(200))
     truth = TRUTH["phi"]
     covered = np.mean([lo <= truth <= hi for _, (lo, hi) in rows])
@@ -301,12 +319,13 @@ def test_percentile_interval_coverage():
 
 # -- command line ---------------------------------------------------------------------------
 
+
 def test_cli_fit_bootstrap_json_contract(tmp_path, capsys):
     from phifit.cli import main
+
     runs, out = tmp_path / "runs.csv", tmp_path / "fit.json"
     assert main(["simulate", "--noise", "0.004", "--seed", "4", "--out", str(runs)]) == 0
-    assert main(["fit", str(runs), "--bootstrap", "60", "--seed", "3", "--quiet", "--json",
-                 str(out)]) == 0
+    assert main(["fit", str(runs), "--bootstrap", "60", "--seed", "3", "--quiet", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "95% CI (percentile)" in text and "block bootstrap, 60 replicates" in text
     data = json.loads(out.read_text())
@@ -316,20 +335,23 @@ def test_cli_fit_bootstrap_json_contract(tmp_path, capsys):
     lo, hi = data["ci"]["phi"]
     assert lo < data["params"]["phi"] < hi
     # same seed, same intervals
-    assert main(["fit", str(runs), "--bootstrap", "60", "--seed", "3", "--quiet", "--json",
-                 str(out)]) == 0
+    assert main(["fit", str(runs), "--bootstrap", "60", "--seed", "3", "--quiet", "--json", str(out)]) == 0
     assert json.loads(out.read_text())["ci"] == data["ci"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--bootstrap", "1"], "--bootstrap must be >= 2"),
-    (["--bootstrap", "10", "--block", "nope"], "no column(s) 'nope'"),
-    (["--block", "r"], "--block only applies with --bootstrap"),
-    (["--baseline", "x"], "--baseline needs --by"),
-    (["--bootstrap", "10", "--method", "bayes"], "work with --method huber or lsq"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--bootstrap", "1"], "--bootstrap must be >= 2"),
+        (["--bootstrap", "10", "--block", "nope"], "no column(s) 'nope'"),
+        (["--block", "r"], "--block only applies with --bootstrap"),
+        (["--baseline", "x"], "--baseline needs --by"),
+        (["--bootstrap", "10", "--method", "bayes"], "work with --method huber or lsq"),
+    ],
+)
 def test_cli_fit_bad_bootstrap_arguments(tmp_path, capsys, argv, message):
     from phifit.cli import main
+
     runs = tmp_path / "runs.csv"
     main(["simulate", "--out", str(runs)])
     capsys.readouterr()
@@ -355,11 +377,18 @@ def test_iid_bootstrap_reproduces_epochs_chinchilla_errors(shared_dir):
     the errors and 1% on the interval ends (their objective is a Huber likelihood with one
     BFGS start, ours the summed Huber with warm + spread starts; Monte-Carlo error ~1%)."""
     import pandas as pd
+
     df = pd.read_csv(shared_dir / "reference" / "epoch_chinchilla_svg_extracted_data.csv")
     df = df[df["loss"] < sorted(df["loss"])[-5]]
-    runs = table_from_frame(pd.DataFrame({
-        "n_once": df["Model Size"], "tokens": df["Training FLOP"] / (6 * df["Model Size"]),
-        "loss": df["loss"]}))
+    runs = table_from_frame(
+        pd.DataFrame(
+            {
+                "n_once": df["Model Size"],
+                "tokens": df["Training FLOP"] / (6 * df["Model Size"]),
+                "loss": df["loss"],
+            }
+        )
+    )
     boot = block_bootstrap(runs, n=4000, seed=0, n_jobs=2, progress=False, jackknife=False)
     assert boot.block == "run" and boot.n_failed == 0
     epoch_se = {"A": 124.52, "B": 1293.28, "E": 0.02566, "alpha": 0.01540, "beta": 0.02060}
@@ -393,8 +422,9 @@ def test_polish_finishes_unconverged_replicates_at_the_weighted_optimum(noisy, m
     codes, _ = block_codes(runs, None)
     weights = draw_weights(codes, 3, np.random.default_rng(11))
     delta = 1e-3 if method == "huber" else np.inf
-    problem = B._Problem(design=runs.design, y=runs.log_loss, fixed={}, bounds=dict(spec.bounds),
-                         delta=delta, max_iter=3)
+    problem = B._Problem(
+        design=runs.design, y=runs.log_loss, fixed={}, bounds=dict(spec.bounds), delta=delta, max_iter=3
+    )
     x_hat = point.theta[spec.free_mask] + 0.05
     out = B._refit_chunk(problem, weights, x_hat, np.empty((3, 0, 6)))
     assert out["polished"].all() and out["converged"].all()

@@ -48,13 +48,16 @@ def test_never_overwrites_user_files(tmp_path, capsys):
     assert main(["fit", str(runs), "--json", str(out)]) == 0  # phifit's own output: replaced
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["fit", "RUNS", "--fix", "phi"], "--fix: expected NAME=VALUE"),
-    (["fit", "RUNS", "--fix", "gamma=1"], "unknown parameter 'gamma'"),
-    (["fit", "RUNS", "--starts", "0"], "--starts must be >= 1"),
-    (["fit", "RUNS", "--columns", "r"], "--columns: expected CANONICAL=COLUMN"),
-    (["simulate", "--design", "nope", "--out", "OUT"], "nope: file not found"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["fit", "RUNS", "--fix", "phi"], "--fix: expected NAME=VALUE"),
+        (["fit", "RUNS", "--fix", "gamma=1"], "unknown parameter 'gamma'"),
+        (["fit", "RUNS", "--starts", "0"], "--starts must be >= 1"),
+        (["fit", "RUNS", "--columns", "r"], "--columns: expected CANONICAL=COLUMN"),
+        (["simulate", "--design", "nope", "--out", "OUT"], "nope: file not found"),
+    ],
+)
 def test_bad_arguments_exit_2(tmp_path, capsys, argv, message):
     runs = tmp_path / "runs.csv"
     main(["simulate", "--out", str(runs)])
@@ -78,8 +81,12 @@ def test_fit_and_compare_bayes_from_the_command_line(tmp_path, capsys):
     runs, out, post = tmp_path / "runs.csv", tmp_path / "fit.json", tmp_path / "post.nc"
     main(["simulate", "--noise", "0.005", "--seed", "3", "--out", str(runs)])
     small = ["--draws", "200", "--tune", "200", "--chains", "2", "--quiet"]
-    assert main(["fit", str(runs), "--method", "bayes", *small, "--json", str(out),
-                 "--save-posterior", str(post)]) == 0
+    assert (
+        main(
+            ["fit", str(runs), "--method", "bayes", *small, "--json", str(out), "--save-posterior", str(post)]
+        )
+        == 0
+    )
     assert "95% HDI" in capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["method"] == "bayes" and data["ci"]["phi"][0] < 0.459 < data["ci"]["phi"][1]
@@ -105,7 +112,10 @@ def test_fitting_side_never_imports_torch():
     """phifit and its CLI parser import without torch; only train/sweep load it."""
     import subprocess
     import sys
-    code = ("import sys, phifit, phifit.report, phifit.cli; phifit.cli.build_parser(); "
-            "print('torch' in sys.modules)")
+
+    code = (
+        "import sys, phifit, phifit.report, phifit.cli; phifit.cli.build_parser(); "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

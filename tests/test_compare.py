@@ -91,8 +91,7 @@ def test_json_contract_round_trips(study_like, tmp_path):
     data = json.loads(json.dumps(cmp.to_dict(), allow_nan=False))
     assert set(data["fits"]) == {"free", "phi=0", "phi=1"} and data["verdict"] == cmp.verdict
     for entry in data["fits"].values():
-        for key in ("params", "r2", "rmse", "objective", "aic", "bic", "lr_stat", "lr_p_value",
-                    "cv_rmse"):
+        for key in ("params", "r2", "rmse", "objective", "aic", "bic", "lr_stat", "lr_p_value", "cv_rmse"):
             assert key in entry
     assert data["fits"]["free"]["lr_stat"] is None
     again = Comparison.from_dict(data)
@@ -120,8 +119,9 @@ def test_without_budgets_the_test_alone_decides():
 
 def test_lsq_method_and_extra_restrictions():
     runs = paper_table(noise=0.004, seed=25)
-    cmp = compare_fits(runs, fixes=({"phi": 0.0}, {"phi": 0.5, "E": 1.6}), method="lsq",
-                       cv=False, n_starts=STARTS)
+    cmp = compare_fits(
+        runs, fixes=({"phi": 0.0}, {"phi": 0.5, "E": 1.6}), method="lsq", cv=False, n_starts=STARTS
+    )
     assert set(cmp.fits) == {"free", "phi=0", "phi=0.5,E=1.6"}
     assert cmp.stats["phi=0.5,E=1.6"].lr_df == 2
     assert all(f.method == "lsq" for f in cmp.fits.values())
@@ -129,12 +129,15 @@ def test_lsq_method_and_extra_restrictions():
     assert all(st.rss_log >= cmp.stats["free"].rss_log * (1 - 1e-9) for st in cmp.stats.values())
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"method": "bayes"}, "unknown method 'bayes'"),
-    ({"fixes": ({"gamma": 1.0},)}, "unknown parameter 'gamma'"),
-    ({"fixes": ({},)}, "non-empty mapping"),
-    ({"fixes": ()}, "at least one restriction"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"method": "bayes"}, "unknown method 'bayes'"),
+        ({"fixes": ({"gamma": 1.0},)}, "unknown parameter 'gamma'"),
+        ({"fixes": ({},)}, "non-empty mapping"),
+        ({"fixes": ()}, "at least one restriction"),
+    ],
+)
 def test_bad_arguments(paper_clean, kwargs, message):
     with pytest.raises(ValueError, match=message):
         compare_fits(paper_clean, **kwargs)
@@ -149,14 +152,14 @@ def test_phi_restrictions_need_identifiable_phi(paper_clean):
 def test_cli_compare(tmp_path, capsys):
     runs, out = tmp_path / "runs.csv", tmp_path / "cmp.json"
     assert main(["simulate", "--noise", "0.004", "--seed", "3", "--out", str(runs)]) == 0
-    assert main(["compare", str(runs), "--fix", "phi=0.5", "--starts", "50", "--no-cv",
-                 "--json", str(out)]) == 0
+    assert (
+        main(["compare", str(runs), "--fix", "phi=0.5", "--starts", "50", "--no-cv", "--json", str(out)]) == 0
+    )
     text = capsys.readouterr().out
     assert "Verdict: phi = 0, phi = 1 and phi = 0.5 are all rejected" in text or (
-        "Verdict: phi = 0 and phi = 1 are both rejected" in text
-        and "phi = 0.5 is not rejected" in text)
+        "Verdict: phi = 0 and phi = 1 are both rejected" in text and "phi = 0.5 is not rejected" in text
+    )
     data = json.loads(out.read_text())
-    assert data["generator"] == "phifit" and set(data["fits"]) == {"free", "phi=0", "phi=1",
-                                                                    "phi=0.5"}
+    assert data["generator"] == "phifit" and set(data["fits"]) == {"free", "phi=0", "phi=1", "phi=0.5"}
     assert main(["compare", str(runs), "--fix", "gamma=1"]) == 2
     assert "unknown parameter 'gamma'" in capsys.readouterr().err

@@ -39,10 +39,10 @@ def sig2(x: float) -> float:
 def test_paper_example_410m_580m_1b():
     ex = paper_example(0.459)
     blocks, inj = ex["blocks_only"], ex["with_injection"]
-    assert sig2(inj.n_unique) == 4.1e8          # "410M": 98/240 of 1B, injection counted
-    assert sig2(blocks.n_eff) == 5.8e8          # "580M": (4 + 4^phi 4)/20 of 1B
-    assert sig2(blocks.n_unrolled) == 1.0e9     # "the training cost of a 1B one"
-    assert sig2(inj.n_unrolled) == 1.0e9        # ... up to the ~3% injection overhead
+    assert sig2(inj.n_unique) == 4.1e8  # "410M": 98/240 of 1B, injection counted
+    assert sig2(blocks.n_eff) == 5.8e8  # "580M": (4 + 4^phi 4)/20 of 1B
+    assert sig2(blocks.n_unrolled) == 1.0e9  # "the training cost of a 1B one"
+    assert sig2(inj.n_unrolled) == 1.0e9  # ... up to the ~3% injection overhead
     assert blocks.n_eff == pytest.approx(1e9 * (4 + 4**0.459 * 4) / 20, rel=1e-12)
     assert inj.n_unique == pytest.approx(1e9 * 98 / 240, rel=1e-12)
     # counting the injection layer in N_rec (the study's convention) gives 0.594, not 0.578
@@ -70,12 +70,15 @@ def test_equivalence_formulae_and_intervals():
     assert m.n_eff_interval == pytest.approx(d.n_eff_interval, rel=1e-4)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"n_once": -1, "n_rec": 1, "r": 2, "phi": 0.5}, "n_once must be"),
-    ({"n_once": 0, "n_rec": 0, "r": 2, "phi": 0.5}, "n_once \\+ n_rec must be > 0"),
-    ({"n_once": 1, "n_rec": 1, "r": 2.5, "phi": 0.5}, "r must be an integer"),
-    ({"n_once": 1, "n_rec": 1, "r": 2}, "give phi= or fit="),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_once": -1, "n_rec": 1, "r": 2, "phi": 0.5}, "n_once must be"),
+        ({"n_once": 0, "n_rec": 0, "r": 2, "phi": 0.5}, "n_once \\+ n_rec must be > 0"),
+        ({"n_once": 1, "n_rec": 1, "r": 2.5, "phi": 0.5}, "r must be an integer"),
+        ({"n_once": 1, "n_rec": 1, "r": 2}, "give phi= or fit="),
+    ],
+)
 def test_equivalence_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         equivalence(**kwargs)
@@ -94,10 +97,11 @@ def test_equivalence_table_lists_looped_architectures():
 def _brute_lstar(law: JointLaw, budget: float, r: int) -> float:
     def loss(log_s):
         a = paper_architecture(math.exp(log_s), r)
-        return float(law.loss([r], [a["n_once"]], [a["n_rec"]],
-                              [budget / a["flops_per_token"]])[0])
-    return minimize_scalar(loss, bounds=(math.log(2), math.log(128)), method="bounded",
-                           options={"xatol": 1e-10}).fun
+        return float(law.loss([r], [a["n_once"]], [a["n_rec"]], [budget / a["flops_per_token"]])[0])
+
+    return minimize_scalar(
+        loss, bounds=(math.log(2), math.log(128)), method="bounded", options={"xatol": 1e-10}
+    ).fun
 
 
 def test_joint_law_frontier_reproduces_paper_notes_ranges():
@@ -124,8 +128,7 @@ def test_frontier_optimum_satisfies_the_budget():
     arch = paper_architecture(s, 4)
     assert fr.tokens_star[4][0] * arch["flops_per_token"] == pytest.approx(1e19, rel=1e-6)
     assert fr.n_unique_star[4][0] == pytest.approx(arch["n_once"] + arch["n_rec"], rel=1e-6)
-    assert fr.n_eff_star[4][0] == pytest.approx(
-        arch["n_once"] + 4**0.459 * arch["n_rec"], rel=1e-6)
+    assert fr.n_eff_star[4][0] == pytest.approx(arch["n_once"] + 4**0.459 * arch["n_rec"], rel=1e-6)
     assert 20 < s < 30  # the study's r = 4 optimum at 1e19 is near s = 24
 
 
@@ -150,8 +153,7 @@ def test_table_family_without_flops_uses_6n():
     g = fam.grid(4, 7)
     np.testing.assert_allclose(g["flops_per_token"], 6 * (g["n_once"] + 4 * g["n_rec"]), rtol=2e-3)
     assert "6 (n_once + r n_rec)" in fam.description
-    np.testing.assert_allclose(run_compute(runs), 6 * (runs.n_once + runs.r * runs.n_rec)
-                               * runs.tokens)
+    np.testing.assert_allclose(run_compute(runs), 6 * (runs.n_once + runs.r * runs.n_rec) * runs.tokens)
 
 
 def test_frontier_intervals_from_draws():
@@ -188,8 +190,16 @@ def test_parabola_minima_are_exact_on_quadratic_curves():
         for r, shift in ((1, 0.0), (2, 0.04)):
             for dx in (-0.8, -0.3, 0.2, 0.6, 0.9):
                 n = math.exp(x0 + dx)
-                rows.append({"r": r, "n_once": 0.2 * n, "n_rec": 0.8 * n, "tokens": 1e9,
-                             "budget": budget, "loss": l0 + shift + 0.05 * dx**2})
+                rows.append(
+                    {
+                        "r": r,
+                        "n_once": 0.2 * n,
+                        "n_rec": 0.8 * n,
+                        "tokens": 1e9,
+                        "budget": budget,
+                        "loss": l0 + shift + 0.05 * dx**2,
+                    }
+                )
     pm = parabola_minima(table_from_frame(pd.DataFrame(rows)))
     assert len(pm.cells) == 4 and all(c["ok"] for c in pm.cells)
     for c in pm.cells:
@@ -211,8 +221,10 @@ def test_parabola_minima_on_the_noise_free_paper_design_agree_with_the_law():
 
 
 def test_parabola_minima_refuse_concave_cells_and_need_budgets():
-    rows = [{"r": 1, "n_once": n, "n_rec": 0, "tokens": 1e9, "budget": 1, "loss": 3 - 0.01 * i**2}
-            for i, n in enumerate((1e7, 2e7, 4e7, 8e7))]
+    rows = [
+        {"r": 1, "n_once": n, "n_rec": 0, "tokens": 1e9, "budget": 1, "loss": 3 - 0.01 * i**2}
+        for i, n in enumerate((1e7, 2e7, 4e7, 8e7))
+    ]
     pm = parabola_minima(table_from_frame(pd.DataFrame(rows)))
     assert not pm.cells[0]["ok"] and "not convex" in pm.warnings[0]
     with pytest.raises(ValueError, match="need a 'budget' column"):

@@ -26,17 +26,22 @@ def test_huber_function_definition():
 def chinchilla(shared_dir):
     df = pd.read_csv(shared_dir / "reference" / "epoch_chinchilla_svg_extracted_data.csv")
     df = df[df["loss"] < sorted(df["loss"])[-5]]
-    frame = pd.DataFrame({"n_once": df["Model Size"],
-                          "tokens": df["Training FLOP"] / (6 * df["Model Size"]),
-                          "loss": df["loss"]})
+    frame = pd.DataFrame(
+        {
+            "n_once": df["Model Size"],
+            "tokens": df["Training FLOP"] / (6 * df["Model Size"]),
+            "loss": df["loss"],
+        }
+    )
     return table_from_frame(frame, source="epoch_chinchilla")
 
 
 def test_chinchilla_objective_at_published_optimum(chinchilla):
     """The objective evaluated at Epoch's reported optimum is ~1.01827e-3 (a sum, not a mean)."""
     assert len(chinchilla) == 240
-    theta = params_to_theta({"E": 1.817218, "A": 477.83, "alpha": 0.347311, "B": 2143.4,
-                             "beta": 0.367172, "phi": 0.0})
+    theta = params_to_theta(
+        {"E": 1.817218, "A": 477.83, "alpha": 0.347311, "B": 2143.4, "beta": 0.367172, "phi": 0.0}
+    )
     assert huber_objective(theta, chinchilla) == pytest.approx(1.01827e-3, rel=1e-5)
 
 
@@ -71,9 +76,13 @@ def test_default_fit_beats_or_matches_lbfgsb_multistart(paper_noisy):
     best = np.inf
     for _ in range(20):
         x0 = spec.lower + (spec.upper - spec.lower) * rng.random(6)
-        sol = minimize(lambda x: huber_objective(x, paper_noisy), x0, method="L-BFGS-B",
-                       bounds=list(zip(spec.lower, spec.upper)),
-                       options={"ftol": 1e-15, "gtol": 1e-12, "maxfun": 100000})
+        sol = minimize(
+            lambda x: huber_objective(x, paper_noisy),
+            x0,
+            method="L-BFGS-B",
+            bounds=list(zip(spec.lower, spec.upper)),
+            options={"ftol": 1e-15, "gtol": 1e-12, "maxfun": 100000},
+        )
         best = min(best, sol.fun)
     assert res.objective <= best * (1 + 1e-9)
 

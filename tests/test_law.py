@@ -85,8 +85,9 @@ def test_spec_fixed_values_and_labels():
     assert LawSpec().label() == "free"
 
 
-@pytest.mark.parametrize("fixed, match", [({"gamma": 1.0}, "unknown parameter 'gamma'"),
-                                          ({"E": -1.0}, "E must be > 0")])
+@pytest.mark.parametrize(
+    "fixed, match", [({"gamma": 1.0}, "unknown parameter 'gamma'"), ({"E": -1.0}, "E must be > 0")]
+)
 def test_spec_rejects_bad_fixed(fixed, match):
     with pytest.raises(ValueError, match=match):
         LawSpec(fixed=fixed)
@@ -99,6 +100,7 @@ def test_spec_rejects_inverted_bounds():
 
 def test_spec_pickles():
     import pickle
+
     spec = LawSpec(fixed={"phi": 0.0}, bounds={"alpha": (0.0, 1.0)})
     back = pickle.loads(pickle.dumps(spec))
     assert back == spec and back.bounds["alpha"] == (0.0, 1.0) and back.label() == "phi=0"

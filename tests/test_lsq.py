@@ -77,8 +77,7 @@ def test_profile_interval_of_phi_is_where_the_f_test_reaches_95(paper_noisy, noi
     assert (hi - lo) / 2 == pytest.approx(1.96 * se, rel=0.3)
     n, k = 116, 6
     for end in (lo, hi):
-        restricted = fit_lsq(paper_noisy, spec=LawSpec(fixed={"phi": end}), n_starts=100,
-                             profile=False)
+        restricted = fit_lsq(paper_noisy, spec=LawSpec(fixed={"phi": end}), n_starts=100, profile=False)
         ratio = restricted.objective / noisy_lsq.objective - 1.0
         assert f_dist.cdf(ratio * (n - k), 1, n - k) == pytest.approx(0.95, abs=2e-3)
 
@@ -102,6 +101,7 @@ def test_same_result_interface(noisy_lsq, tmp_path):
 
 def test_cli_prints_profile_and_correlations(tmp_path, capsys):
     from phifit.cli import main
+
     runs, out = tmp_path / "runs.csv", tmp_path / "lsq.json"
     main(["simulate", "--noise", "0.005", "--seed", "2", "--out", str(runs)])
     assert main(["fit", str(runs), "--method", "lsq", "--starts", "100", "--json", str(out)]) == 0

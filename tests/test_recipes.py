@@ -18,15 +18,19 @@ NOISE = 0.005
 BOOT = 300
 
 
-def two_recipes(phi_base: float, phi_var: float, *, seed: int = 0, variant_r1: bool = False,
-                variant_budgets: int | None = None) -> pd.DataFrame:
+def two_recipes(
+    phi_base: float,
+    phi_var: float,
+    *,
+    seed: int = 0,
+    variant_r1: bool = False,
+    variant_budgets: int | None = None,
+) -> pd.DataFrame:
     """A baseline on the paper design and a variant that reruns r > 1 (and r = 1 if asked),
     optionally only on its ``variant_budgets`` lowest budgets, as the study's probes do."""
-    base = simulate("paper", params={**REFERENCE_PARAMS, "phi": phi_base}, noise=NOISE,
-                    seed=seed)
+    base = simulate("paper", params={**REFERENCE_PARAMS, "phi": phi_base}, noise=NOISE, seed=seed)
     base["variant"] = "baseline"
-    var = simulate("paper", params={**REFERENCE_PARAMS, "phi": phi_var}, noise=NOISE,
-                   seed=seed + 1000)
+    var = simulate("paper", params={**REFERENCE_PARAMS, "phi": phi_var}, noise=NOISE, seed=seed + 1000)
     var["variant"] = "probe"
     var["run_id"] = var["run_id"] + "_probe"
     if not variant_r1:
@@ -86,10 +90,10 @@ def test_paired_weights_move_shared_cells_together():
     runs = table_from_frame(two_recipes(0.45, 0.65, seed=4))
     frame = runs.frame
     base = table_from_frame(frame[frame.variant == "baseline"])
-    probe = table_from_frame(pd.concat([frame[frame.variant == "probe"],
-                                        frame[(frame.variant == "baseline") & (frame.r == 1)]]))
-    (wv, wb), (jv, jb) = paired_block_weights([probe, base], ["budget", "r"], 200,
-                                              np.random.default_rng(0))
+    probe = table_from_frame(
+        pd.concat([frame[frame.variant == "probe"], frame[(frame.variant == "baseline") & (frame.r == 1)]])
+    )
+    (wv, wb), (jv, jb) = paired_block_weights([probe, base], ["budget", "r"], 200, np.random.default_rng(0))
     assert wv.shape == (200, len(probe)) and wb.shape == (200, len(base))
     # the same cell gets the same count in both recipes (shared r = 1 runs included)
     key_v = list(zip(probe.frame.budget, probe.frame.r))
@@ -117,6 +121,7 @@ def test_joint_fit_with_a_phi_per_recipe(different):
 
 def test_result_round_trips_through_json(different):
     from phifit.recipes import RecipeComparison
+
     data = json.loads(json.dumps(different.to_dict(), allow_nan=False))
     again = RecipeComparison.from_dict(data)
     assert again.delta_phi == data["delta_phi"]
@@ -128,8 +133,26 @@ def test_result_round_trips_through_json(different):
 def test_json_contract_via_cli(tmp_path, capsys):
     csv, out = tmp_path / "runs.csv", tmp_path / "recipes.json"
     two_recipes(0.45, 0.65, seed=5).to_csv(csv, index=False)
-    assert main(["fit", str(csv), "--by", "variant", "--baseline", "baseline", "--bootstrap",
-                 "40", "--starts", "100", "--quiet", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                str(csv),
+                "--by",
+                "variant",
+                "--baseline",
+                "baseline",
+                "--bootstrap",
+                "40",
+                "--starts",
+                "100",
+                "--quiet",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "Delta-phi" in capsys.readouterr().out
     data = json.loads(out.read_text())
     assert set(data["fits"]) == {"baseline", "probe"}
@@ -141,12 +164,15 @@ def test_json_contract_via_cli(tmp_path, capsys):
     assert "baseline 'nope' is not a value of 'variant'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"by": "nope"}, "no column 'nope'"),
-    ({"baseline": "x"}, "baseline 'x' is not a value"),
-    ({"n_boot": 1}, "n_boot must be 0"),
-    ({"method": "bayes"}, "unknown method 'bayes'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"by": "nope"}, "no column 'nope'"),
+        ({"baseline": "x"}, "baseline 'x' is not a value"),
+        ({"n_boot": 1}, "n_boot must be 0"),
+        ({"method": "bayes"}, "unknown method 'bayes'"),
+    ],
+)
 def test_bad_arguments(kwargs, message):
     runs = table_from_frame(two_recipes(0.45, 0.65, seed=6))
     with pytest.raises(ValueError, match=message):
@@ -200,8 +226,11 @@ def test_select_recipe_errors_and_single_recipe_tables():
 
     frame = two_recipes(0.45, 0.65, seed=3)
     renamed = table_from_frame(frame.replace({"variant": {"baseline": "full"}}), source="m.csv")
-    with pytest.raises(ValueError, match=r"m.csv: column 'variant' holds several recipes \(full \d+, probe "
-                                         r"\d+ runs\) and none is named 'baseline'; pick one with --variant"):
+    with pytest.raises(
+        ValueError,
+        match=r"m.csv: column 'variant' holds several recipes \(full \d+, probe "
+        r"\d+ runs\) and none is named 'baseline'; pick one with --variant",
+    ):
         select_recipe(renamed)
     with pytest.raises(ValueError, match="none is 'nope'"):
         select_recipe(renamed, "nope")
@@ -209,7 +238,9 @@ def test_select_recipe_errors_and_single_recipe_tables():
     sel = select_recipe(single)
     assert sel.runs is single and sel.note is None and sel.recipe is None
     assert select_recipe(single, "baseline").runs is single
-    with pytest.raises(ValueError, match="one.csv: recipe 'probe' asked for, but column 'variant' holds only"):
+    with pytest.raises(
+        ValueError, match="one.csv: recipe 'probe' asked for, but column 'variant' holds only"
+    ):
         select_recipe(single, "probe")
 
 
@@ -225,17 +256,48 @@ def test_cli_fit_and_compare_analyse_one_recipe(tmp_path, capsys):
     assert data["n_runs"] == int((frame.variant == "baseline").sum())
     assert data["source"].endswith("[variant=baseline]")
     assert data["params"]["phi"] == pytest.approx(0.45, abs=0.06)
-    assert main(["fit", str(csv), "--variant", "probe", "--starts", "100", "--quiet", "--json", str(out),
-                 "--force"]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                str(csv),
+                "--variant",
+                "probe",
+                "--starts",
+                "100",
+                "--quiet",
+                "--json",
+                str(out),
+                "--force",
+            ]
+        )
+        == 0
+    )
     assert json.loads(out.read_text())["params"]["phi"] == pytest.approx(0.65, abs=0.06)
     assert main(["fit", str(csv), "--by", "variant", "--variant", "probe"]) == 2
     assert "--variant picks one recipe" in capsys.readouterr().err
     cmp_out = tmp_path / "cmp.json"
-    assert main(["compare", str(csv), "--variant", "probe", "--starts", "100", "--no-cv", "--quiet",
-                 "--json", str(cmp_out)]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(csv),
+                "--variant",
+                "probe",
+                "--starts",
+                "100",
+                "--no-cv",
+                "--quiet",
+                "--json",
+                str(cmp_out),
+            ]
+        )
+        == 0
+    )
     fits = json.loads(cmp_out.read_text())["fits"]
     assert fits["free"]["n_runs"] == len(frame[frame.variant == "probe"]) + int(
-        ((frame.variant == "baseline") & (frame.r == 1)).sum())
+        ((frame.variant == "baseline") & (frame.r == 1)).sum()
+    )
 
 
 def test_few_blocks_make_the_delta_phi_interval_rough():
@@ -244,6 +306,7 @@ def test_few_blocks_make_the_delta_phi_interval_rough():
     rc = compare_recipes(runs, n_boot=20, seed=0, n_jobs=1, n_starts=100)
     assert rc.delta_phi["probe"]["n_blocks"] == 8
     assert any("resamples only 8 blocks 'budget,r'" in n for n in rc.notes)
-    full = compare_recipes(table_from_frame(two_recipes(0.45, 0.65, seed=6)), n_boot=20, seed=0,
-                           n_jobs=1, n_starts=100)
+    full = compare_recipes(
+        table_from_frame(two_recipes(0.45, 0.65, seed=6)), n_boot=20, seed=0, n_jobs=1, n_starts=100
+    )
     assert full.delta_phi["probe"]["n_blocks"] == 24 and not any("only" in n for n in full.notes)

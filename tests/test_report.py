@@ -19,8 +19,18 @@ from phifit.report import ReportOptions, build_report, check_report_dir
 from phifit.runs import table_from_frame
 from phifit.simulate import simulate
 
-SECTIONS = ("data", "law", "isoflop", "frontier", "bootstrap", "comparison", "residuals",
-            "influence", "equivalence", "files")
+SECTIONS = (
+    "data",
+    "law",
+    "isoflop",
+    "frontier",
+    "bootstrap",
+    "comparison",
+    "residuals",
+    "influence",
+    "equivalence",
+    "files",
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +46,7 @@ def test_every_file_is_written(report):
     assert (out / "index.html").is_file() and (out / "results.json").is_file()
     names = set(files.figures)
     # comparison needs phifit.compare; all the others come from this package's own modules
-    assert {"isoflop", "frontier", "bootstrap_phi", "residuals", "influence",
-            "phi_profile"} <= names
+    assert {"isoflop", "frontier", "bootstrap_phi", "residuals", "influence", "phi_profile"} <= names
     for name in names:
         for ext in ("png", "svg"):
             path = out / "figures" / f"{name}.{ext}"
@@ -127,8 +136,23 @@ def test_cli_equiv_reproduces_the_study_example(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "578M" in text and "400M" in text and "1B" in text
     out = tmp_path / "eq.json"
-    assert main(["equiv", "--reference", "--r", "4", "--n-once", "200e6", "--n-rec", "208.333M",
-                 "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "equiv",
+                "--reference",
+                "--r",
+                "4",
+                "--n-once",
+                "200e6",
+                "--n-rec",
+                "208.333M",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     assert data["generator"] == "phifit"
     assert float(f"{data['n_unique']:.2g}") == 4.1e8
@@ -150,12 +174,29 @@ def test_cli_equiv_from_a_fit_json_and_from_runs(tmp_path, capsys):
     fit_json = tmp_path / "fit.json"
     assert main(["fit", str(csv), "--json", str(fit_json)]) == 0
     capsys.readouterr()
-    assert main(["equiv", "--fit", str(fit_json), "--r", "8", "--n-once", "50M",
-                 "--n-rec", "20M"]) == 0
+    assert main(["equiv", "--fit", str(fit_json), "--r", "8", "--n-once", "50M", "--n-rec", "20M"]) == 0
     assert "no bootstrap interval saved" in capsys.readouterr().out
     out = tmp_path / "eq.json"
-    assert main(["equiv", "--runs", str(csv), "--bootstrap", "40", "--r", "8", "--n-once", "50M",
-                 "--n-rec", "20M", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "equiv",
+                "--runs",
+                str(csv),
+                "--bootstrap",
+                "40",
+                "--r",
+                "8",
+                "--n-once",
+                "50M",
+                "--n-rec",
+                "20M",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     assert data["n_draws"] == 40 and data["n_eff_interval"][0] < data["n_eff"]
 
@@ -169,6 +210,7 @@ def test_variant_table_gets_the_recipes_section_or_says_why(tmp_path):
     other["variant"] = "hc"
     other["run_id"] = other["run_id"] + "_hc"
     import pandas as pd
+
     runs = table_from_frame(pd.concat([base, other], ignore_index=True))
     files = build_report(runs, tmp_path / "rep", options=ReportOptions(n_boot=20, n_starts=50))
     data = json.loads((tmp_path / "rep" / "results.json").read_text())
@@ -209,10 +251,21 @@ window.addEventListener('load', function () {
 
 def _browser(exe: str, page: Path, *extra: str) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory() as profile:
-        cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-               "--no-first-run", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", f"--user-data-dir={profile}", "--hide-scrollbars", *extra,
-               page.resolve().as_uri()]
+        cmd = [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--hide-scrollbars",
+            *extra,
+            page.resolve().as_uri(),
+        ]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
@@ -228,15 +281,19 @@ def _image_check(exe: str, html: str, folder: Path) -> dict:
 def test_report_renders_in_a_real_browser(report, tmp_path):
     exe = _chromium()
     if exe is None:
-        pytest.skip("no Chromium on this machine (CI installs Debian's 'chromium'; "
-                    "apt-get install -y chromium)")
+        pytest.skip(
+            "no Chromium on this machine (CI installs Debian's 'chromium'; apt-get install -y chromium)"
+        )
     from PIL import Image
 
     out, files = report
     html = (out / "index.html").read_text()
     # every <img> decodes: the check itself flags a broken image (negative control)
-    broken = _image_check(exe, '<html><body><img src="data:image/png;base64,AAAA">'
-                          '<img src="missing.png"></body></html>', tmp_path)
+    broken = _image_check(
+        exe,
+        '<html><body><img src="data:image/png;base64,AAAA"><img src="missing.png"></body></html>',
+        tmp_path,
+    )
     assert broken == {"total": 2, "broken": 2, "widths": [0, 0]}
     ok = _image_check(exe, html, out)
     assert ok["total"] == len(files.figures) and ok["broken"] == 0
@@ -262,8 +319,7 @@ def test_bayes_section_with_posterior_file(tmp_path):
     """--bayes adds the posterior figure, table and the netCDF posterior (compiles PyMC)."""
     pytest.importorskip("phifit.fit.bayes")
     runs = paper_table(noise=0.004, seed=1)
-    files = build_report(runs, tmp_path / "rep",
-                         options=ReportOptions(n_boot=20, n_starts=100, bayes=True))
+    files = build_report(runs, tmp_path / "rep", options=ReportOptions(n_boot=20, n_starts=100, bayes=True))
     data = json.loads((tmp_path / "rep" / "results.json").read_text())
     assert "posterior" in files.figures and "posterior.nc" in files.files
     assert (tmp_path / "rep" / "posterior.nc").stat().st_size > 10_000
@@ -277,8 +333,9 @@ def test_tables_without_phi_or_budgets_get_a_report_that_says_what_is_missing(tm
     frame = simulate("paper", noise=0.004, seed=5)
     plain = frame[frame["r"] == 1].drop(columns=["r", "n_rec", "budget"])  # non-looped
     plain["n_once"] = frame.loc[frame["r"] == 1, "n_rec"] + frame.loc[frame["r"] == 1, "n_once"]
-    files = build_report(table_from_frame(plain), tmp_path / "plain",
-                         options=ReportOptions(n_boot=0, n_starts=100))
+    files = build_report(
+        table_from_frame(plain), tmp_path / "plain", options=ReportOptions(n_boot=0, n_starts=100)
+    )
     data = json.loads((tmp_path / "plain" / "results.json").read_text())
     html = (tmp_path / "plain" / "index.html").read_text()
     assert data["fit"]["params"]["phi"] is None
@@ -287,8 +344,9 @@ def test_tables_without_phi_or_budgets_get_a_report_that_says_what_is_missing(tm
     assert "No isoFLOP curves" in html and "No equivalence table" in html
     labelled = frame.copy()
     labelled["budget"] = labelled["budget"].map(lambda c: f"C{c:.0e}")  # labels, not FLOPs
-    files = build_report(table_from_frame(labelled), tmp_path / "labels",
-                         options=ReportOptions(n_boot=0, n_starts=100))
+    files = build_report(
+        table_from_frame(labelled), tmp_path / "labels", options=ReportOptions(n_boot=0, n_starts=100)
+    )
     data = json.loads((tmp_path / "labels" / "results.json").read_text())
     assert len(data["derived"]["frontier"]["budgets"]) == 6  # spread over the runs' compute
     assert data["derived"]["parabola_minima"]["cells"] and "frontier" in files.figures
@@ -297,6 +355,7 @@ def test_tables_without_phi_or_budgets_get_a_report_that_says_what_is_missing(tm
 def test_report_creates_missing_parent_folders(tmp_path):
     """`phifit report RUNS.csv --out reports/name` works where reports/ does not exist yet."""
     from phifit.cli import main
+
     runs = tmp_path / "runs.csv"
     main(["simulate", "--noise", "0.005", "--out", str(runs)])
     out = tmp_path / "reports" / "sim"

@@ -51,18 +51,36 @@ BAD_CASES = {
     "missing column": ("r,n_once,n_rec,tokens\n1,1,1,1\n", r"missing required column\(s\) 'loss'"),
     "empty file": ("", "file is empty"),
     "no rows": ("r,n_once,n_rec,tokens,loss\n", "no rows"),
-    "non-numeric": (GOOD + "c,2,100,abc,1e9,3\n", r"row 3 \(line 4\), column 'n_rec': expected a number, got 'abc'"),
+    "non-numeric": (
+        GOOD + "c,2,100,abc,1e9,3\n",
+        r"row 3 \(line 4\), column 'n_rec': expected a number, got 'abc'",
+    ),
     "empty cell": (GOOD + "c,2,100,,1e9,3\n", r"row 3 \(line 4\), column 'n_rec': empty cell"),
-    "nan": (GOOD + "c,2,100,200,1e9,nan\n", r"row 3 \(line 4\), column 'loss': expected a finite number, got 'nan'"),
-    "inf": (GOOD + "c,2,100,200,inf,3\n", r"row 3 \(line 4\), column 'tokens': expected a finite number, got 'inf'"),
-    "zero loss": (GOOD + "c,2,100,200,1e9,0\n", r"row 3 \(line 4\), column 'loss': loss \(nats\) must be > 0"),
+    "nan": (
+        GOOD + "c,2,100,200,1e9,nan\n",
+        r"row 3 \(line 4\), column 'loss': expected a finite number, got 'nan'",
+    ),
+    "inf": (
+        GOOD + "c,2,100,200,inf,3\n",
+        r"row 3 \(line 4\), column 'tokens': expected a finite number, got 'inf'",
+    ),
+    "zero loss": (
+        GOOD + "c,2,100,200,1e9,0\n",
+        r"row 3 \(line 4\), column 'loss': loss \(nats\) must be > 0",
+    ),
     "negative tokens": (GOOD + "c,2,100,200,-5,3\n", r"column 'tokens': tokens must be > 0"),
     "negative params": (GOOD + "c,2,-100,200,1e9,3\n", r"column 'n_once': parameter count must be >= 0"),
     "no params": (GOOD + "c,1,0,0,1e9,3\n", r"n_once \+ n_rec must be > 0"),
     "fractional r": (GOOD + "c,2.5,100,200,1e9,3\n", r"column 'r': expected an integer >= 1, got '2.5'"),
     "zero r": (GOOD + "c,0,100,200,1e9,3\n", r"column 'r': expected an integer >= 1, got '0'"),
-    "duplicate run_id": (GOOD + "a,4,100,200,1e9,3\n", r"row 3 \(line 4\), column 'run_id': duplicate run_id 'a' \(first at row 1\)"),
-    "looped without n_rec": (GOOD.replace("b,2", "b,8") + "c,8,100,0,1e9,3\n", r"column 'n_rec': r = 8 > 1 needs n_rec > 0"),
+    "duplicate run_id": (
+        GOOD + "a,4,100,200,1e9,3\n",
+        r"row 3 \(line 4\), column 'run_id': duplicate run_id 'a' \(first at row 1\)",
+    ),
+    "looped without n_rec": (
+        GOOD.replace("b,2", "b,8") + "c,8,100,0,1e9,3\n",
+        r"column 'n_rec': r = 8 > 1 needs n_rec > 0",
+    ),
     "r>1 and no n_rec column": ("r,n_once,tokens,loss\n2,100,1e9,3\n", "column 'n_rec' is missing but 1 row"),
     "not csv": ('r,n_once\n"unterminated\n', None),
 }
@@ -111,8 +129,10 @@ CELL = st.one_of(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=st.lists(st.lists(CELL, min_size=5, max_size=5), min_size=0, max_size=6),
-       header=st.permutations(["r", "n_once", "n_rec", "tokens", "loss"]))
+@given(
+    rows=st.lists(st.lists(CELL, min_size=5, max_size=5), min_size=0, max_size=6),
+    header=st.permutations(["r", "n_once", "n_rec", "tokens", "loss"]),
+)
 def test_loader_fuzz_never_crashes_or_drops_rows(tmp_path, rows, header):
     """Any table either loads whole and valid, or raises RunTableError naming the file."""
     path = tmp_path / "fuzz.csv"

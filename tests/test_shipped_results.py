@@ -68,8 +68,15 @@ def test_the_shipped_point_estimates_are_what_the_code_computes(shipped):
     fit = fit_huber(runs, options=HuberOptions(n_starts=opts["n_starts"], seed=opts["seed"]))
     assert fit.phi == pytest.approx(shipped["fit"]["params"]["phi"], abs=1e-6)
     if shipped.get("recipes"):
-        rc = compare_recipes(table, baseline=opts["baseline"], n_boot=0, seed=opts["seed"],
-                             n_starts=opts["n_starts"], n_jobs=1, progress=False)
+        rc = compare_recipes(
+            table,
+            baseline=opts["baseline"],
+            n_boot=0,
+            seed=opts["seed"],
+            n_starts=opts["n_starts"],
+            n_jobs=1,
+            progress=False,
+        )
         for variant, saved in shipped["recipes"]["delta_phi"].items():
             assert rc.delta_phi[variant]["estimate"] == pytest.approx(saved["estimate"], abs=1e-6)
 
@@ -86,16 +93,23 @@ def test_a_refit_reproduces_the_shipped_report(shipped):
     for name, value in saved["params"].items():
         assert fit.params[name] == pytest.approx(value, rel=1e-6), name
     assert fit.r2 == pytest.approx(saved["r2"], abs=1e-6)
-    boot = block_bootstrap(runs, n=opts["n_boot"], seed=opts["seed"], n_jobs=opts["n_jobs"], point=fit,
-                           progress=False)
+    boot = block_bootstrap(
+        runs, n=opts["n_boot"], seed=opts["seed"], n_jobs=opts["n_jobs"], point=fit, progress=False
+    )
     refit = boot.attach(fit)
     np.testing.assert_allclose(refit.ci["phi"], saved["ci"]["phi"], rtol=0, atol=1e-6)
     assert boot.n_failed == shipped["bootstrap"]["n_failed"]
     from phifit.recipes import compare_recipes
 
-    rc = compare_recipes(load_runs(TABLE), baseline=opts["baseline"], n_boot=opts["n_boot"],
-                         seed=opts["seed"], n_starts=opts["n_starts"], n_jobs=opts["n_jobs"],
-                         progress=False)
+    rc = compare_recipes(
+        load_runs(TABLE),
+        baseline=opts["baseline"],
+        n_boot=opts["n_boot"],
+        seed=opts["seed"],
+        n_starts=opts["n_starts"],
+        n_jobs=opts["n_jobs"],
+        progress=False,
+    )
     for variant, saved in shipped["recipes"]["delta_phi"].items():
         np.testing.assert_allclose(rc.delta_phi[variant]["ci"], saved["ci"], rtol=0, atol=1e-6)
         assert rc.delta_phi[variant]["p_value"] == pytest.approx(saved["p_value"], abs=1e-12)

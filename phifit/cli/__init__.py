@@ -22,7 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="phifit",
         description="How much is one recurrence worth? Fit L = E + A (N_once + r^phi N_rec)^-alpha"
-                    " + B D^-beta to run tables of looped language models.")
+        " + B D^-beta to run tables of looped language models.",
+    )
     parser.add_argument("--version", action="version", version=f"phifit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -44,8 +45,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, FileExistsError, IsADirectoryError,
-            NotADirectoryError, PermissionError) as err:
+    except (
+        ValueError,
+        FileNotFoundError,
+        FileExistsError,
+        IsADirectoryError,
+        NotADirectoryError,
+        PermissionError,
+    ) as err:
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         print(f"phifit {args.command}: error: {message}", file=sys.stderr)
         return 2

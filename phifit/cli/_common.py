@@ -13,8 +13,12 @@ from ..runs import RunTable, load_runs, parse_column_mapping
 def add_runs_argument(parser: argparse.ArgumentParser) -> None:
     """The RUNS.csv positional argument and the --columns mapping."""
     parser.add_argument("runs", metavar="RUNS.csv", help="run table, one row per finished run")
-    parser.add_argument("--columns", metavar="MAP", default=None,
-                        help="map canonical names onto your columns, e.g. r=num_recur,loss=val_loss")
+    parser.add_argument(
+        "--columns",
+        metavar="MAP",
+        default=None,
+        help="map canonical names onto your columns, e.g. r=num_recur,loss=val_loss",
+    )
 
 
 def load_runs_from_args(args: argparse.Namespace) -> RunTable:
@@ -23,10 +27,14 @@ def load_runs_from_args(args: argparse.Namespace) -> RunTable:
 
 def add_recipe_argument(parser: argparse.ArgumentParser) -> None:
     """--variant NAME: which recipe of a table with several ('variant' column) to analyse."""
-    parser.add_argument("--variant", metavar="NAME", default=None,
-                        help="when the table's 'variant' column holds several recipes: the one to "
-                             "analyse (default 'baseline'); a loop-only recipe without r = 1 runs "
-                             "borrows the baseline's")
+    parser.add_argument(
+        "--variant",
+        metavar="NAME",
+        default=None,
+        help="when the table's 'variant' column holds several recipes: the one to "
+        "analyse (default 'baseline'); a loop-only recipe without r = 1 runs "
+        "borrows the baseline's",
+    )
 
 
 def load_recipe_runs(args: argparse.Namespace) -> RunTable:
@@ -68,8 +76,10 @@ def check_output_file(path: str, force: bool) -> None:
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path}: is a directory; expected a file path")
     if os.path.exists(path) and not force and not is_phifit_output(path):
-        raise FileExistsError(f"{path}: exists and was not written by phifit; "
-                              f"choose another path or pass --force to overwrite it")
+        raise FileExistsError(
+            f"{path}: exists and was not written by phifit; "
+            f"choose another path or pass --force to overwrite it"
+        )
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise NotADirectoryError(f"{path}: directory {parent} does not exist")
@@ -92,10 +102,19 @@ def add_bayes_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--draws", type=int, default=1000, help="posterior draws per chain (default 1000)")
     group.add_argument("--tune", type=int, default=1000, help="tuning steps per chain (default 1000)")
     group.add_argument("--chains", type=int, default=4, help="chains (default 4)")
-    group.add_argument("--sampler", choices=BAYES_SAMPLERS, default="auto",
-                       help="NUTS implementation: nutpie when installed (auto), or PyMC's own")
-    group.add_argument("--target-accept", type=float, default=0.9, dest="target_accept",
-                       help="NUTS target acceptance rate (default 0.9)")
+    group.add_argument(
+        "--sampler",
+        choices=BAYES_SAMPLERS,
+        default="auto",
+        help="NUTS implementation: nutpie when installed (auto), or PyMC's own",
+    )
+    group.add_argument(
+        "--target-accept",
+        type=float,
+        default=0.9,
+        dest="target_accept",
+        help="NUTS target acceptance rate (default 0.9)",
+    )
 
 
 def bayes_options(args: argparse.Namespace) -> dict:
@@ -105,18 +124,27 @@ def bayes_options(args: argparse.Namespace) -> dict:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
     if not 0 < args.target_accept < 1:
         raise ValueError(f"--target-accept must be in (0, 1), got {args.target_accept}")
-    return {"draws": args.draws, "tune": args.tune, "chains": args.chains, "sampler": args.sampler,
-            "target_accept": args.target_accept, "seed": args.seed,
-            "progressbar": not getattr(args, "quiet", False)}
+    return {
+        "draws": args.draws,
+        "tune": args.tune,
+        "chains": args.chains,
+        "sampler": args.sampler,
+        "target_accept": args.target_accept,
+        "seed": args.seed,
+        "progressbar": not getattr(args, "quiet", False),
+    }
 
 
 def check_posterior_output(path: str, force: bool) -> None:
     """Refuse to overwrite a file that is not a posterior phifit saved, unless --force."""
     if os.path.exists(path) and not force:
         from ..fit.bayes import load_posterior
+
         try:
             load_posterior(path)
         except (ValueError, OSError):
-            raise FileExistsError(f"{path}: exists and is not a posterior phifit saved; choose "
-                                  f"another path or pass --force to overwrite it") from None
+            raise FileExistsError(
+                f"{path}: exists and is not a posterior phifit saved; choose "
+                f"another path or pass --force to overwrite it"
+            ) from None
     check_output_file(path, force=True)

@@ -27,21 +27,34 @@ DEFAULT_FIXES = ({"phi": 0.0}, {"phi": 1.0})
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="phi free vs phi = 0 and phi = 1: tests, AIC/BIC, "
-                                       "out-of-sample error, verdict",
-                       description="Fit phi free, phi = 0, phi = 1 (and each --fix) and compare.")
+    p = sub.add_parser(
+        "compare",
+        help="phi free vs phi = 0 and phi = 1: tests, AIC/BIC, out-of-sample error, verdict",
+        description="Fit phi free, phi = 0, phi = 1 (and each --fix) and compare.",
+    )
     add_runs_argument(p)
     add_recipe_argument(p)
-    p.add_argument("--fix", action="append", metavar="NAME=VALUE[,NAME=VALUE]",
-                   help="an extra restricted fit, e.g. --fix phi=0.5 (repeatable; each occurrence "
-                        "is one restriction; phi = 0 and phi = 1 are always included)")
-    p.add_argument("--method", choices=("huber", "lsq", "bayes"), default="huber",
-                   help="huber (the study's objective), lsq (least squares on log-loss) or bayes "
-                        "(PSIS-LOO between posteriors)")
+    p.add_argument(
+        "--fix",
+        action="append",
+        metavar="NAME=VALUE[,NAME=VALUE]",
+        help="an extra restricted fit, e.g. --fix phi=0.5 (repeatable; each occurrence "
+        "is one restriction; phi = 0 and phi = 1 are always included)",
+    )
+    p.add_argument(
+        "--method",
+        choices=("huber", "lsq", "bayes"),
+        default="huber",
+        help="huber (the study's objective), lsq (least squares on log-loss) or bayes "
+        "(PSIS-LOO between posteriors)",
+    )
     p.add_argument("--starts", type=int, default=500, help="random starts per fit (default 500)")
     p.add_argument("--seed", type=int, default=0, help="seed of the starts (default 0)")
-    p.add_argument("--no-cv", action="store_true",
-                   help="skip the out-of-sample errors (leave-one-budget-out, extrapolation)")
+    p.add_argument(
+        "--no-cv",
+        action="store_true",
+        help="skip the out-of-sample errors (leave-one-budget-out, extrapolation)",
+    )
     p.add_argument("--json", metavar="OUT", help="write the comparison as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -60,10 +73,12 @@ def run(args: argparse.Namespace) -> int:
     runs = load_recipe_runs(args)
     if args.method == "bayes":
         from ..bayes_compare import compare_loo
+
         comparison = compare_loo(runs, fixes=fixes, **bayes_options(args))
     else:
-        comparison = compare_fits(runs, fixes=fixes, method=args.method, seed=args.seed,
-                                  cv=not args.no_cv, n_starts=args.starts)
+        comparison = compare_fits(
+            runs, fixes=fixes, method=args.method, seed=args.seed, cv=not args.no_cv, n_starts=args.starts
+        )
     print(comparison.summary())
     if args.json:
         write_json(args.json, json.dumps(comparison.to_dict(), indent=2, allow_nan=False))

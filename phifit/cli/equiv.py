@@ -42,8 +42,7 @@ def parse_count(text: str) -> float:
     try:
         value = float(t) * scale
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a count such as 4.1e8 or 410M, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a count such as 4.1e8 or 410M, got {text!r}") from None
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"expected a count >= 0, got {text!r}")
     return value
@@ -51,24 +50,43 @@ def parse_count(text: str) -> float:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "equiv", help="effective non-looped size and unrolled cost of a looped model",
+        "equiv",
+        help="effective non-looped size and unrolled cost of a looped model",
         description="N_eff = N_once + r^phi N_rec (effective non-looped size), N_once + N_rec "
-                    "(unique parameters), N_once + r N_rec (unrolled training cost).")
-    p.add_argument("--n-once", type=parse_count, required=True, metavar="N",
-                   help="parameters applied once per token (e.g. 200M)")
-    p.add_argument("--n-rec", type=parse_count, required=True, metavar="N",
-                   help="parameters of the shared block, applied r times (e.g. 200M)")
+        "(unique parameters), N_once + r N_rec (unrolled training cost).",
+    )
+    p.add_argument(
+        "--n-once",
+        type=parse_count,
+        required=True,
+        metavar="N",
+        help="parameters applied once per token (e.g. 200M)",
+    )
+    p.add_argument(
+        "--n-rec",
+        type=parse_count,
+        required=True,
+        metavar="N",
+        help="parameters of the shared block, applied r times (e.g. 200M)",
+    )
     p.add_argument("--r", type=int, required=True, help="recurrences of the shared block")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--phi", type=float, help="use this phi (no interval)")
-    src.add_argument("--reference", action="store_true",
-                     help="the study's phi = 0.459 with its 95%% interval [0.41, 0.53]")
+    src.add_argument(
+        "--reference", action="store_true", help="the study's phi = 0.459 with its 95%% interval [0.41, 0.53]"
+    )
     src.add_argument("--fit", metavar="FIT.json", help="phi (and its interval) from a saved fit")
     src.add_argument("--runs", metavar="RUNS.csv", help="fit and bootstrap this run table")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
-                   help="with --runs: block-bootstrap replicates (default 1000)")
-    p.add_argument("--columns", metavar="MAP", default=None,
-                   help="with --runs: map canonical names onto your columns")
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="with --runs: block-bootstrap replicates (default 1000)",
+    )
+    p.add_argument(
+        "--columns", metavar="MAP", default=None, help="with --runs: map canonical names onto your columns"
+    )
     p.add_argument("--seed", type=int, default=0, help="with --runs: seed (default 0)")
     add_recipe_argument(p)
     p.add_argument("--json", metavar="OUT", help="write the result as JSON")
@@ -86,10 +104,10 @@ def run(args: argparse.Namespace) -> int:
         result = equivalence(args.n_once, args.n_rec, args.r, phi=args.phi)
         source = f"phi = {args.phi:g} (given)"
     elif args.reference:
-        result = equivalence(args.n_once, args.n_rec, args.r, phi=REFERENCE_PARAMS["phi"],
-                             phi_interval=REFERENCE_PHI_CI)
-        source = ("the reference study's joint fit (phi = 0.459, 95% block-bootstrap interval "
-                  "[0.41, 0.53])")
+        result = equivalence(
+            args.n_once, args.n_rec, args.r, phi=REFERENCE_PARAMS["phi"], phi_interval=REFERENCE_PHI_CI
+        )
+        source = "the reference study's joint fit (phi = 0.459, 95% block-bootstrap interval [0.41, 0.53])"
     elif args.fit:
         fit = FitResult.from_json(args.fit)
         result = equivalence(args.n_once, args.n_rec, args.r, fit=fit)
@@ -111,8 +129,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"phi from {source}")
     print(result.summary())
     if args.json:
-        out = {"generator": "phifit", "kind": "equivalence", "phi_source": source,
-               **result.to_dict()}
+        out = {"generator": "phifit", "kind": "equivalence", "phi_source": source, **result.to_dict()}
         if args.reference and args.r == 4:
             out["paper_example"] = {k: v.to_dict() for k, v in paper_example().items()}
         write_json(args.json, json.dumps(_plain(out), indent=2))

@@ -37,36 +37,72 @@ BOOTSTRAP_METHODS = ("huber", "lsq")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fit", help="fit the joint law (phi and the five Chinchilla parameters)",
-                       description="Fit L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta.")
+    p = sub.add_parser(
+        "fit",
+        help="fit the joint law (phi and the five Chinchilla parameters)",
+        description="Fit L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta.",
+    )
     add_runs_argument(p)
-    p.add_argument("--method", choices=METHODS, default="huber",
-                   help="huber (reference: summed Huber on log-loss, 500 starts), lsq (lmfit), "
-                        "bayes (PyMC)")
-    p.add_argument("--fix", action="append", metavar="NAME=VALUE",
-                   help="hold a parameter fixed, e.g. --fix phi=0 (repeatable)")
-    p.add_argument("--starts", type=int, default=500,
-                   help="huber/lsq: random starts (default 500)")
+    p.add_argument(
+        "--method",
+        choices=METHODS,
+        default="huber",
+        help="huber (reference: summed Huber on log-loss, 500 starts), lsq (lmfit), bayes (PyMC)",
+    )
+    p.add_argument(
+        "--fix",
+        action="append",
+        metavar="NAME=VALUE",
+        help="hold a parameter fixed, e.g. --fix phi=0 (repeatable)",
+    )
+    p.add_argument("--starts", type=int, default=500, help="huber/lsq: random starts (default 500)")
     p.add_argument("--seed", type=int, default=0, help="seed of starts and resampling (default 0)")
-    p.add_argument("--bootstrap", type=int, metavar="N", default=None,
-                   help="block-bootstrap replicates (e.g. 1000): percentile and BCa intervals")
-    p.add_argument("--block", metavar="COL[,COL]", default=None,
-                   help="bootstrap blocks: default (budget, r) cells when a budget column "
-                        "exists, else single runs; 'run' for single runs")
-    p.add_argument("--by", metavar="COL", default=None,
-                   help="fit each recipe (value of COL, e.g. variant) separately and report "
-                        "Delta-phi against --baseline")
-    p.add_argument("--baseline", metavar="NAME", default=None,
-                   help="with --by: the reference recipe (default 'baseline' or the first value)")
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        metavar="N",
+        default=None,
+        help="block-bootstrap replicates (e.g. 1000): percentile and BCa intervals",
+    )
+    p.add_argument(
+        "--block",
+        metavar="COL[,COL]",
+        default=None,
+        help="bootstrap blocks: default (budget, r) cells when a budget column "
+        "exists, else single runs; 'run' for single runs",
+    )
+    p.add_argument(
+        "--by",
+        metavar="COL",
+        default=None,
+        help="fit each recipe (value of COL, e.g. variant) separately and report "
+        "Delta-phi against --baseline",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="NAME",
+        default=None,
+        help="with --by: the reference recipe (default 'baseline' or the first value)",
+    )
     add_recipe_argument(p)
-    p.add_argument("--jobs", "--n-jobs", type=int, default=2, dest="n_jobs",
-                   help="parallel workers for the bootstrap refits (default 2)")
+    p.add_argument(
+        "--jobs",
+        "--n-jobs",
+        type=int,
+        default=2,
+        dest="n_jobs",
+        help="parallel workers for the bootstrap refits (default 2)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--json", metavar="OUT", help="write the result as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
     add_bayes_arguments(p)
-    p.add_argument("--save-posterior", metavar="PATH.nc", default=None,
-                   help="with --method bayes: save the posterior (ArviZ netCDF)")
+    p.add_argument(
+        "--save-posterior",
+        metavar="PATH.nc",
+        default=None,
+        help="with --method bayes: save the posterior (ArviZ netCDF)",
+    )
     p.set_defaults(func=run)
 
 
@@ -89,8 +125,9 @@ def _check(args: argparse.Namespace) -> None:
     if args.block is not None and args.bootstrap is None and args.by is None:
         raise ValueError("--block only applies with --bootstrap N or --by COL")
     if (args.bootstrap is not None or args.by) and args.method not in BOOTSTRAP_METHODS:
-        raise ValueError(f"--bootstrap and --by work with --method "
-                         f"{' or '.join(BOOTSTRAP_METHODS)}, not {args.method}")
+        raise ValueError(
+            f"--bootstrap and --by work with --method {' or '.join(BOOTSTRAP_METHODS)}, not {args.method}"
+        )
     if args.save_posterior and args.method != "bayes":
         raise ValueError("--save-posterior needs --method bayes")
     if args.by and args.variant is not None:
@@ -109,11 +146,19 @@ def run(args: argparse.Namespace) -> int:
     if args.by:
         runs = load_runs_from_args(args)
         from ..recipes import compare_recipes
+
         comparison = compare_recipes(
-            runs, by=args.by, baseline=args.baseline,
-            n_boot=1000 if args.bootstrap is None else args.bootstrap, seed=args.seed,
-            block=args.block, method=args.method, n_starts=args.starts, n_jobs=args.n_jobs,
-            progress=progress)
+            runs,
+            by=args.by,
+            baseline=args.baseline,
+            n_boot=1000 if args.bootstrap is None else args.bootstrap,
+            seed=args.seed,
+            block=args.block,
+            method=args.method,
+            n_starts=args.starts,
+            n_jobs=args.n_jobs,
+            progress=progress,
+        )
         print(comparison.summary())
         if args.json:
             write_json(args.json, json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
@@ -123,13 +168,23 @@ def run(args: argparse.Namespace) -> int:
     fixed = parse_fix(args.fix)
     if args.bootstrap is not None:
         from ..bootstrap import block_codes
+
         block_codes(runs, args.block)  # bad --block fails before the fit
     result = fit(runs, method=args.method, fix=fixed, **method_options(args))
     if args.bootstrap is not None:
         from ..bootstrap import block_bootstrap
-        boot = block_bootstrap(runs, spec=LawSpec(fixed=fixed), n=args.bootstrap,
-                               block=args.block, seed=args.seed, n_jobs=args.n_jobs,
-                               progress=progress, method=args.method, point=result)
+
+        boot = block_bootstrap(
+            runs,
+            spec=LawSpec(fixed=fixed),
+            n=args.bootstrap,
+            block=args.block,
+            seed=args.seed,
+            n_jobs=args.n_jobs,
+            progress=progress,
+            method=args.method,
+            point=result,
+        )
         result = boot.attach(result)
         print(result.summary())
         print()
@@ -138,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
         print(result.summary())
     if result.method == "lsq":
         from ..fit.lsq import lsq_report
+
         print()
         print(lsq_report(result))
     if args.json:

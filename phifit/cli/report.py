@@ -17,33 +17,46 @@ from ._common import add_runs_argument, load_runs_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="write an HTML report (fit, intervals, diagnostics, figures)",
-                       description="Fit the joint law, bootstrap it, compare restricted laws, "
-                                   "diagnose the residuals and write DIR/index.html, "
-                                   "DIR/results.json and DIR/figures/.")
+    p = sub.add_parser(
+        "report",
+        help="write an HTML report (fit, intervals, diagnostics, figures)",
+        description="Fit the joint law, bootstrap it, compare restricted laws, "
+        "diagnose the residuals and write DIR/index.html, "
+        "DIR/results.json and DIR/figures/.",
+    )
     add_runs_argument(p)
     p.add_argument("--out", required=True, metavar="DIR", help="report folder")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
-                   help="block-bootstrap replicates (default 1000; 0 turns it off)")
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="block-bootstrap replicates (default 1000; 0 turns it off)",
+    )
     p.add_argument("--starts", type=int, default=500, help="random starts of each fit (default 500)")
     p.add_argument("--bayes", action="store_true", help="add the Bayesian posterior (slow)")
-    p.add_argument("--baseline", default=None,
-                   help="baseline recipe when the table has a 'variant' column")
+    p.add_argument("--baseline", default=None, help="baseline recipe when the table has a 'variant' column")
     p.add_argument("--seed", type=int, default=0, help="seed of every random step (default 0)")
     p.add_argument("--jobs", type=int, default=2, help="bootstrap workers (default 2)")
-    p.add_argument("--force", action="store_true",
-                   help="write into DIR even if it holds files phifit did not write")
+    p.add_argument(
+        "--force", action="store_true", help="write into DIR even if it holds files phifit did not write"
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    options = ReportOptions(n_boot=args.bootstrap, n_starts=args.starts, bayes=args.bayes,
-                            seed=args.seed, n_jobs=args.jobs, baseline=args.baseline)
+    options = ReportOptions(
+        n_boot=args.bootstrap,
+        n_starts=args.starts,
+        bayes=args.bayes,
+        seed=args.seed,
+        n_jobs=args.jobs,
+        baseline=args.baseline,
+    )
     check_report_dir(args.out, args.force)
     runs = load_runs_from_args(args)
     t0 = time.perf_counter()
     files = build_report(runs, args.out, options=options, force=args.force)
     print(files.headline)
-    print(f"wrote {files.index} and {len(files.files) - 1} other files "
-          f"in {time.perf_counter() - t0:.1f} s")
+    print(f"wrote {files.index} and {len(files.files) - 1} other files in {time.perf_counter() - t0:.1f} s")
     return 0

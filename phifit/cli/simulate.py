@@ -11,15 +11,25 @@ from ..simulate import DESIGNS, simulate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("simulate", help="simulate a run table from a known law",
-                       description="Simulate losses L = E + A N_eff^-alpha + B D^-beta (times "
-                                   "log-normal noise) on a design. Defaults: the study's fit.")
-    p.add_argument("--design", default="paper",
-                   help=f"{' | '.join(DESIGNS)} or a CSV with r, n_once, n_rec, tokens (default paper)")
+    p = sub.add_parser(
+        "simulate",
+        help="simulate a run table from a known law",
+        description="Simulate losses L = E + A N_eff^-alpha + B D^-beta (times "
+        "log-normal noise) on a design. Defaults: the study's fit.",
+    )
+    p.add_argument(
+        "--design",
+        default="paper",
+        help=f"{' | '.join(DESIGNS)} or a CSV with r, n_once, n_rec, tokens (default paper)",
+    )
     for name, value in REFERENCE_PARAMS.items():
         p.add_argument(f"--{name}", type=float, default=value, help=f"true {name} (default {value})")
-    p.add_argument("--noise", type=float, default=0.0,
-                   help="sd of multiplicative log-normal noise on the loss (default 0)")
+    p.add_argument(
+        "--noise",
+        type=float,
+        default=0.0,
+        help="sd of multiplicative log-normal noise on the loss (default 0)",
+    )
     p.add_argument("--seed", type=int, default=0, help="noise seed (default 0)")
     p.add_argument("--out", required=True, metavar="RUNS.csv", help="output CSV")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")

@@ -18,8 +18,14 @@ from .huber import HuberOptions, fit_huber, huber_objective
 METHODS = ("huber", "lsq", "bayes")
 
 
-def fit(runs: RunTable, *, method: str = "huber", fix: Mapping[str, float] | None = None,
-        spec: LawSpec | None = None, **options: Any) -> FitResult:
+def fit(
+    runs: RunTable,
+    *,
+    method: str = "huber",
+    fix: Mapping[str, float] | None = None,
+    spec: LawSpec | None = None,
+    **options: Any,
+) -> FitResult:
     """Fit the joint law with the chosen method.
 
     ``fix`` holds parameters fixed by natural name ({"phi": 0}); ``spec`` gives the
@@ -35,8 +41,10 @@ def fit(runs: RunTable, *, method: str = "huber", fix: Mapping[str, float] | Non
         return fit_huber(runs, spec=spec, options=HuberOptions(**options))
     if method == "lsq":
         from .lsq import fit_lsq
+
         return fit_lsq(runs, spec=spec, **options)
     from .bayes import fit_bayes
+
     return fit_bayes(runs, spec=spec, **options)
 
 

@@ -140,10 +140,16 @@ _PYTENSOR_CACHE = None if "pytensor" in sys.modules else _configure_pytensor_cac
 # --------------------------------------------------------------------------------------
 # Priors and defaults.
 #: Truncated-normal priors (mean, sd) per internal coordinate; truncation = the LawSpec box.
-PRIORS: Mapping[str, tuple[float, float]] = MappingProxyType({
-    "a": (5.0, 5.0), "alpha": (0.3, 0.5), "b": (5.0, 5.0), "beta": (0.3, 0.5),
-    "e": (0.5, 1.0), "phi": (0.5, 1.0),
-})
+PRIORS: Mapping[str, tuple[float, float]] = MappingProxyType(
+    {
+        "a": (5.0, 5.0),
+        "alpha": (0.3, 0.5),
+        "b": (5.0, 5.0),
+        "beta": (0.3, 0.5),
+        "e": (0.5, 1.0),
+        "phi": (0.5, 1.0),
+    }
+)
 #: sigma ~ HalfNormal(SIGMA_PRIOR_SD): scale of the log-loss residuals.
 SIGMA_PRIOR_SD = 0.05
 #: nu ~ Gamma(alpha, beta) (shape, rate): degrees of freedom of the Student-t.
@@ -194,8 +200,7 @@ def log_exponents(spec: LawSpec) -> np.ndarray:
     """(6,) flags: a free alpha / beta is sampled as log alpha / log beta when its box is >= 0."""
     flags = np.zeros(len(THETA_NAMES), dtype=bool)
     for i, c in enumerate(THETA_NAMES):
-        flags[i] = (c in ("alpha", "beta") and bool(spec.free_mask[i])
-                    and spec.bounds[c][0] >= 0.0)
+        flags[i] = c in ("alpha", "beta") and bool(spec.free_mask[i]) and spec.bounds[c][0] >= 0.0
     return flags
 
 
@@ -211,17 +216,25 @@ def theta_to_v(theta: np.ndarray, c_n: float, c_d: float, log_exp: np.ndarray) -
     says whether alpha and beta are logged (not when the box allows negative values).
     """
     a, alpha, b, beta, e, phi = (float(x) for x in theta)
-    return np.array([math.exp(a - alpha * c_n), math.log(alpha) if log_exp[1] else alpha,
-                     math.exp(b - beta * c_d), math.log(beta) if log_exp[3] else beta,
-                     math.exp(e), phi])
+    return np.array(
+        [
+            math.exp(a - alpha * c_n),
+            math.log(alpha) if log_exp[1] else alpha,
+            math.exp(b - beta * c_d),
+            math.log(beta) if log_exp[3] else beta,
+            math.exp(e),
+            phi,
+        ]
+    )
 
 
 def v_to_theta(v: np.ndarray, c_n: float, c_d: float, log_exp: np.ndarray) -> np.ndarray:
     """Inverse of :func:`theta_to_v`."""
     alpha = math.exp(v[1]) if log_exp[1] else float(v[1])
     beta = math.exp(v[3]) if log_exp[3] else float(v[3])
-    return np.array([math.log(v[0]) + alpha * c_n, alpha, math.log(v[2]) + beta * c_d, beta,
-                     math.log(v[4]), float(v[5])])
+    return np.array(
+        [math.log(v[0]) + alpha * c_n, alpha, math.log(v[2]) + beta * c_d, beta, math.log(v[4]), float(v[5])]
+    )
 
 
 def _dtheta_dv(v: np.ndarray, c_n: float, c_d: float, log_exp: np.ndarray) -> np.ndarray:
@@ -268,8 +281,14 @@ def _whitening(runs: RunTable, spec: LawSpec) -> dict[str, Any]:
     prior_prec = np.diag([1.0 / PRIORS[c][1] ** 2 for c, f in zip(THETA_NAMES, mask) if f])
     precision = jv.T @ jv / scale**2 + m.T @ prior_prec @ m
     cov = np.linalg.inv(precision)
-    return {"centre": v[mask], "chol": np.linalg.cholesky(0.5 * (cov + cov.T)), "c_n": c_n,
-            "c_d": c_d, "residual_scale": scale, "huber_theta": theta}
+    return {
+        "centre": v[mask],
+        "chol": np.linalg.cholesky(0.5 * (cov + cov.T)),
+        "c_n": c_n,
+        "c_d": c_d,
+        "residual_scale": scale,
+        "huber_theta": theta,
+    }
 
 
 def _truncnorm_log_norm(mu: float, sd: float, lo: float, hi: float) -> float:
@@ -281,8 +300,9 @@ def _truncnorm_log_norm(mu: float, sd: float, lo: float, hi: float) -> float:
     return math.log(sd) + 0.5 * math.log(2 * math.pi) + float(log_mass)
 
 
-def model_data(runs: RunTable, spec: LawSpec,
-               whitening: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+def model_data(
+    runs: RunTable, spec: LawSpec, whitening: Mapping[str, Any] | None = None
+) -> dict[str, np.ndarray]:
     """The shared data of the PyMC model of ``spec`` for the table ``runs``.
 
     Everything that changes between tables is here (design, observed log-loss, the
@@ -293,11 +313,19 @@ def model_data(runs: RunTable, spec: LawSpec,
     w = whitening if whitening is not None else _whitening(runs, spec)
     d = runs.design
     data = {
-        "design": np.stack([_finite_log(d.log_n_once), _finite_log(d.log_n_rec),
-                            np.asarray(d.log_r, float), np.asarray(d.log_tokens, float)]),
+        "design": np.stack(
+            [
+                _finite_log(d.log_n_once),
+                _finite_log(d.log_n_rec),
+                np.asarray(d.log_r, float),
+                np.asarray(d.log_tokens, float),
+            ]
+        ),
         "log_loss_obs": np.asarray(runs.log_loss, float),
-        "centre": np.asarray(w["centre"], float), "chol": np.asarray(w["chol"], float),
-        "c_n": np.asarray(w["c_n"], float), "c_d": np.asarray(w["c_d"], float),
+        "centre": np.asarray(w["centre"], float),
+        "chol": np.asarray(w["chol"], float),
+        "c_n": np.asarray(w["c_n"], float),
+        "c_d": np.asarray(w["c_d"], float),
     }
     fixed = spec.full_theta(np.zeros(int(spec.free_mask.sum())))
     for i, c in enumerate(THETA_NAMES):
@@ -308,8 +336,11 @@ def model_data(runs: RunTable, spec: LawSpec,
 
 def _structure(spec: LawSpec) -> tuple:
     """What the compiled graph depends on: free coordinates, logged exponents, the box."""
-    return (tuple(bool(f) for f in spec.free_mask), tuple(bool(f) for f in log_exponents(spec)),
-            tuple((c, *spec.bounds[c]) for c in THETA_NAMES))
+    return (
+        tuple(bool(f) for f in spec.free_mask),
+        tuple(bool(f) for f in log_exponents(spec)),
+        tuple((c, *spec.bounds[c]) for c in THETA_NAMES),
+    )
 
 
 def build_model(data: Mapping[str, np.ndarray], spec: LawSpec):
@@ -363,8 +394,7 @@ def build_model(data: Mapping[str, np.ndarray], spec: LawSpec):
                 mu, sd = PRIORS[c]
                 lo, hi = spec.bounds[c]
                 valid += [pt.ge(theta[c], lo), pt.le(theta[c], hi)]
-                prior = (prior - 0.5 * ((theta[c] - mu) / sd) ** 2
-                         - _truncnorm_log_norm(mu, sd, lo, hi))
+                prior = prior - 0.5 * ((theta[c] - mu) / sd) ** 2 - _truncnorm_log_norm(mu, sd, lo, hi)
         inside = valid[0]
         for cond in valid[1:]:
             inside = pt.and_(inside, cond)
@@ -400,8 +430,9 @@ def _resolve_sampler(sampler: str) -> str:
     if sampler == "auto":
         return "nutpie" if nutpie_available() else "pymc"
     if sampler == "nutpie" and not nutpie_available():
-        raise ImportError("sampler='nutpie' needs nutpie and numba: pip install nutpie numba "
-                          "(or use sampler='pymc')")
+        raise ImportError(
+            "sampler='nutpie' needs nutpie and numba: pip install nutpie numba (or use sampler='pymc')"
+        )
     return sampler
 
 
@@ -419,14 +450,21 @@ def _sample_nutpie(data, spec, *, draws, tune, chains, seed, target_accept, prog
     if not cached:
         with _warnings.catch_warnings():
             _warnings.simplefilter("ignore")
-            _NUTPIE_CACHE[key] = nutpie.compile_pymc_model(build_model(data, spec),
-                                                           var_names=list(_STORED))
+            _NUTPIE_CACHE[key] = nutpie.compile_pymc_model(build_model(data, spec), var_names=list(_STORED))
     compiled = _NUTPIE_CACHE[key].with_data(**data)
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    trace = nutpie.sample(compiled, draws=draws, tune=tune, chains=chains, seed=seed,
-                          target_accept=target_accept, progress_bar=progressbar,
-                          save_warmup=False, cores=min(chains, os.cpu_count() or 1))
+    trace = nutpie.sample(
+        compiled,
+        draws=draws,
+        tune=tune,
+        chains=chains,
+        seed=seed,
+        target_accept=target_accept,
+        progress_bar=progressbar,
+        save_warmup=False,
+        cores=min(chains, os.cpu_count() or 1),
+    )
     sampling_s = time.perf_counter() - t0
     post, stats = _draws_and_stats(trace, lp="logp", tree_depth="depth")
     return post, stats, compile_s, sampling_s, cached
@@ -441,10 +479,18 @@ def _sample_pymc(data, spec, *, draws, tune, chains, seed, target_accept, progre
     model = build_model(data, spec)
     with model, _warnings.catch_warnings():
         _warnings.simplefilter("ignore")
-        trace = pm.sample(draws=draws, tune=tune, chains=chains, random_seed=seed,
-                          target_accept=target_accept, progressbar=progressbar,
-                          cores=min(chains, os.cpu_count() or 1), var_names=list(_STORED),
-                          compute_convergence_checks=False, return_inferencedata=True)
+        trace = pm.sample(
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            random_seed=seed,
+            target_accept=target_accept,
+            progressbar=progressbar,
+            cores=min(chains, os.cpu_count() or 1),
+            var_names=list(_STORED),
+            compute_convergence_checks=False,
+            return_inferencedata=True,
+        )
     total = time.perf_counter() - t0
     sampling_s = float(trace.posterior.attrs.get("sampling_time", total))
     post, stats = _draws_and_stats(trace, lp="lp", tree_depth="tree_depth")
@@ -457,9 +503,14 @@ def _draws_and_stats(trace, *, lp: str, tree_depth: str) -> tuple[dict, dict]:
     The two backends name two statistics differently (nutpie: ``logp``, ``depth``)."""
     post = {k: np.asarray(trace.posterior[k].values, float) for k in _STORED}
     st = trace.sample_stats
-    names = {"diverging": ("diverging", bool), "lp": (lp, float),
-             "tree_depth": (tree_depth, int), "energy": ("energy", float),
-             "step_size": ("step_size", float), "n_steps": ("n_steps", int)}
+    names = {
+        "diverging": ("diverging", bool),
+        "lp": (lp, float),
+        "tree_depth": (tree_depth, int),
+        "energy": ("energy", float),
+        "step_size": ("step_size", float),
+        "n_steps": ("n_steps", int),
+    }
     stats = {key: np.asarray(st[name].values, kind) for key, (name, kind) in names.items()}
     return post, stats
 
@@ -468,8 +519,14 @@ def _draws_and_stats(trace, *, lp: str, tree_depth: str) -> tuple[dict, dict]:
 # Posterior summaries.
 def _natural(post: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """(chain, draw) arrays of E, A, alpha, B, beta, phi (+ sigma, nu) from internal ones."""
-    out = {"E": np.exp(post["e"]), "A": np.exp(post["a"]), "alpha": post["alpha"],
-           "B": np.exp(post["b"]), "beta": post["beta"], "phi": post["phi"]}
+    out = {
+        "E": np.exp(post["e"]),
+        "A": np.exp(post["a"]),
+        "alpha": post["alpha"],
+        "B": np.exp(post["b"]),
+        "beta": post["beta"],
+        "phi": post["phi"],
+    }
     for k in ("sigma", "nu"):
         if k in post:
             out[k] = post[k]
@@ -500,16 +557,22 @@ def summarise(draws: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
             rhat = float(az.rhat(x)) if x.shape[0] >= 2 else float("nan")
             ess_bulk = float(az.ess(x, method="bulk"))
             ess_tail = float(az.ess(x, method="tail"))
-        out[name] = {"mean": float(x.mean()), "median": float(np.median(x)),
-                     "sd": float(x.std(ddof=1)) if x.size > 1 else float("nan"),
-                     "hdi_94": _hdi(x, 0.94), "hdi_95": _hdi(x, 0.95),
-                     "r_hat": rhat, "ess_bulk": ess_bulk, "ess_tail": ess_tail}
+        out[name] = {
+            "mean": float(x.mean()),
+            "median": float(np.median(x)),
+            "sd": float(x.std(ddof=1)) if x.size > 1 else float("nan"),
+            "hdi_94": _hdi(x, 0.94),
+            "hdi_95": _hdi(x, 0.95),
+            "r_hat": rhat,
+            "ess_bulk": ess_bulk,
+            "ess_tail": ess_tail,
+        }
     return out
 
 
-def posterior_predictive_check(y: np.ndarray, r: np.ndarray, mu: np.ndarray, sigma: np.ndarray,
-                               nu: np.ndarray, rng: np.random.Generator
-                               ) -> tuple[list[dict[str, float]], np.ndarray]:
+def posterior_predictive_check(
+    y: np.ndarray, r: np.ndarray, mu: np.ndarray, sigma: np.ndarray, nu: np.ndarray, rng: np.random.Generator
+) -> tuple[list[dict[str, float]], np.ndarray]:
     """Observed vs replicated log-loss per r.
 
     For each posterior draw s, y_rep,s ~ Student-t(nu_s, mu_s, sigma_s) (``mu`` is (S, n)).
@@ -531,16 +594,23 @@ def posterior_predictive_check(y: np.ndarray, r: np.ndarray, mu: np.ndarray, sig
         t_rep = y_rep[:, g].mean(axis=1)
         d_obs = np.sqrt(np.mean((y[g] - mu[:, g]) ** 2, axis=1))
         d_rep = np.sqrt(np.mean((y_rep[:, g] - mu[:, g]) ** 2, axis=1))
-        rows.append({"r": float(value), "n": int(g.sum()), "obs_mean": t_obs,
-                     "rep_mean": float(t_rep.mean()), "rep_sd": float(t_rep.std(ddof=1)),
-                     "p_mean": float(np.mean(t_rep >= t_obs)),
-                     "obs_rmse": float(d_obs.mean()), "rep_rmse": float(d_rep.mean()),
-                     "p_rmse": float(np.mean(d_rep >= d_obs))})
+        rows.append(
+            {
+                "r": float(value),
+                "n": int(g.sum()),
+                "obs_mean": t_obs,
+                "rep_mean": float(t_rep.mean()),
+                "rep_sd": float(t_rep.std(ddof=1)),
+                "p_mean": float(np.mean(t_rep >= t_obs)),
+                "obs_rmse": float(d_obs.mean()),
+                "rep_rmse": float(d_rep.mean()),
+                "p_rmse": float(np.mean(d_rep >= d_obs)),
+            }
+        )
     return rows, y_rep
 
 
-def student_t_loglik(y: np.ndarray, mu: np.ndarray, sigma: np.ndarray,
-                     nu: np.ndarray) -> np.ndarray:
+def student_t_loglik(y: np.ndarray, mu: np.ndarray, sigma: np.ndarray, nu: np.ndarray) -> np.ndarray:
     """Pointwise log p(y_i | theta_s): Student-t(nu_s, mu_si, sigma_s) log density, (S, n).
 
     The same density as the model's likelihood (the tests compare it with PyMC's
@@ -584,10 +654,19 @@ def _check_options(draws, tune, chains, target_accept, seed) -> None:
         raise ValueError("; ".join(problems))
 
 
-def sample_posterior(runs: RunTable, *, spec: LawSpec | None = None, draws: int = 1000,
-                     tune: int = 1000, chains: int = 4, seed: int = 0, sampler: str = "auto",
-                     target_accept: float = 0.9, progressbar: bool = True,
-                     save: str | os.PathLike | None = None) -> BayesFit:
+def sample_posterior(
+    runs: RunTable,
+    *,
+    spec: LawSpec | None = None,
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    seed: int = 0,
+    sampler: str = "auto",
+    target_accept: float = 0.9,
+    progressbar: bool = True,
+    save: str | os.PathLike | None = None,
+) -> BayesFit:
     """Sample the posterior of the joint law; returns the FitResult and the InferenceData.
 
     Same arguments as :func:`fit_bayes`.
@@ -609,17 +688,21 @@ def sample_posterior(runs: RunTable, *, spec: LawSpec | None = None, draws: int 
 
     whitening = _whitening(runs, fit_spec)
     data = model_data(runs, fit_spec, whitening)
-    settings = {"draws": draws, "tune": tune, "chains": chains, "seed": int(seed),
-                "target_accept": float(target_accept), "progressbar": progressbar}
+    settings = {
+        "draws": draws,
+        "tune": tune,
+        "chains": chains,
+        "seed": int(seed),
+        "target_accept": float(target_accept),
+        "progressbar": progressbar,
+    }
     if resolved == "nutpie":
         try:
-            post, stats, compile_s, sampling_s, cached = _sample_nutpie(data, fit_spec,
-                                                                        **settings)
+            post, stats, compile_s, sampling_s, cached = _sample_nutpie(data, fit_spec, **settings)
         except Exception as err:  # noqa: BLE001 - "auto" must always produce a fit
             if sampler != "auto":
                 raise
-            notes.append(f"nutpie failed ({type(err).__name__}: {err}); sampled with PyMC's "
-                         f"NUTS instead")
+            notes.append(f"nutpie failed ({type(err).__name__}: {err}); sampled with PyMC's NUTS instead")
             resolved = "pymc"
     if resolved == "pymc":
         post, stats, compile_s, sampling_s, cached = _sample_pymc(data, fit_spec, **settings)
@@ -627,7 +710,7 @@ def sample_posterior(runs: RunTable, *, spec: LawSpec | None = None, draws: int 
     # per-draw predictions from the law (the one numpy definition)
     n_chain, n_draw = post["a"].shape
     theta_draws = np.stack([post[c].ravel() for c in THETA_NAMES], axis=1)
-    mu = log_loss(theta_draws, runs.design)                       # (S, n)
+    mu = log_loss(theta_draws, runs.design)  # (S, n)
     y = runs.log_loss
     sigma, nu = post["sigma"].ravel(), post["nu"].ravel()
     loglik = student_t_loglik(y, mu, sigma, nu)
@@ -641,23 +724,36 @@ def sample_posterior(runs: RunTable, *, spec: LawSpec | None = None, draws: int 
     summary = summarise(reported)
     n_div = int(stats["diverging"].sum())
 
-    idata = _inference_data(runs, fit_spec, post, stats, loglik, y_rep, (n_chain, n_draw),
-                            attrs=_attrs(runs, fit_spec, resolved, sampler, draws, tune, chains,
-                                         seed, target_accept, phi_identified))
+    idata = _inference_data(
+        runs,
+        fit_spec,
+        post,
+        stats,
+        loglik,
+        y_rep,
+        (n_chain, n_draw),
+        attrs=_attrs(
+            runs, fit_spec, resolved, sampler, draws, tune, chains, seed, target_accept, phi_identified
+        ),
+    )
     loo = _loo_summary(idata)
 
     msgs = list(notes) + _diagnostic_warnings(summary, n_div, chains, target_accept)
     if loo["n_high_pareto_k"]:
         bad = [runs.run_ids[i] for i in loo["high_k_runs"]]
         shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
-        msgs.append(f"PSIS-LOO: {loo['n_high_pareto_k']} of {len(runs)} runs have Pareto k > "
-                    f"{loo['good_k']:.2f} (max {loo['max_pareto_k']:.2f}; {shown}); their LOO "
-                    f"estimates are unreliable (influential runs)")
+        msgs.append(
+            f"PSIS-LOO: {loo['n_high_pareto_k']} of {len(runs)} runs have Pareto k > "
+            f"{loo['good_k']:.2f} (max {loo['max_pareto_k']:.2f}; {shown}); their LOO "
+            f"estimates are unreliable (influential runs)"
+        )
     for row in ppc_rows:
         for key, label in (("p_mean", "mean log-loss"), ("p_rmse", "residual RMS")):
             if not PPC_P <= row[key] <= 1 - PPC_P:
-                msgs.append(f"posterior predictive check: r={row['r']:g} {label} has "
-                            f"Bayesian p = {row[key]:.3f}; the law misfits these runs")
+                msgs.append(
+                    f"posterior predictive check: r={row['r']:g} {label} has "
+                    f"Bayesian p = {row[key]:.3f}; the law misfits these runs"
+                )
 
     theta_med = np.array([float(np.median(post[c])) for c in THETA_NAMES])
     converged = bool(all(s["r_hat"] <= RHAT_MAX for s in summary.values()) and n_div == 0)
@@ -676,33 +772,54 @@ def sample_posterior(runs: RunTable, *, spec: LawSpec | None = None, draws: int 
             "max_r_hat": _nanmax([s["r_hat"] for s in summary.values()]),
             "min_ess_bulk": _nanmin([s["ess_bulk"] for s in summary.values()]),
             "min_ess_tail": _nanmin([s["ess_tail"] for s in summary.values()]),
-            "divergences": n_div, "r_hat_max": RHAT_MAX, "ess_min": ESS_MIN},
+            "divergences": n_div,
+            "r_hat_max": RHAT_MAX,
+            "ess_min": ESS_MIN,
+        },
         "divergences": n_div,
-        "sampler": resolved, "sampler_requested": sampler,
-        "draws": int(draws), "tune": int(tune), "chains": int(chains), "seed": int(seed),
+        "sampler": resolved,
+        "sampler_requested": sampler,
+        "draws": int(draws),
+        "tune": int(tune),
+        "chains": int(chains),
+        "seed": int(seed),
         "target_accept": float(target_accept),
-        "compile_s": float(compile_s), "compile_cached": bool(cached),
+        "compile_s": float(compile_s),
+        "compile_cached": bool(cached),
         "sampling_s": float(sampling_s),
-        "ppc": {"by_r": ppc_rows,
-                "definition": "y_rep ~ Student-t(nu, mu, sigma) per draw; p_mean = "
-                              "P(mean_r y_rep >= mean_r y); p_rmse = P(RMS(y_rep - mu) >= "
-                              "RMS(y - mu)) per r"},
+        "ppc": {
+            "by_r": ppc_rows,
+            "definition": "y_rep ~ Student-t(nu, mu, sigma) per draw; p_mean = "
+            "P(mean_r y_rep >= mean_r y); p_rmse = P(RMS(y_rep - mu) >= "
+            "RMS(y - mu)) per r",
+        },
         "loo": {k: v for k, v in loo.items() if k != "high_k_runs"},
         "recurrence_worth": _recurrence_worth(natural["phi"], runs.r) if phi_identified else {},
         "netcdf": netcdf,
         "priors": prior_description(fit_spec),
         "likelihood": "Student-t(nu, mu = law log-loss, sigma) on log-loss",
-        "whitening": {"coordinates": "v = (A N_c^-alpha, log alpha, B D_c^-beta, log beta, E, "
-                                     "phi) = centre + L z (Laplace at the Huber optimum)",
-                      "log_n_c": whitening["c_n"], "log_d_c": whitening["c_d"],
-                      "residual_scale": whitening["residual_scale"]},
+        "whitening": {
+            "coordinates": "v = (A N_c^-alpha, log alpha, B D_c^-beta, log beta, E, "
+            "phi) = centre + L z (Laplace at the Huber optimum)",
+            "log_n_c": whitening["c_n"],
+            "log_d_c": whitening["c_d"],
+            "residual_scale": whitening["residual_scale"],
+        },
         "pytensor_compiledir": _compiledir(),
     }
     result = build_result(
-        runs, fit_spec, theta_med, method="bayes", objective=-loo["elpd_loo"],
+        runs,
+        fit_spec,
+        theta_med,
+        method="bayes",
+        objective=-loo["elpd_loo"],
         objective_name="-ELPD-LOO: minus the PSIS-LOO expected log predictive density of the "
-                       "observed log-losses (sum over runs)",
-        converged=True, warnings=msgs, extras=extras, phi_identified=phi_identified)
+        "observed log-losses (sum over runs)",
+        converged=True,
+        warnings=msgs,
+        extras=extras,
+        phi_identified=phi_identified,
+    )
     # converged is set afterwards: build_result's "optimiser" message does not fit a sampler,
     # whose own R-hat / divergence warnings are already in msgs
     stderr = {k: summary[k]["sd"] for k in PARAM_NAMES if k in summary}
@@ -712,9 +829,19 @@ def sample_posterior(runs: RunTable, *, spec: LawSpec | None = None, draws: int 
     return BayesFit(result=result, idata=idata)
 
 
-def fit_bayes(runs: RunTable, *, spec: LawSpec | None = None, draws: int = 1000, tune: int = 1000,
-              chains: int = 4, seed: int = 0, sampler: str = "auto", target_accept: float = 0.9,
-              progressbar: bool = True, save: str | os.PathLike | None = None) -> FitResult:
+def fit_bayes(
+    runs: RunTable,
+    *,
+    spec: LawSpec | None = None,
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    seed: int = 0,
+    sampler: str = "auto",
+    target_accept: float = 0.9,
+    progressbar: bool = True,
+    save: str | os.PathLike | None = None,
+) -> FitResult:
     """Bayesian fit of the joint law (see the module docstring for model and priors).
 
     Parameters
@@ -743,9 +870,18 @@ def fit_bayes(runs: RunTable, *, spec: LawSpec | None = None, draws: int = 1000,
     FitResult with ``params`` = posterior medians, ``ci`` = 95% HDIs,
     ``objective`` = -ELPD-LOO; details in ``extras`` (module docstring).
     """
-    return sample_posterior(runs, spec=spec, draws=draws, tune=tune, chains=chains, seed=seed,
-                            sampler=sampler, target_accept=target_accept,
-                            progressbar=progressbar, save=save).result
+    return sample_posterior(
+        runs,
+        spec=spec,
+        draws=draws,
+        tune=tune,
+        chains=chains,
+        seed=seed,
+        sampler=sampler,
+        target_accept=target_accept,
+        progressbar=progressbar,
+        save=save,
+    ).result
 
 
 # --------------------------------------------------------------------------------------
@@ -759,26 +895,33 @@ def _nanmin(values) -> float:
     return float(np.nanmin(arr)) if np.isfinite(arr).any() else float("nan")
 
 
-def _diagnostic_warnings(summary: Mapping[str, Mapping[str, float]], n_div: int, chains: int,
-                         target_accept: float) -> list[str]:
+def _diagnostic_warnings(
+    summary: Mapping[str, Mapping[str, float]], n_div: int, chains: int, target_accept: float
+) -> list[str]:
     """Plain messages for R-hat > 1.01, bulk/tail ESS < 400 and divergences > 0."""
     msgs = []
     if chains < 2:
         msgs.append("R-hat needs at least 2 chains; convergence was not checked")
     for name, s in summary.items():
         if s["r_hat"] > RHAT_MAX:
-            msgs.append(f"R-hat of {name} is {s['r_hat']:.3f} > {RHAT_MAX}: the chains disagree; "
-                        f"sample longer (more tune/draws) before trusting the posterior")
+            msgs.append(
+                f"R-hat of {name} is {s['r_hat']:.3f} > {RHAT_MAX}: the chains disagree; "
+                f"sample longer (more tune/draws) before trusting the posterior"
+            )
         for kind in ("bulk", "tail"):
             ess = s[f"ess_{kind}"]
             if ess < ESS_MIN:
-                msgs.append(f"{kind} ESS of {name} is {ess:.0f} < {ESS_MIN}: too few effective "
-                            f"draws for stable {'estimates' if kind == 'bulk' else 'intervals'}; "
-                            f"increase draws")
+                msgs.append(
+                    f"{kind} ESS of {name} is {ess:.0f} < {ESS_MIN}: too few effective "
+                    f"draws for stable {'estimates' if kind == 'bulk' else 'intervals'}; "
+                    f"increase draws"
+                )
     if n_div:
-        msgs.append(f"{n_div} divergent transitions after tuning: the posterior may be biased; "
-                    f"raise target_accept (now {target_accept:g}) or check parameters near the "
-                    f"box")
+        msgs.append(
+            f"{n_div} divergent transitions after tuning: the posterior may be biased; "
+            f"raise target_accept (now {target_accept:g}) or check parameters near the "
+            f"box"
+        )
     return msgs
 
 
@@ -801,18 +944,28 @@ def _compiledir() -> str | None:
         return _PYTENSOR_CACHE
 
 
-def _attrs(runs, spec, sampler, requested, draws, tune, chains, seed, target_accept,
-           phi_identified) -> dict[str, Any]:
+def _attrs(
+    runs, spec, sampler, requested, draws, tune, chains, seed, target_accept, phi_identified
+) -> dict[str, Any]:
     from .. import __version__
 
-    return {"generator": "phifit", "phifit_version": __version__,
-            "phifit_spec": json.dumps({"fixed": dict(spec.fixed),
-                                       "bounds": {k: list(v) for k, v in spec.bounds.items()}}),
-            "phifit_phi_identified": int(phi_identified),
-            "phifit_priors": json.dumps(prior_description(spec)),
-            "phifit_source": runs.source, "sampler": sampler, "sampler_requested": requested,
-            "draws": int(draws), "tune": int(tune), "chains": int(chains), "seed": int(seed),
-            "target_accept": float(target_accept)}
+    return {
+        "generator": "phifit",
+        "phifit_version": __version__,
+        "phifit_spec": json.dumps(
+            {"fixed": dict(spec.fixed), "bounds": {k: list(v) for k, v in spec.bounds.items()}}
+        ),
+        "phifit_phi_identified": int(phi_identified),
+        "phifit_priors": json.dumps(prior_description(spec)),
+        "phifit_source": runs.source,
+        "sampler": sampler,
+        "sampler_requested": requested,
+        "draws": int(draws),
+        "tune": int(tune),
+        "chains": int(chains),
+        "seed": int(seed),
+        "target_accept": float(target_accept),
+    }
 
 
 def _inference_data(runs, spec, post, stats, loglik, y_rep, shape, attrs):
@@ -823,18 +976,19 @@ def _inference_data(runs, spec, post, stats, loglik, y_rep, shape, attrs):
     posterior.update(E=np.exp(post["e"]), A=np.exp(post["a"]), B=np.exp(post["b"]))
     n = len(runs)
     coords = {"run": runs.run_ids}
-    dims = {"log_loss": ["run"], "r": ["run"], "n_once": ["run"], "n_rec": ["run"],
-            "tokens": ["run"]}
+    dims = {"log_loss": ["run"], "r": ["run"], "n_once": ["run"], "n_rec": ["run"], "tokens": ["run"]}
     with _warnings.catch_warnings():
         _warnings.simplefilter("ignore")
         idata = az.from_dict(
-            posterior=posterior, sample_stats=stats,
+            posterior=posterior,
+            sample_stats=stats,
             log_likelihood={"log_loss": loglik.reshape(n_chain, n_draw, n)},
             posterior_predictive={"log_loss": y_rep.reshape(n_chain, n_draw, n)},
             observed_data={"log_loss": runs.log_loss},
-            constant_data={"r": runs.r, "n_once": runs.n_once, "n_rec": runs.n_rec,
-                           "tokens": runs.tokens},
-            coords=coords, dims=dims)
+            constant_data={"r": runs.r, "n_once": runs.n_once, "n_rec": runs.n_rec, "tokens": runs.tokens},
+            coords=coords,
+            dims=dims,
+        )
     idata.posterior.attrs.update(attrs)
     return idata
 
@@ -849,10 +1003,15 @@ def _loo_summary(idata) -> dict[str, Any]:
     k = np.asarray(res.pareto_k.values, float)
     good_k = float(getattr(res, "good_k", 0.7))
     high = np.flatnonzero(k > good_k)
-    return {"elpd_loo": float(res.elpd_loo), "se": float(res.se), "p_loo": float(res.p_loo),
-            "good_k": good_k, "n_high_pareto_k": int(high.size),
-            "max_pareto_k": float(np.max(k)) if k.size else float("nan"),
-            "high_k_runs": high.tolist()}
+    return {
+        "elpd_loo": float(res.elpd_loo),
+        "se": float(res.se),
+        "p_loo": float(res.p_loo),
+        "good_k": good_k,
+        "n_high_pareto_k": int(high.size),
+        "max_pareto_k": float(np.max(k)) if k.size else float("nan"),
+        "high_k_runs": high.tolist(),
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -869,8 +1028,7 @@ def load_posterior(path: str | os.PathLike):
     except Exception as err:  # noqa: BLE001 - any reader failure means "not a posterior"
         raise ValueError(f"{path}: not a readable netCDF posterior ({err})") from None
     if "posterior" not in idata.groups() or idata.posterior.attrs.get("generator") != "phifit":
-        raise ValueError(f"{path}: not a phifit posterior (no phifit attributes in its "
-                         f"posterior group)")
+        raise ValueError(f"{path}: not a phifit posterior (no phifit attributes in its posterior group)")
     return idata
 
 
@@ -881,8 +1039,7 @@ def _as_idata(source):
         return load_posterior(source)
     if hasattr(source, "posterior"):
         return source
-    raise ValueError(f"expected a BayesFit, an InferenceData or a netCDF path, got "
-                     f"{type(source).__name__}")
+    raise ValueError(f"expected a BayesFit, an InferenceData or a netCDF path, got {type(source).__name__}")
 
 
 def posterior_draws(source) -> dict[str, np.ndarray]:
@@ -895,16 +1052,14 @@ def posterior_draws(source) -> dict[str, np.ndarray]:
     whole law per draw via :func:`posterior_theta` and :func:`phifit.law.log_loss`.
     """
     idata = _as_idata(source)
-    post = {k: np.asarray(idata.posterior[k].values, float) for k in _STORED
-            if k in idata.posterior}
+    post = {k: np.asarray(idata.posterior[k].values, float) for k in _STORED if k in idata.posterior}
     return {k: v.ravel() for k, v in _natural(post).items()}
 
 
 def posterior_theta(source) -> np.ndarray:
     """Per-draw internal parameters, (S, 6) in the order (a, alpha, b, beta, e, phi)."""
     idata = _as_idata(source)
-    return np.stack([np.asarray(idata.posterior[c].values, float).ravel() for c in THETA_NAMES],
-                    axis=1)
+    return np.stack([np.asarray(idata.posterior[c].values, float).ravel() for c in THETA_NAMES], axis=1)
 
 
 def posterior_spec(source) -> LawSpec:
@@ -914,8 +1069,21 @@ def posterior_spec(source) -> LawSpec:
     return LawSpec(fixed=raw["fixed"], bounds={k: tuple(v) for k, v in raw["bounds"].items()})
 
 
-__all__ = ["BayesFit", "PRIORS", "SAMPLERS", "build_model", "fit_bayes", "load_posterior",
-           "lse_log_loss", "model_data", "posterior_draws", "posterior_predictive_check",
-           "posterior_spec", "posterior_theta", "prior_description", "sample_posterior",
-           "student_t_loglik", "summarise"]
-
+__all__ = [
+    "BayesFit",
+    "PRIORS",
+    "SAMPLERS",
+    "build_model",
+    "fit_bayes",
+    "load_posterior",
+    "lse_log_loss",
+    "model_data",
+    "posterior_draws",
+    "posterior_predictive_check",
+    "posterior_spec",
+    "posterior_theta",
+    "prior_description",
+    "sample_posterior",
+    "student_t_loglik",
+    "summarise",
+]

@@ -19,7 +19,8 @@ from ..runs import RunTable
 UNIDENTIFIED_PHI = 0.0
 PHI_UNIDENTIFIED_WARNING = (
     "phi is not identifiable from these runs ({why}); fitted the law without phi "
-    "(N = n_once + n_rec, the unique parameter count) and reported phi as null")
+    "(N = n_once + n_rec, the unique parameter count) and reported phi as null"
+)
 
 
 def effective_spec(runs: RunTable, spec: LawSpec) -> tuple[LawSpec, list[str]]:
@@ -63,16 +64,27 @@ def bound_messages(theta: np.ndarray, spec: LawSpec, names: list[str]) -> list[s
         lo, hi = spec.bounds[coord]
         side, bound = ("lower", lo) if abs(value - lo) <= abs(value - hi) else ("upper", hi)
         label = coord if coord == name else f"{coord} = log {name}"
-        msgs.append(f"{label} = {value:.6g} at {side} bound {bound:g}; the optimum may lie "
-                    f"outside the box and this parameter is not well determined")
+        msgs.append(
+            f"{label} = {value:.6g} at {side} bound {bound:g}; the optimum may lie "
+            f"outside the box and this parameter is not well determined"
+        )
     return msgs
 
 
-def build_result(runs: RunTable, spec: LawSpec, theta: np.ndarray, *, method: str,
-                 objective: float, objective_name: str, converged: bool,
-                 warnings: list[str] | None = None, extras: Mapping[str, Any] | None = None,
-                 stderr: Mapping[str, float] | None = None,
-                 phi_identified: bool = True) -> FitResult:
+def build_result(
+    runs: RunTable,
+    spec: LawSpec,
+    theta: np.ndarray,
+    *,
+    method: str,
+    objective: float,
+    objective_name: str,
+    converged: bool,
+    warnings: list[str] | None = None,
+    extras: Mapping[str, Any] | None = None,
+    stderr: Mapping[str, float] | None = None,
+    phi_identified: bool = True,
+) -> FitResult:
     """Assemble a FitResult from the fitted theta (complete, internal coordinates)."""
     predicted = np.exp(log_loss(theta, runs.design))
     r2, rmse, resid = goodness_of_fit(runs.loss, predicted)
@@ -86,9 +98,20 @@ def build_result(runs: RunTable, spec: LawSpec, theta: np.ndarray, *, method: st
     if not converged:
         msgs.append("the optimiser did not report convergence; treat the estimates with care")
     return FitResult(
-        method=method, params=params, n_runs=len(runs), objective=float(objective),
-        objective_name=objective_name, r2=r2, rmse=rmse, converged=bool(converged),
-        fixed=dict(fixed), at_bounds=hits, warnings=msgs, residuals=resid.tolist(),
-        run_ids=runs.run_ids, source=runs.source,
-        stderr=dict(stderr) if stderr is not None else None, extras=dict(extras or {}),
+        method=method,
+        params=params,
+        n_runs=len(runs),
+        objective=float(objective),
+        objective_name=objective_name,
+        r2=r2,
+        rmse=rmse,
+        converged=bool(converged),
+        fixed=dict(fixed),
+        at_bounds=hits,
+        warnings=msgs,
+        residuals=resid.tolist(),
+        run_ids=runs.run_ids,
+        source=runs.source,
+        stderr=dict(stderr) if stderr is not None else None,
+        extras=dict(extras or {}),
     )

@@ -57,14 +57,14 @@ def huber_objective(theta: np.ndarray, runs: RunTable, delta: float = DELTA) -> 
 class HuberOptions:
     """Settings of the Huber fit (defaults reproduce the reference protocol)."""
 
-    n_starts: int = 500          # random starts, uniform in the box (the study: 500)
-    seed: int = 0                # seed of the starts
-    delta: float = DELTA         # Huber threshold on log-loss residuals
-    explore_iter: int = 8        # vectorised LM iterations on every start
-    n_refine: int = 32           # best starts carried on after exploration
-    refine_iter: int = 40        # further vectorised LM iterations on those
-    n_polish: int = 3            # distinct candidates refined with least_squares
-    basin_rtol: float = 1e-3     # a start "reached the best" if within this relative objective
+    n_starts: int = 500  # random starts, uniform in the box (the study: 500)
+    seed: int = 0  # seed of the starts
+    delta: float = DELTA  # Huber threshold on log-loss residuals
+    explore_iter: int = 8  # vectorised LM iterations on every start
+    n_refine: int = 32  # best starts carried on after exploration
+    refine_iter: int = 40  # further vectorised LM iterations on those
+    n_polish: int = 3  # distinct candidates refined with least_squares
+    basin_rtol: float = 1e-3  # a start "reached the best" if within this relative objective
 
 
 def _polish(x0: np.ndarray, spec: LawSpec, runs: RunTable, delta: float):
@@ -72,8 +72,14 @@ def _polish(x0: np.ndarray, spec: LawSpec, runs: RunTable, delta: float):
     return polish(x0, spec, runs.design, runs.log_loss, delta)
 
 
-def polish(x0: np.ndarray, spec: LawSpec, design, y: np.ndarray, delta: float = DELTA,
-           weights: np.ndarray | None = None):
+def polish(
+    x0: np.ndarray,
+    spec: LawSpec,
+    design,
+    y: np.ndarray,
+    delta: float = DELTA,
+    weights: np.ndarray | None = None,
+):
     """Refine free coordinates ``x0`` with ``scipy.optimize.least_squares`` at tight tolerances.
 
     Minimises sum_i w_i Huber_delta(log L_hat_i - log L_i) (``loss="huber"``,
@@ -105,12 +111,24 @@ def polish(x0: np.ndarray, spec: LawSpec, design, y: np.ndarray, delta: float = 
 
     x0 = np.clip(x0, spec.lower + 1e-12, spec.upper - 1e-12)
     kw = {"loss": "huber", "f_scale": delta} if huber_loss else {"loss": "linear"}
-    return least_squares(fun, x0, jac=jac, bounds=(spec.lower, spec.upper), method="trf",
-                         x_scale="jac", ftol=1e-15, xtol=1e-15, gtol=1e-15, max_nfev=2000, **kw)
+    return least_squares(
+        fun,
+        x0,
+        jac=jac,
+        bounds=(spec.lower, spec.upper),
+        method="trf",
+        x_scale="jac",
+        ftol=1e-15,
+        xtol=1e-15,
+        gtol=1e-15,
+        max_nfev=2000,
+        **kw,
+    )
 
 
-def fit_huber(runs: RunTable, *, spec: LawSpec | None = None,
-              options: HuberOptions | None = None) -> FitResult:
+def fit_huber(
+    runs: RunTable, *, spec: LawSpec | None = None, options: HuberOptions | None = None
+) -> FitResult:
     """Fit the joint law by the summed Huber objective on log-loss (reference method).
 
     Parameters
@@ -137,8 +155,7 @@ def fit_huber(runs: RunTable, *, spec: LawSpec | None = None,
     model, y = law_model(fit_spec, runs.design), runs.log_loss
 
     def descend(x0: np.ndarray, iterations: int) -> tuple[np.ndarray, np.ndarray]:
-        end = batched_weighted_lm(model, x0, y, 1.0, lo, hi, delta=options.delta,
-                                  max_iter=iterations)
+        end = batched_weighted_lm(model, x0, y, 1.0, lo, hi, delta=options.delta, max_iter=iterations)
         return end.x, end.objective
 
     x_mid, obj_mid = descend(starts, options.explore_iter)
@@ -169,17 +186,29 @@ def fit_huber(runs: RunTable, *, spec: LawSpec | None = None,
     tolerance = options.basin_rtol * objective + 1e-10 * len(runs)
     n_at_best = int(np.sum(obj_end <= objective + tolerance))
     if n_at_best <= 1:
-        warnings.append(f"only {n_at_best} of the {len(keep)} refined starts reached the best "
-                        f"objective; the optimum may be hard to find (try more starts)")
+        warnings.append(
+            f"only {n_at_best} of the {len(keep)} refined starts reached the best "
+            f"objective; the optimum may be hard to find (try more starts)"
+        )
     return build_result(
-        runs, fit_spec, theta, method="huber", objective=objective,
+        runs,
+        fit_spec,
+        theta,
+        method="huber",
+        objective=objective,
         objective_name=f"sum of Huber(delta={options.delta:g}) on log-loss residuals",
-        converged=bool(best.status > 0), warnings=warnings,
+        converged=bool(best.status > 0),
+        warnings=warnings,
         phi_identified="phi" not in fit_spec.fixed or "phi" in spec.fixed,
-        extras={"n_starts": options.n_starts, "n_refined": int(len(keep)),
-                "n_starts_at_best": n_at_best,
-                "delta": options.delta, "seed": options.seed,
-                "solver_message": str(best.message), "n_polished": len(candidates)},
+        extras={
+            "n_starts": options.n_starts,
+            "n_refined": int(len(keep)),
+            "n_starts_at_best": n_at_best,
+            "delta": options.delta,
+            "seed": options.seed,
+            "solver_message": str(best.message),
+            "n_polished": len(candidates),
+        },
     )
 
 
@@ -210,14 +239,24 @@ def weighted_huber(res: np.ndarray, weights: np.ndarray, delta: float) -> np.nda
     ares = np.abs(res)
     if np.isinf(delta):
         return (weights * 0.5 * res * res).sum(-1)
-    return (weights * np.where(ares <= delta, 0.5 * res * res,
-                               delta * (ares - 0.5 * delta))).sum(-1)
+    return (weights * np.where(ares <= delta, 0.5 * res * res, delta * (ares - 0.5 * delta))).sum(-1)
 
 
-def batched_weighted_lm(model, x0: np.ndarray, y: np.ndarray, weights: np.ndarray,
-                        lower: np.ndarray, upper: np.ndarray, *, delta: float = DELTA,
-                        max_iter: int = 300, tol: float = 1e-13, atol: float = 1e-26,
-                        switch_rtol: float = 1e-6, near_curvature: float = 1e-2) -> BatchedLM:
+def batched_weighted_lm(
+    model,
+    x0: np.ndarray,
+    y: np.ndarray,
+    weights: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    *,
+    delta: float = DELTA,
+    max_iter: int = 300,
+    tol: float = 1e-13,
+    atol: float = 1e-26,
+    switch_rtol: float = 1e-6,
+    near_curvature: float = 1e-2,
+) -> BatchedLM:
     """Projected Levenberg-Marquardt on many (start, weighting) pairs at once.
 
     Minimises, separately for every row s,
@@ -308,8 +347,15 @@ def batched_weighted_lm(model, x0: np.ndarray, y: np.ndarray, weights: np.ndarra
             converged[idx[done]] = True
             n_iter[idx[stop]] = it
             keep = ~stop
-            idx, xa, wa, obj_a, lam, curv, floor = (idx[keep], xa[keep], wa[keep], obj_a[keep],
-                                                     lam[keep], curv[keep], floor[keep])
+            idx, xa, wa, obj_a, lam, curv, floor = (
+                idx[keep],
+                xa[keep],
+                wa[keep],
+                obj_a[keep],
+                lam[keep],
+                curv[keep],
+                floor[keep],
+            )
             grad_a, hess_a, switch = grad_a[keep], hess_a[keep], switch[keep]
             if len(idx) == 0:
                 break

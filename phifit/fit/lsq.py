@@ -59,8 +59,16 @@ def _theta_of(params) -> np.ndarray:
     return np.array([params[c].value for c in THETA_NAMES], dtype=float)
 
 
-def fit_lsq(runs: RunTable, *, spec: LawSpec | None = None, n_starts: int = 500, seed: int = 0,
-            n_refine: int = 50, profile: bool = True, level: float = 0.95) -> FitResult:
+def fit_lsq(
+    runs: RunTable,
+    *,
+    spec: LawSpec | None = None,
+    n_starts: int = 500,
+    seed: int = 0,
+    n_refine: int = 50,
+    profile: bool = True,
+    level: float = 0.95,
+) -> FitResult:
     """Least-squares fit of the joint law on log-loss with lmfit.
 
     Parameters
@@ -108,8 +116,7 @@ def fit_lsq(runs: RunTable, *, spec: LawSpec | None = None, n_starts: int = 500,
     explore = batched_weighted_lm(model, starts, y, ones, lo, hi, delta=np.inf, max_iter=20)
     order = np.argsort(np.where(np.isfinite(explore.objective), explore.objective, np.inf))
     keep = order[: max(1, min(n_refine, n_starts))]
-    refine = batched_weighted_lm(model, explore.x[keep], y, ones, lo, hi, delta=np.inf,
-                                 max_iter=300)
+    refine = batched_weighted_lm(model, explore.x[keep], y, ones, lo, hi, delta=np.inf, max_iter=300)
     if not np.isfinite(refine.objective).any():
         raise RuntimeError("no start produced a finite objective; check the run table")
     best_start = refine.x[int(np.nanargmin(refine.objective))]
@@ -139,30 +146,33 @@ def fit_lsq(runs: RunTable, *, spec: LawSpec | None = None, n_starts: int = 500,
         sd = np.sqrt(np.clip(np.diag(cov), 0, None))
         for i, c in enumerate(free_coords):
             stderr_internal[c] = float(sd[i])
-            correlation[c] = {d: float(cov[i, j] / (sd[i] * sd[j])) if sd[i] > 0 and sd[j] > 0
-                              else float("nan") for j, d in enumerate(free_coords)}
+            correlation[c] = {
+                d: float(cov[i, j] / (sd[i] * sd[j])) if sd[i] > 0 and sd[j] > 0 else float("nan")
+                for j, d in enumerate(free_coords)
+            }
     else:
-        warnings.append("lmfit could not estimate the covariance (singular J^T J or a parameter "
-                        "at a bound): no standard errors")
+        warnings.append(
+            "lmfit could not estimate the covariance (singular J^T J or a parameter "
+            "at a bound): no standard errors"
+        )
     stderr: dict[str, float] | None = None
     if stderr_internal:
         stderr = {}
         for c, se in stderr_internal.items():
             name = THETA_TO_PARAM[c]
-            stderr[name] = float(np.exp(theta[THETA_NAMES.index(c)]) * se) if c in ("a", "b", "e") \
-                else se
+            stderr[name] = float(np.exp(theta[THETA_NAMES.index(c)]) * se) if c in ("a", "b", "e") else se
 
     profile_ci: dict[str, list[float]] = {}
     exact = chisqr <= 1e-24 * n
     if profile and "phi" in free_coords and exact:
         phi_hat = float(out.params["phi"].value)
         profile_ci["phi"] = [phi_hat, phi_hat]
-        warnings.append("the fit is exact (chi-square ~ 0): the profile interval of phi has "
-                        "zero width")
+        warnings.append("the fit is exact (chi-square ~ 0): the profile interval of phi has zero width")
     elif profile and "phi" in free_coords:
         if not stderr_internal.get("phi"):
-            warnings.append("no profile interval for phi: lmfit needs a finite standard error "
-                            "to start the profile")
+            warnings.append(
+                "no profile interval for phi: lmfit needs a finite standard error to start the profile"
+            )
         else:
             with _warnings.catch_warnings(record=True) as caught:
                 _warnings.simplefilter("always")
@@ -170,24 +180,30 @@ def fit_lsq(runs: RunTable, *, spec: LawSpec | None = None, n_starts: int = 500,
                     ci = lmfit.conf_interval(minimizer, out, p_names=["phi"], sigmas=[level])
                     rows = ci["phi"]
                     lo_phi = next(v for p, v in rows if p == level and v <= out.params["phi"].value)
-                    hi_phi = next(v for p, v in reversed(rows)
-                                  if p == level and v >= out.params["phi"].value)
+                    hi_phi = next(v for p, v in reversed(rows) if p == level and v >= out.params["phi"].value)
                     profile_ci["phi"] = [float(lo_phi), float(hi_phi)]
                 except Exception as err:  # lmfit raises several kinds; report, don't crash
                     warnings.append(f"profile interval for phi failed: {err}")
             for w in caught:
                 warnings.append(f"lmfit conf_interval: {w.message}")
             if profile_ci and not np.all(np.isfinite(profile_ci["phi"])):
-                warnings.append(f"the {level:.0%} profile interval of phi reaches the box "
-                                f"bound: an end is infinite")
+                warnings.append(
+                    f"the {level:.0%} profile interval of phi reaches the box bound: an end is infinite"
+                )
 
     tolerance = 1e-3 * chisqr + 1e-10 * n
     n_at_best = int(np.sum(2 * refine.objective <= chisqr + tolerance))
     extras: dict[str, Any] = {
-        "n_starts": n_starts, "n_refined": int(len(keep)), "n_starts_at_best": n_at_best,
-        "seed": seed, "nfev": int(out.nfev), "redchi": chisqr / nfree,
-        "sigma_log": float(np.sqrt(chisqr / nfree)), "solver_message": str(out.message),
-        "stderr_internal": stderr_internal, "correlation": correlation,
+        "n_starts": n_starts,
+        "n_refined": int(len(keep)),
+        "n_starts_at_best": n_at_best,
+        "seed": seed,
+        "nfev": int(out.nfev),
+        "redchi": chisqr / nfree,
+        "sigma_log": float(np.sqrt(chisqr / nfree)),
+        "solver_message": str(out.message),
+        "stderr_internal": stderr_internal,
+        "correlation": correlation,
         "covariance_note": "lmfit covariance scaled by the reduced chi-square",
     }
     if profile_ci:
@@ -195,9 +211,18 @@ def fit_lsq(runs: RunTable, *, spec: LawSpec | None = None, n_starts: int = 500,
         extras["profile_level"] = level
         extras["profile_method"] = "lmfit.conf_interval (F-test on chi-square, others refitted)"
     return build_result(
-        runs, fit_spec, theta, method="lsq", objective=chisqr, objective_name=OBJECTIVE_NAME,
-        converged=bool(out.success), warnings=warnings, extras=extras, stderr=stderr,
-        phi_identified="phi" not in fit_spec.fixed or "phi" in spec.fixed)
+        runs,
+        fit_spec,
+        theta,
+        method="lsq",
+        objective=chisqr,
+        objective_name=OBJECTIVE_NAME,
+        converged=bool(out.success),
+        warnings=warnings,
+        extras=extras,
+        stderr=stderr,
+        phi_identified="phi" not in fit_spec.fixed or "phi" in spec.fixed,
+    )
 
 
 def lsq_report(result: FitResult) -> str:
@@ -206,20 +231,26 @@ def lsq_report(result: FitResult) -> str:
     Correlations are those of the internal coordinates (a = log A, b = log B, e = log E).
     """
     ex = result.extras
-    lines = ["[[Least squares (lmfit)]]",
-             f"    sigma of log-loss residuals  {ex.get('sigma_log', float('nan')):.5g}"
-             f"   ({ex.get('covariance_note', '')})"]
+    lines = [
+        "[[Least squares (lmfit)]]",
+        f"    sigma of log-loss residuals  {ex.get('sigma_log', float('nan')):.5g}"
+        f"   ({ex.get('covariance_note', '')})",
+    ]
     if "profile_ci" in ex:
         lo, hi = ex["profile_ci"]["phi"]
-        lines.append(f"    profile-likelihood {ex.get('profile_level', 0.95):.0%} interval for "
-                     f"phi: [{lo:.5g}, {hi:.5g}]   ({ex.get('profile_method', '')})")
+        lines.append(
+            f"    profile-likelihood {ex.get('profile_level', 0.95):.0%} interval for "
+            f"phi: [{lo:.5g}, {hi:.5g}]   ({ex.get('profile_method', '')})"
+        )
     corr = ex.get("correlation") or {}
     if corr:
         names = list(corr)
         lines.append("    correlations:  " + "".join(f"{n:>8}" for n in names))
         for r in names:
-            lines.append(f"    {r:>13}  " + "".join(
-                f"{corr[r][c]:>8.3f}" if corr[r][c] is not None else f"{'':>8}" for c in names))
+            lines.append(
+                f"    {r:>13}  "
+                + "".join(f"{corr[r][c]:>8.3f}" if corr[r][c] is not None else f"{'':>8}" for c in names)
+            )
     return "\n".join(lines)
 
 
