@@ -29,7 +29,7 @@ TARGET_S = 60.0
 
 
 def _fit(runs, **kwargs) -> dict:
-    from phifit.fit.bayes import fit_bayes
+    from phifit.fitters.bayes import fit_bayes
 
     t0 = time.perf_counter()
     res = fit_bayes(runs, progressbar=False, **kwargs)
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="OUT", help="also write the numbers as JSON")
     args = parser.parse_args(argv)
 
-    import phifit.fit.bayes  # noqa: F401  (first: points PyTensor's cache at .cache/)
+    import phifit.fitters.bayes  # noqa: F401  (first: points PyTensor's cache at .cache/)
 
     t0 = time.perf_counter()
     import arviz  # noqa: F401
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     import_s = time.perf_counter() - t0
 
     from phifit.runs import table_from_frame
-    from phifit.simulate import simulate
+    from phifit.simulation import simulate
 
     runs = table_from_frame(
         simulate("paper", params={"phi": 0.46}, noise=0.005, seed=1),

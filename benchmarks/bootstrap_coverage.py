@@ -22,10 +22,10 @@ import numpy as np
 from joblib import Parallel, delayed
 
 from phifit.bootstrap import block_bootstrap
-from phifit.fit.huber import HuberOptions, fit_huber
+from phifit.fitters.huber import HuberOptions, fit_huber
 from phifit.law import REFERENCE_PARAMS
 from phifit.runs import table_from_frame
-from phifit.simulate import simulate
+from phifit.simulation import simulate
 
 
 def one_table(index: int, noise: float, replicates: int, block: str | None, phi: float) -> dict:

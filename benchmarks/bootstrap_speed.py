@@ -30,11 +30,12 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from phifit.bootstrap import block_bootstrap, block_codes, draw_weights, spread_starts
-from phifit.fit.huber import DELTA, HuberOptions, fit_huber
+from phifit.bootstrap import block_bootstrap, block_codes, draw_weights
+from phifit.fitters.engine import DELTA, spread_starts
+from phifit.fitters.huber import HuberOptions, fit_huber
 from phifit.law import LawSpec, log_loss_and_jacobian
 from phifit.runs import table_from_frame
-from phifit.simulate import simulate
+from phifit.simulation import simulate
 
 
 def lbfgsb_replicate(runs, weights: np.ndarray, starts: np.ndarray) -> tuple[float, float]:
@@ -106,7 +107,7 @@ def main() -> None:
     base_phi = np.array([b[1] for b in base])
     ours_phi = boot.params["phi"][:m]
     w = weights[:m]
-    from phifit.fit.huber import weighted_huber
+    from phifit.fitters.engine import weighted_huber
     from phifit.law import log_loss
 
     ours_obj = np.array(

@@ -20,7 +20,7 @@ import time
 from phifit import fit
 from phifit.report import ReportOptions, build_report
 from phifit.runs import load_runs, table_from_frame
-from phifit.simulate import simulate
+from phifit.simulation import simulate
 
 
 def main() -> None:

@@ -8,36 +8,52 @@ to tables of training runs, with honest uncertainty and model comparison.
 
 - :func:`load_runs` validates a run CSV into a :class:`RunTable`;
 - :func:`fit` fits the law (``method="huber"`` the reference protocol, ``"lsq"``, ``"bayes"``)
-  and returns a :class:`FitResult`;
+  and returns a :class:`FitResult` (the fitters live in :mod:`phifit.fitters`);
 - :func:`block_bootstrap`, :func:`compare_fits`, :func:`compare_recipes` give intervals,
   restricted-fit comparisons and Delta-phi between recipes;
 - :mod:`phifit.diagnostics`, :mod:`phifit.derived` and :mod:`phifit.report` judge the fit,
   answer "what is my looped model worth" and write the HTML report;
+- :func:`simulate` draws run tables from a known law (:mod:`phifit.simulation`);
 - :mod:`phifit.trainers` (torch, imported only on demand) produces run tables.
+
+The names above are imported on first use, so ``import phifit`` (and ``phifit --help``)
+stays fast; no exported name shadows a submodule.
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
 
-from .bootstrap import block_bootstrap  # noqa: E402
-from .compare import compare_fits  # noqa: E402
-from .fit import fit  # noqa: E402
-from .law import JointLaw, LawSpec  # noqa: E402
-from .recipes import compare_recipes  # noqa: E402
-from .result import FitResult  # noqa: E402
-from .runs import RunTable, RunTableError, load_runs  # noqa: E402
-from .simulate import simulate  # noqa: E402
+import importlib
+from typing import Any
 
-__all__ = [
-    "FitResult",
-    "JointLaw",
-    "LawSpec",
-    "RunTable",
-    "RunTableError",
-    "block_bootstrap",
-    "compare_fits",
-    "compare_recipes",
-    "fit",
-    "load_runs",
-    "simulate",
-    "__version__",
-]
+from ._version import __version__
+
+#: exported name -> module that defines it (imported on first access)
+_EXPORTS = {
+    "FitResult": "phifit.result",
+    "Caution": "phifit.cautions",
+    "JointLaw": "phifit.law",
+    "LawSpec": "phifit.law",
+    "RunTable": "phifit.runs",
+    "RunTableError": "phifit.runs",
+    "load_runs": "phifit.runs",
+    "fit": "phifit.fitters",
+    "block_bootstrap": "phifit.bootstrap",
+    "compare_fits": "phifit.compare",
+    "compare_recipes": "phifit.recipes",
+    "simulate": "phifit.simulation",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'phifit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,6 +1,6 @@
 """Bayesian model comparison of phi by PSIS-LOO: phi free vs phi = 0 vs phi = 1.
 
-Each model is the Bayesian joint law of :mod:`phifit.fit.bayes`, with phi free or held
+Each model is the Bayesian joint law of :mod:`phifit.fitters.bayes`, with phi free or held
 fixed; all other settings are shared.  Predictive accuracy is the expected log pointwise
 predictive density estimated by Pareto-smoothed importance-sampling leave-one-out
 cross-validation (Vehtari, Gelman & Gabry 2017):
@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from .law import LawSpec
-from .result import GENERATOR, FitResult, _plain
+from .plain import to_plain
+from .result import GENERATOR, FitResult
 from .runs import RunTable
 
 #: Minimum elpd difference for a preference (elpd units, i.e. nats of predictive density).
@@ -74,7 +75,7 @@ class LooComparison:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict of plain Python types."""
-        return _plain(
+        return to_plain(
             {
                 "generator": GENERATOR,
                 "kind": "loo_comparison",
@@ -170,7 +171,7 @@ def compare_loo(
 ) -> LooComparison:
     """Fit the Bayesian joint law with phi free and with each of ``fixes``; compare by PSIS-LOO.
 
-    ``fit_kwargs`` go to :func:`phifit.fit.bayes.sample_posterior` (draws, tune, chains,
+    ``fit_kwargs`` go to :func:`phifit.fitters.bayes.sample_posterior` (draws, tune, chains,
     seed, sampler, target_accept, progressbar, spec); every model uses the same settings.
     ``spec`` may set bounds or fix parameters other than the ones compared, not phi.
     The decision rule is :data:`RULE` (module docstring).
@@ -179,7 +180,7 @@ def compare_loo(
 
     import arviz as az
 
-    from .fit.bayes import sample_posterior
+    from .fitters.bayes import sample_posterior
 
     if "save" in fit_kwargs and fit_kwargs["save"] is not None:
         raise ValueError(
@@ -209,7 +210,7 @@ def compare_loo(
     table = []
     for model, row in frame.iterrows():
         entry = {"model": str(model)}
-        entry.update({k: _plain(v.item() if hasattr(v, "item") else v) for k, v in row.items()})
+        entry.update({k: to_plain(v.item() if hasattr(v, "item") else v) for k, v in row.items()})
         table.append(entry)
 
     free_i = np.asarray(loos["free"].loo_i.values, float)
@@ -244,7 +245,7 @@ def compare_loo(
                 f"{label}: {high.size} of {len(k)} runs have Pareto k > {good:.2f} "
                 f"(max {k.max():.2f}: {shown}); their LOO terms are unreliable"
             )
-        notes += [f"{label}: {w}" for w in fits[label].warnings if not w.startswith("PSIS-LOO")]
+        notes += [f"{label}: {w}" for w in fits[label].warnings if not w.message.startswith("PSIS-LOO")]
     return LooComparison(
         table=table,
         pairwise=pairwise,

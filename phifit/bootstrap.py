@@ -18,7 +18,7 @@ Procedure (the reference study's, paper-notes section 2, with more replicates):
    from ``n_spread`` spread starts (half drawn around the estimate with a standard
    deviation of 10% of each box width, half uniform in the box as the study draws its
    starts).  All replicates and starts run together through the vectorised projected
-   Levenberg-Marquardt of :func:`phifit.fit.huber.batched_weighted_lm`; spread starts
+   Levenberg-Marquardt of :func:`phifit.fitters.engine.batched_weighted_lm`; spread starts
    that are still more than twice the warm start's objective after a short exploration
    are dropped.  The best end point per replicate is kept.  A replicate whose best end
    point has not met the LM's convergence rule (long flat valleys, e.g. E sliding towards
@@ -65,7 +65,6 @@ independent, ``block="run"`` is better calibrated. Read a 95% cell interval as r
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,10 +72,13 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from .fit.common import effective_spec
-from .fit.huber import DELTA, HuberOptions, batched_weighted_lm, fit_huber, law_model, loss_terms, polish
-from .law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM, Design, LawSpec, log_loss
-from .result import FitResult, _plain
+from .cautions import Caution, caution, collect
+from .fitters.common import effective_spec
+from .fitters.engine import DELTA, identifiable_rows, refit_weighted
+from .fitters.huber import HuberOptions, fit_huber
+from .law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM, LawSpec
+from .plain import to_plain
+from .result import FitResult
 from .runs import RunTable
 
 #: Reserved block name: every run is its own block.
@@ -128,212 +130,6 @@ def draw_weights(codes: np.ndarray, n: int, rng: np.random.Generator) -> np.ndar
     counts = np.zeros((n, g))
     np.add.at(counts, (np.repeat(np.arange(n), g), draws.ravel()), 1.0)
     return counts[:, codes]
-
-
-# -- refitting many weighted tables ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Problem:
-    """Everything a worker needs to refit weighted tables (plain data)."""
-
-    design: Design
-    y: np.ndarray
-    fixed: dict
-    bounds: dict
-    delta: float
-    max_iter: int = 300
-    explore_iter: int = 15
-    prune_ratio: float = 2.0
-
-    @property
-    def spec(self) -> LawSpec:
-        return LawSpec(fixed=self.fixed, bounds=self.bounds)
-
-
-def _refit_chunk(
-    problem: _Problem, weights: np.ndarray, x_hat: np.ndarray, spread: np.ndarray
-) -> dict[str, np.ndarray]:
-    """Refit weighted tables: warm start plus spread starts, best end point per table.
-
-    ``weights`` (c, n), ``x_hat`` (k,) free coordinates of the point estimate,
-    ``spread`` (c, K, k) extra starts.  Returns per table: ``x`` (c, k), ``objective``,
-    ``converged``, ``switched`` (a spread start beat the warm start by more than a
-    relative 1e-9), ``n_iter`` (iterations of the best start).
-    """
-    spec = problem.spec
-    model = law_model(spec, problem.design)
-    lo, hi = spec.lower, spec.upper
-    c = len(weights)
-    kw = {"delta": problem.delta}
-    warm = batched_weighted_lm(
-        model, np.tile(x_hat, (c, 1)), problem.y, weights, lo, hi, max_iter=problem.max_iter, **kw
-    )
-    best_x, best_obj = warm.x.copy(), warm.objective.copy()
-    best_conv, best_it = warm.converged.copy(), warm.n_iter.copy()
-    switched = np.zeros(c, dtype=bool)
-    n_spread = spread.shape[1] if spread.ndim == 3 else 0
-    if n_spread:
-        owner = np.repeat(np.arange(c), n_spread)
-        ws = weights[owner]
-        explore = batched_weighted_lm(
-            model,
-            spread.reshape(-1, spread.shape[-1]),
-            problem.y,
-            ws,
-            lo,
-            hi,
-            max_iter=problem.explore_iter,
-            **kw,
-        )
-        ceiling = problem.prune_ratio * np.where(np.isfinite(best_obj), best_obj, np.inf)[owner]
-        carry = (~explore.converged) & (explore.objective <= ceiling)
-        x_end, obj_end = explore.x.copy(), explore.objective.copy()
-        conv_end, it_end = explore.converged.copy(), explore.n_iter.copy()
-        if carry.any():
-            more = batched_weighted_lm(
-                model, explore.x[carry], problem.y, ws[carry], lo, hi, max_iter=problem.max_iter, **kw
-            )
-            x_end[carry], obj_end[carry] = more.x, more.objective
-            conv_end[carry], it_end[carry] = more.converged, more.n_iter + problem.explore_iter
-        obj_end = np.where(np.isfinite(obj_end), obj_end, np.inf)
-        for j in range(n_spread):
-            rows = np.arange(c) * n_spread + j
-            cand = obj_end[rows]
-            # a spread start replaces the warm one only when it is clearly better
-            better = cand < np.where(np.isfinite(best_obj), best_obj, np.inf) * (1 - 1e-9)
-            better &= conv_end[rows] | ~best_conv
-            switched |= better & (cand < warm.objective * (1 - 1e-9))
-            best_x[better], best_obj[better] = x_end[rows][better], cand[better]
-            best_conv[better], best_it[better] = conv_end[rows][better], it_end[rows][better]
-    polished = _polish_unconverged(problem, weights, best_x, best_obj, best_conv)
-    return {
-        "x": best_x,
-        "objective": best_obj,
-        "converged": best_conv,
-        "switched": switched,
-        "n_iter": best_it,
-        "polished": polished,
-    }
-
-
-def _polish_unconverged(
-    problem: _Problem, weights: np.ndarray, x: np.ndarray, objective: np.ndarray, converged: np.ndarray
-) -> np.ndarray:
-    """Finish, in place, the rows the vectorised LM left unconverged (finite objective).
-
-    The LM stops unconverged after ``max_iter`` steps on long, flat valleys (typically
-    E sliding to its bound on a resampled table with a poorly determined E).  Each such
-    row is refined from where it stopped by the point fit's own polish
-    (:func:`phifit.fit.huber.polish`, least_squares at tight tolerances on the weighted
-    objective); a row whose polish meets a tolerance without raising the objective counts
-    as converged.  Returns the (c,) mask of rows finished this way.
-    """
-    spec = problem.spec
-    finished = np.zeros(len(x), dtype=bool)
-    for i in np.flatnonzero(~converged & np.isfinite(objective)):
-        sol = polish(x[i], spec, problem.design, problem.y, problem.delta, weights[i])
-        if sol is None or sol.status <= 0:
-            continue
-        res = log_loss(spec.full_theta(sol.x), problem.design) - problem.y
-        obj = float(np.sum(weights[i] * loss_terms(res, problem.delta)))
-        if obj <= objective[i] * (1 + 1e-9) + 1e-300:
-            x[i], objective[i], converged[i], finished[i] = sol.x, obj, True, True
-    return finished
-
-
-def spread_starts(
-    x_hat: np.ndarray, spec: LawSpec, n_rows: int, n_spread: int, rng: np.random.Generator
-) -> np.ndarray:
-    """(n_rows, n_spread, k) starts: the first half around x_hat (sd 10% of each box width),
-    the rest uniform in the box."""
-    lo, hi = spec.lower, spec.upper
-    k = len(lo)
-    n_local = (n_spread + 1) // 2
-    local = x_hat + 0.1 * (hi - lo) * rng.standard_normal((n_rows, n_local, k))
-    uniform = lo + (hi - lo) * rng.random((n_rows, n_spread - n_local, k))
-    return np.clip(np.concatenate([local, uniform], axis=1), lo, hi)
-
-
-def identifiable_rows(runs: RunTable, weights: np.ndarray) -> np.ndarray:
-    """Per weighting: True when the runs with w > 0 identify phi (looped runs, >= 2 values of r)."""
-    r = runs.r
-    looped = (r > 1) & (runs.n_rec > 0)
-    present = weights > 0
-    has_loop = (present & looped).any(axis=1)
-    n_r = np.zeros(len(weights), dtype=int)
-    for value in np.unique(r):
-        n_r += (present & (r == value)).any(axis=1)
-    return has_loop & (n_r >= 2)
-
-
-def refit_weighted(
-    runs: RunTable,
-    spec: LawSpec,
-    weights: np.ndarray,
-    x_hat: np.ndarray,
-    *,
-    delta: float = DELTA,
-    n_spread: int = 4,
-    seed: int | np.random.Generator = 0,
-    n_jobs: int = 1,
-    chunk_size: int = 100,
-    progress: bool = False,
-    desc: str = "refits",
-) -> dict[str, np.ndarray]:
-    """Refit the law to many weightings of one table (warm start from ``x_hat``).
-
-    ``spec`` is the spec fitted (after :func:`phifit.fit.common.effective_spec`);
-    ``x_hat`` the free coordinates of the point estimate; ``weights`` (m, n_runs).
-    Results are independent of ``n_jobs`` and ``chunk_size`` (starts are drawn up front).
-    Returns arrays ``x`` (m, k), ``objective``, ``converged``, ``switched``, ``n_iter``,
-    ``polished`` (finished by the least-squares polish, :func:`_polish_unconverged`).
-    """
-    weights = np.asarray(weights, dtype=float)
-    m = len(weights)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    spread = spread_starts(x_hat, spec, m, n_spread, rng)
-    problem = _Problem(
-        design=runs.design, y=runs.log_loss, fixed=dict(spec.fixed), bounds=dict(spec.bounds), delta=delta
-    )
-    chunks = [np.arange(i, min(i + chunk_size, m)) for i in range(0, m, chunk_size)]
-    bar = _progress_bar(m, desc, progress)
-    outputs: list[dict[str, np.ndarray]] = []
-    try:
-        if n_jobs == 1 or len(chunks) == 1:
-            for ch in chunks:
-                outputs.append(_refit_chunk(problem, weights[ch], x_hat, spread[ch]))
-                bar.update(len(ch))
-        else:
-            from joblib import Parallel, delayed
-
-            # threads, not processes: the work is large NumPy array operations that release
-            # the GIL, and worker processes would spend ~1-5 s starting and importing
-            parallel = Parallel(n_jobs=n_jobs, return_as="generator", backend="threading")
-            jobs = (delayed(_refit_chunk)(problem, weights[ch], x_hat, spread[ch]) for ch in chunks)
-            for ch, out in zip(chunks, parallel(jobs)):
-                outputs.append(out)
-                bar.update(len(ch))
-    finally:
-        bar.close()
-    return {key: np.concatenate([o[key] for o in outputs]) for key in outputs[0]}
-
-
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress_bar(total: int, desc: str, progress: bool):
-    """A tqdm bar on stderr; off when ``progress`` is False or stderr is not a terminal."""
-    if not progress:
-        return _NoBar()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="rep", file=sys.stderr, disable=None, leave=False)
 
 
 # -- intervals ------------------------------------------------------------------------------
@@ -404,7 +200,7 @@ class Interval:
         return bool(self.lo <= value <= self.hi)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(
+        return to_plain(
             {
                 "lo": self.lo,
                 "hi": self.hi,
@@ -585,7 +381,7 @@ class BootstrapResult:
     # -- views --------------------------------------------------------------------------
     def bootstrap_info(self) -> dict[str, Any]:
         """The ``bootstrap`` block of a FitResult (JSON contract: n, n_failed, block, ...)."""
-        return _plain(
+        return to_plain(
             {
                 "n": self.n,
                 "n_failed": self.n_failed,
@@ -627,8 +423,15 @@ class BootstrapResult:
         return fit_result.with_updates(
             ci=dict(self.ci),
             ci_bca=dict(self.ci_bca),
+            ci_level=self.level,
             bootstrap=self.bootstrap_info(),
-            warnings=list(fit_result.warnings) + list(self.warnings),
+            warnings=collect(
+                fit_result.warnings,
+                [
+                    w if isinstance(w, Caution) else caution("bootstrap", "bootstrap", w)
+                    for w in self.warnings
+                ],
+            ),
         )
 
     def summary(self) -> str:
@@ -684,7 +487,7 @@ class BootstrapResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (NaN -> null); :meth:`from_dict` reloads it."""
-        return _plain(
+        return to_plain(
             {
                 "generator": "phifit",
                 "kind": "bootstrap",
@@ -755,7 +558,7 @@ class BootstrapResult:
 def _point_fit(runs: RunTable, spec: LawSpec, method: str, seed: int) -> FitResult:
     if method == "huber":
         return fit_huber(runs, spec=spec, options=HuberOptions(seed=seed))
-    from .fit.lsq import fit_lsq
+    from .fitters.lsq import fit_lsq
 
     return fit_lsq(runs, spec=spec, seed=seed)
 

@@ -52,10 +52,11 @@ from typing import Any
 import numpy as np
 from scipy.stats import chi2
 
-from .fit import fit as fit_law
-from .fit.common import effective_spec
+from .fitters import fit as fit_law
+from .fitters.common import effective_spec
 from .law import LawSpec, log_loss, to_internal
-from .result import FitResult, _plain
+from .plain import to_plain
+from .result import FitResult
 from .runs import RunTable
 
 ALPHA = 0.05
@@ -106,7 +107,7 @@ class FitStats:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain({k: getattr(self, k) for k in self.__dataclass_fields__})
+        return to_plain({k: getattr(self, k) for k in self.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ class Comparison:
             st["comparison_notes"] = st.pop("notes")
             entry.update(st)
             fits[label] = entry
-        return _plain(
+        return to_plain(
             {
                 "generator": "phifit",
                 "kind": "comparison",

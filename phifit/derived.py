@@ -29,7 +29,7 @@ Compute-optimal frontier (paper §4.2)
 
     - :class:`PaperFamily`: the study's architectures at a *continuous* width s
       (d = 64 s; prelude/recur/coda 2/(16/r)/2, injection 2 d^2 counted in N_rec, F from
-      paper Eq. 6 via :func:`phifit.simulate.paper_architecture`) and D = C / F
+      paper Eq. 6 via :func:`phifit.simulation.paper_architecture`) and D = C / F
       continuous.  Under the study's joint law this reproduces the joint-law gap ranges
       of paper-notes §4.2 (0.027-0.044, 0.053-0.086, 0.077-0.125 nats for r = 2, 4, 8
       over the six budgets).
@@ -64,9 +64,10 @@ import numpy as np
 import pandas as pd
 
 from .law import Design, JointLaw, log_loss, params_to_theta
-from .result import FitResult, _plain
+from .plain import to_plain
+from .reference import PAPER_GRID, PAPER_RECURRENCES, paper_architecture
+from .result import FitResult
 from .runs import RunTable
-from .simulate import PAPER_GRID, PAPER_RECURRENCES, paper_architecture
 
 __all__ = [
     "Equivalence",
@@ -165,7 +166,7 @@ class Equivalence:
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out.update(eff_over_unrolled=self.eff_over_unrolled, eff_over_unique=self.eff_over_unique)
-        return _plain(out)
+        return to_plain(out)
 
     def summary(self) -> str:
         ci = ""
@@ -334,7 +335,7 @@ def equivalence_table(
 class PaperFamily:
     """The study's iso-depth architectures at a continuous width s, d = 64 s.
 
-    Counts and FLOPs per token from :func:`phifit.simulate.paper_architecture` (paper
+    Counts and FLOPs per token from :func:`phifit.simulation.paper_architecture` (paper
     Eq. 6, full BPTT, injection counted in N_rec); ``size`` is the width s.
     """
 
@@ -436,7 +437,7 @@ class TableFamily:
         return self.coef[int(r)]
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain({"description": self.description, "coef": dict(self.coef)})
+        return to_plain({"description": self.description, "coef": dict(self.coef)})
 
 
 # ---------------------------------------------------------------------------- frontier
@@ -523,7 +524,7 @@ class Frontier:
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out["gap_range"] = self.gap_range
-        return _plain(out)
+        return to_plain(out)
 
     def summary(self) -> str:
         lines = [
@@ -649,7 +650,7 @@ class IsoflopCurves:
     cells: list[dict[str, Any]]
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain({"cells": self.cells})
+        return to_plain({"cells": self.cells})
 
 
 def isoflop_curves(
@@ -735,7 +736,7 @@ class ParabolaMinima:
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out["gap_range"] = self.gap_range
-        return _plain(out)
+        return to_plain(out)
 
     def summary(self) -> str:
         lines = ["[[Per-cell parabola minima (loss vs log N, approach 2)]]"]

@@ -30,7 +30,7 @@ Influence
     Leave-one-run-out and leave-one-cell-out (cell = (budget, r)) change in phi,
     delta_i = phi_(-i) - phi_hat.  Leaving runs out = weighting them 0 in the summed
     objective; all refits run together, warm-started from the full-data optimum, in the
-    vectorised projected Levenberg-Marquardt of :func:`phifit.fit.huber.batched_weighted_lm`.
+    vectorised projected Levenberg-Marquardt of :func:`phifit.fitters.engine.batched_weighted_lm`.
 
 Identifiability
     Gauss-Newton information I = J^T W J of the log-loss Jacobian at the optimum
@@ -57,10 +57,12 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from .fit.common import goodness_of_fit
-from .fit.huber import DELTA, HuberOptions, _polish, fit_huber, huber_objective
+from .fitters.common import goodness_of_fit
+from .fitters.engine import DELTA, batched_weighted_lm, law_model, polish
+from .fitters.huber import HuberOptions, fit_huber, huber_objective
 from .law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian, log_n_eff
-from .result import FitResult, _plain
+from .plain import to_plain
+from .result import FitResult
 from .runs import RunTable
 
 __all__ = [
@@ -98,7 +100,7 @@ class DiagnosticWarning:
     values: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain({"kind": self.kind, "message": self.message, "values": dict(self.values)})
+        return to_plain({"kind": self.kind, "message": self.message, "values": dict(self.values)})
 
     def __str__(self) -> str:
         return f"[{self.kind}] {self.message}"
@@ -122,7 +124,7 @@ class GroupRow:
     flagged: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self.__dict__)
+        return to_plain(self.__dict__)
 
 
 def _group_row(group: Any, resid: np.ndarray, flagged: bool = False) -> GroupRow:
@@ -163,7 +165,7 @@ class ResidualTest:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self.__dict__)
+        return to_plain(self.__dict__)
 
 
 # ------------------------------------------------------------------------- residuals
@@ -244,7 +246,7 @@ class ResidualDiagnostics:
         out["tests"] = [t.to_dict() for t in self.tests]
         out["flags"] = [f.to_dict() for f in self.flags]
         out["passed"] = self.passed
-        return _plain(out)
+        return to_plain(out)
 
     def summary(self) -> str:
         lines = [
@@ -472,7 +474,7 @@ def _delta_of(fit: FitResult) -> float:
 
 def _warm_refit(sub: RunTable, spec: LawSpec, theta0: np.ndarray, delta: float) -> np.ndarray:
     """Full theta of the Huber optimum on ``sub``, polished from ``theta0`` (warm start)."""
-    sol = _polish(theta0[spec.free_mask], spec, sub, delta)
+    sol = polish(theta0[spec.free_mask], spec, sub.design, sub.log_loss, delta)
     return spec.full_theta(sol.x)
 
 
@@ -528,7 +530,7 @@ class Influence:
         return max(values) if values else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self.__dict__)
+        return to_plain(self.__dict__)
 
     def summary(self) -> str:
         lines = [f"[[Influence on phi = {self.phi_hat:.4f}]]", "    runs that move phi most:"]
@@ -623,12 +625,11 @@ def _left_out_phis(
     """phi refitted without the runs of each row of ``left_out`` (m, n), all at once.
 
     Leaving runs out is weighting them 0 in the summed objective, so every refit is a
-    row of :func:`phifit.fit.huber.batched_weighted_lm` started at the full-data optimum;
-    a row that does not converge is refitted alone with :func:`phifit.fit.huber._polish`
+    row of :func:`phifit.fitters.engine.batched_weighted_lm` started at the full-data optimum;
+    a row that does not converge is refitted alone with :func:`phifit.fitters.engine.polish`
     from the same start; a refit whose remaining runs cannot identify phi, or that still
     does not converge, is NaN.
     """
-    from .fit.huber import batched_weighted_lm, law_model
 
     weights = (~left_out).astype(float)
     x0 = np.tile(theta[spec.free_mask], (len(weights), 1))
@@ -644,7 +645,14 @@ def _left_out_phis(
     ident = (keep & looped).any(axis=1) & (n_r >= 2)
     ok = ident & res.converged & np.isfinite(res.objective)
     for i in np.flatnonzero(ident & ~ok):  # fall back to scipy's least_squares polish
-        sol = _polish(theta[spec.free_mask], spec, runs.subset(~left_out[i]), delta)
+        kept = runs.subset(~left_out[i])
+        sol = polish(
+            theta[spec.free_mask],
+            spec,
+            kept.design,
+            kept.log_loss,
+            delta,
+        )
         if sol.status > 0 and np.all(np.isfinite(sol.x)):
             phis[i] = spec.full_theta(sol.x)[5]
             ok[i] = True
@@ -745,7 +753,7 @@ class Identifiability:
             for k in ("names", "correlation", "condition_number", "stderr", "profile", "profile_interval")
         }
         out["warnings"] = [w.to_dict() for w in self.warnings]
-        return _plain(out)
+        return to_plain(out)
 
     def summary(self) -> str:
         lines = [
@@ -896,7 +904,7 @@ def _phi_profile(
         prev = theta.copy()
         for i in order:
             s = LawSpec(fixed={**spec.fixed, "phi": float(grid[i])}, bounds=spec.bounds)
-            sol = _polish(prev[s.free_mask], s, runs, delta)
+            sol = polish(prev[s.free_mask], s, runs.design, runs.log_loss, delta)
             prev = s.full_theta(sol.x)
             thetas[i] = prev
     obj = huber_objective(thetas, runs, delta)
@@ -960,7 +968,7 @@ class Consistency:
         return float(max(values) - min(values)) if values else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self.__dict__)
+        return to_plain(self.__dict__)
 
     def summary(self) -> str:
         lines = [f"[[Consistency of phi (all runs: {self.phi_hat:.4f})]]"]
@@ -1062,7 +1070,7 @@ def data_summary(runs: RunTable) -> dict[str, Any]:
         out["runs_per_variant"] = {
             str(k): int(v) for k, v in frame["variant"].value_counts().sort_index().items()
         }
-    return _plain(out)
+    return to_plain(out)
 
 
 # ----------------------------------------------------------------------------- bundle
@@ -1082,7 +1090,7 @@ class Diagnostics:
         return list(self.residuals.flags) + list(self.identifiability.warnings)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(
+        return to_plain(
             {
                 "data": self.data,
                 "residuals": self.residuals.to_dict(),

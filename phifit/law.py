@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from .reference import REFERENCE_PARAMS  # the study's joint fit, re-exported for the law's users
+
 #: Natural parameter names, in the order results print them.
 PARAM_NAMES: tuple[str, ...] = ("E", "A", "alpha", "B", "beta", "phi")
 #: Internal (log-space) parameter names, in the order of ``theta``.
@@ -49,11 +51,6 @@ DEFAULT_BOUNDS: Mapping[str, tuple[float, float]] = MappingProxyType(
         "e": (-3.0, 2.0),
         "phi": (-3.0, 3.0),
     }
-)
-
-#: The study's joint fit (paper-notes section 0; A and B from the project page).
-REFERENCE_PARAMS: Mapping[str, float] = MappingProxyType(
-    {"E": 1.56773, "A": 28.027, "alpha": 0.19924, "B": 915.82, "beta": 0.36863, "phi": 0.459}
 )
 
 

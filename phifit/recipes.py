@@ -47,13 +47,14 @@ import pandas as pd
 from scipy.optimize import least_squares
 from scipy.stats import chi2
 
-from .bootstrap import SINGLE_RUNS, bootstrap_interval, identifiable_rows, refit_weighted
+from .bootstrap import SINGLE_RUNS, bootstrap_interval
 from .compare import gaussian_log_lik
-from .fit import fit as fit_law
-from .fit.common import effective_spec, goodness_of_fit
-from .fit.huber import DELTA, batched_weighted_lm
+from .fitters import fit as fit_law
+from .fitters.common import effective_spec, goodness_of_fit
+from .fitters.engine import DELTA, batched_weighted_lm, identifiable_rows, refit_weighted
 from .law import DEFAULT_BOUNDS, THETA_NAMES, LawSpec, log_loss, log_loss_and_jacobian_t
-from .result import FitResult, _plain
+from .plain import to_plain
+from .result import FitResult
 from .runs import RunTable
 
 METHODS = ("huber", "lsq")
@@ -223,7 +224,7 @@ class JointFit:
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "shared"}
         out["shared"] = self.shared.to_dict()
-        return _plain(out)
+        return to_plain(out)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JointFit:
@@ -474,7 +475,7 @@ class RecipeComparison:
     def to_dict(self) -> dict[str, Any]:
         """JSON contract: fits {recipe: fit JSON}, delta_phi {variant: {estimate, ci, p_value,
         ...}}, plus baseline_refits, joint, notes."""
-        return _plain(
+        return to_plain(
             {
                 "generator": "phifit",
                 "kind": "recipes",

@@ -3,7 +3,7 @@
 ``build_report(runs, out_dir)`` runs the analysis (:func:`analyse`) and writes it
 (:func:`write_report`).  The analysis only *calls* the statistical modules (the fit,
 :mod:`phifit.bootstrap`, :mod:`phifit.compare`, :mod:`phifit.diagnostics`,
-:mod:`phifit.derived`, :mod:`phifit.recipes`, :mod:`phifit.fit.bayes`); this module
+:mod:`phifit.derived`, :mod:`phifit.recipes`, :mod:`phifit.fitters.bayes`); this module
 computes no statistic itself, it lays results out.
 
 Folder layout::
@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
 from . import report_template as T
+from ._version import __version__
 from .bootstrap import block_bootstrap
 from .compare import compare_fits
 from .derived import (
@@ -57,10 +57,12 @@ from .derived import (
     table_budgets,
 )
 from .diagnostics import Diagnostics, diagnose
-from .fit.huber import HuberOptions, fit_huber
-from .law import PARAM_NAMES, REFERENCE_PARAMS
+from .fitters.huber import HuberOptions, fit_huber
+from .law import PARAM_NAMES
+from .plain import to_plain
 from .recipes import compare_recipes, select_recipe
-from .result import GENERATOR, FitResult, _plain
+from .reference import REFERENCE_PARAMS
+from .result import GENERATOR, FitResult
 from .runs import RunTable
 
 __all__ = [
@@ -155,7 +157,7 @@ class Analysis:
         if self.bootstrap is not None:
             boot = self.bootstrap.to_dict()
             boot["phi_draws"] = boot["thetas"] and [row[5] for row in boot["thetas"]]
-        return _plain(
+        return to_plain(
             {
                 "generator": GENERATOR,
                 "kind": "report",
@@ -190,7 +192,7 @@ class Analysis:
 
     def warnings(self) -> list[dict[str, Any]]:
         """Every warning of the analysis: {source, kind, message}."""
-        out = [{"source": "fit", "kind": "fit", "message": w} for w in self.fit.warnings]
+        out = [w.to_dict() for w in self.fit.warnings]
         out += [{"source": "diagnostics", **w.to_dict()} for w in self.diagnostics.warnings]
         if self.frontier is not None:
             out += [{"source": "frontier", "kind": "frontier", "message": w} for w in self.frontier.warnings]
@@ -295,7 +297,7 @@ def analyse(runs: RunTable, options: ReportOptions | None = None) -> Analysis:
 
     bayes = bayes_draws = idata = None
     if options.bayes:
-        from .fit.bayes import posterior_draws, sample_posterior  # PyMC: imported only when asked
+        from .fitters.bayes import posterior_draws, sample_posterior  # PyMC: imported only when asked
 
         sampled = _timed(timings, "bayes", sample_posterior, main_runs, seed=options.seed, progressbar=False)
         bayes, idata = sampled.result, sampled.idata

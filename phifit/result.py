@@ -29,28 +29,17 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
-from .law import PARAM_NAMES, JointLaw, params_to_theta
+from ._version import __version__
+from .cautions import Caution
+from .law import DEFAULT_BOUNDS, PARAM_NAMES, JointLaw, LawSpec, params_to_theta
+from .plain import to_plain
 
 GENERATOR = "phifit"
 
-
-def _plain(value: Any) -> Any:
-    """Convert NumPy scalars/arrays and tuples to JSON-safe Python types (NaN -> None)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        x = float(value)
-        return x if math.isfinite(x) else None
-    return value
+#: The per-run loss a fit minimised: "huber" (Huber_delta on log-loss residuals, summed),
+#: "squares" (half squared log-loss residuals, summed: least squares), "student_t" (the
+#: Bayesian likelihood; no optimisation objective to refit).
+LOSSES = ("huber", "squares", "student_t")
 
 
 @dataclass(frozen=True)
@@ -67,11 +56,18 @@ class FitResult:
     r2, rmse : on raw nats (see module docstring).
     converged : the optimiser (or sampler) reports success.
     at_bounds : parameters that ended at a box bound.
-    warnings : plain-language messages about anything suspect.
+    bounds : the box searched, internal coordinates {a, alpha, b, beta, e, phi: [lo, hi]}
+        (a, b, e are log A, log B, log E).
+    loss, delta : the per-run loss minimised ("huber" with threshold ``delta``, "squares",
+        or "student_t" for the Bayesian fit).  With ``fixed`` and ``bounds`` they say
+        exactly how to refit this result (diagnostics, bootstrap and comparisons do).
+    warnings : :class:`~phifit.cautions.Caution` records about anything suspect.
     residuals : actual - predicted loss per run, nats, in table order.
     run_ids : run names in table order.
     stderr : standard errors where the method provides them.
-    ci, ci_bca : 95% intervals {param: [lo, hi]} (percentile and BCa bootstrap).
+    ci, ci_bca : intervals {param: [lo, hi]} at level ``ci_level`` (percentile and BCa
+        bootstrap, or the Bayesian HDI in ``ci``).
+    ci_level : the level of ``ci`` and ``ci_bca`` (0.95 unless asked otherwise).
     bootstrap : bootstrap bookkeeping {n, n_failed, block, ...} when run.
     extras : method-specific details (starts, solver messages, correlations, ...).
     """
@@ -86,17 +82,54 @@ class FitResult:
     converged: bool
     fixed: dict[str, float] = field(default_factory=dict)
     at_bounds: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    bounds: dict[str, list[float]] = field(
+        default_factory=lambda: {k: list(v) for k, v in DEFAULT_BOUNDS.items()}
+    )
+    loss: str = "huber"
+    delta: float | None = 1e-3
+    warnings: list[Caution] = field(default_factory=list)
     residuals: list[float] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
     source: str = ""
     stderr: dict[str, float] | None = None
     ci: dict[str, list[float]] | None = None
     ci_bca: dict[str, list[float]] | None = None
+    ci_level: float = 0.95
     bootstrap: dict[str, Any] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; expected one of {', '.join(LOSSES)}")
+        if self.loss == "huber" and not (self.delta is not None and self.delta > 0):
+            raise ValueError(f"a Huber fit needs a positive delta, got {self.delta!r}")
+        if not 0 < self.ci_level < 1:
+            raise ValueError(f"ci_level must be in (0, 1), got {self.ci_level!r}")
+        if any(not isinstance(w, Caution) for w in self.warnings):
+            raise TypeError("FitResult.warnings holds Caution records (phifit.cautions.Caution)")
+
     # -- derived ---------------------------------------------------------------
+    @property
+    def spec(self) -> LawSpec:
+        """The law specification fitted: the fixed values and the box searched."""
+        return LawSpec(fixed=dict(self.fixed), bounds={k: tuple(v) for k, v in self.bounds.items()})
+
+    @property
+    def loss_delta(self) -> float:
+        """Huber threshold of the fitted objective; ``inf`` for least squares.
+
+        Raises ``ValueError`` for a Bayesian fit, which has no optimisation objective:
+        refit-based diagnostics need a Huber or least-squares fit.
+        """
+        if self.loss == "huber":
+            return float(self.delta)
+        if self.loss == "squares":
+            return math.inf
+        raise ValueError(
+            f"a {self.method} fit ({self.loss} likelihood) has no optimisation objective to refit; "
+            "use a Huber or least-squares fit for refit-based diagnostics"
+        )
+
     @property
     def phi(self) -> float | None:
         return self.params.get("phi")
@@ -129,8 +162,8 @@ class FitResult:
             value = getattr(self, f.name)
             if value is None and f.name in ("stderr", "ci", "ci_bca", "bootstrap"):
                 continue
-            out[f.name] = value
-        return _plain(out)
+            out[f.name] = [w.to_dict() for w in value] if f.name == "warnings" else value
+        return to_plain(out)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FitResult:
@@ -141,6 +174,9 @@ class FitResult:
         }
         for key in ("objective", "r2", "rmse"):
             kwargs[key] = float("nan") if kwargs.get(key) is None else float(kwargs[key])
+        kwargs["warnings"] = [Caution.from_dict(w, source="fit") for w in kwargs.get("warnings") or []]
+        if "bounds" in kwargs:
+            kwargs["bounds"] = {k: [float(v[0]), float(v[1])] for k, v in kwargs["bounds"].items()}
         return cls(**kwargs)
 
     def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2) -> str:
@@ -196,10 +232,11 @@ class FitResult:
         if self.stderr:
             head += f" {'stderr':>10}"
         if self.ci:
-            kind = "95% HDI" if self.method == "bayes" else "95% CI (percentile)"
+            pct = f"{100 * self.ci_level:g}%"
+            kind = f"{pct} HDI" if self.method == "bayes" else f"{pct} CI (percentile)"
             head += f"   {kind:>24}"
         if self.ci_bca:
-            head += f"   {'95% CI (BCa)':>24}"
+            head += f"   {f'{100 * self.ci_level:g}% CI (BCa)':>24}"
         lines.append(head)
         for name in PARAM_NAMES:
             value = self.params.get(name)

@@ -8,7 +8,7 @@ import pytest
 
 from phifit.law import REFERENCE_PARAMS
 from phifit.runs import RunTable, table_from_frame
-from phifit.simulate import simulate
+from phifit.simulation import simulate
 
 #: ../shared beside the repository: reference data for tests (absent on some machines).
 SHARED = Path(__file__).resolve().parents[2] / "shared"

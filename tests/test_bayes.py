@@ -1,4 +1,4 @@
-"""Bayesian fit (phifit.fit.bayes), PSIS-LOO comparison (phifit.bayes_compare), caches.
+"""Bayesian fit (phifit.fitters.bayes), PSIS-LOO comparison (phifit.bayes_compare), caches.
 
 The maths first: the PyMC model's log-loss equals phifit.law.log_loss, and its full log
 density equals the documented posterior (priors on theta, Jacobian of the sampling
@@ -24,12 +24,12 @@ from scipy import stats
 
 from phifit import LawSpec
 from phifit.cache import ENV_VAR, cache_dir, cache_root
-from phifit.fit import bayes as B
-from phifit.fit.huber import fit_huber
+from phifit.fitters import bayes as B
+from phifit.fitters.huber import fit_huber
 from phifit.law import PARAM_NAMES, THETA_NAMES, log_loss, params_to_theta
 from phifit.result import FitResult
 from phifit.runs import table_from_frame
-from phifit.simulate import simulate
+from phifit.simulation import simulate
 
 SMALL = {"draws": 300, "tune": 300, "chains": 2, "progressbar": False}
 TRUE_PHI = 0.46
@@ -210,7 +210,7 @@ def test_default_fit_converges_and_recovers_phi(default_fit, table):
         assert post[name]["r_hat"] <= 1.01, (name, post[name]["r_hat"])
         assert post[name]["ess_bulk"] >= 400 and post[name]["ess_tail"] >= 400, name
     assert ex["divergences"] == 0
-    assert res.converged and not [w for w in res.warnings if "R-hat" in w or "ESS" in w]
+    assert res.converged and not [w for w in res.warnings if "R-hat" in w.message or "ESS" in w.message]
     huber_phi = fit_huber(table).params["phi"]
     assert abs(res.params["phi"] - huber_phi) <= 0.03
     lo, hi = res.ci["phi"]
@@ -301,12 +301,12 @@ def test_phi_unidentified_is_reported_as_null():
     runs = table_from_frame(frame, source="r1 only")
     res = B.fit_bayes(runs, **SMALL)
     assert res.params["phi"] is None and "phi" not in res.ci
-    assert any("not identifiable" in w for w in res.warnings)
+    assert any("not identifiable" in w.message for w in res.warnings)
 
 
 def test_warnings_for_short_chains(table):
     res = B.fit_bayes(table, draws=60, tune=100, chains=2, progressbar=False)
-    assert any("ESS" in w and "< 400" in w for w in res.warnings)
+    assert any("ESS" in w.message and "< 400" in w.message for w in res.warnings)
 
 
 def test_diagnostic_warning_rules():
@@ -350,7 +350,7 @@ def test_bad_options_raise(table, kwargs, match):
 
 
 def test_fit_dispatch_through_phifit_fit(table):
-    from phifit.fit import fit
+    from phifit.fitters import fit
 
     res = fit(
         table, method="bayes", fix={"phi": 1.0}, seed=3, draws=200, tune=200, chains=2, progressbar=False
@@ -369,7 +369,7 @@ def test_auto_falls_back_to_pymc_which_agrees(table, default_fit, monkeypatch):
         B.fit_bayes(table, sampler="nutpie", **SMALL)
     res = B.fit_bayes(table, sampler="auto", seed=1, **SMALL)
     assert res.extras["sampler"] == "pymc" and res.extras["sampler_requested"] == "auto"
-    assert any("nutpie failed" in w for w in res.warnings)
+    assert any("nutpie failed" in w.message for w in res.warnings)
     ref = default_fit.result.extras["posterior"]["phi"]
     assert abs(res.params["phi"] - ref["median"]) < 3 * ref["sd"]
     assert res.extras["divergences"] == 0
@@ -465,7 +465,7 @@ def test_hdi_coverage_of_true_phi():
         lo, hi = res.ci["phi"]
         covered += lo <= TRUE_PHI <= hi
         widths.append(hi - lo)
-        flagged += not res.converged or any("ESS" in w for w in res.warnings)
+        flagged += not res.converged or any("ESS" in w.message for w in res.warnings)
         divergent += res.extras["divergences"] > 0
     rate = covered / n_tables
     print(

@@ -15,14 +15,14 @@ from phifit.bootstrap import (
     block_codes,
     bootstrap_interval,
     draw_weights,
-    identifiable_rows,
     jackknife_acceleration,
 )
-from phifit.fit.huber import HuberOptions, fit_huber
+from phifit.fitters.engine import identifiable_rows
+from phifit.fitters.huber import HuberOptions, fit_huber
 from phifit.law import PARAM_NAMES, REFERENCE_PARAMS, LawSpec
 from phifit.result import FitResult
 from phifit.runs import table_from_frame
-from phifit.simulate import simulate
+from phifit.simulation import simulate
 
 TRUTH = dict(REFERENCE_PARAMS)
 
@@ -278,7 +278,7 @@ def test_interval_of_a_derived_quantity(noisy_boot):
 
 
 def test_lsq_bootstrap(noisy):
-    from phifit.fit.lsq import fit_lsq
+    from phifit.fitters.lsq import fit_lsq
 
     runs, _ = noisy
     point = fit_lsq(runs, n_starts=100)
@@ -413,20 +413,20 @@ def _duplicated(runs, counts):
 def test_polish_finishes_unconverged_replicates_at_the_weighted_optimum(noisy, method):
     """A replicate stopped after 3 LM steps is finished by the polish, at the optimum of the
     resampled table written out run by run (same objective to 1e-9)."""
-    from phifit import bootstrap as B
-    from phifit.fit.huber import huber
-    from phifit.fit.lsq import fit_lsq
+    from phifit.fitters import engine as B
+    from phifit.fitters.engine import huber
+    from phifit.fitters.lsq import fit_lsq
 
     runs, point = noisy
     spec = LawSpec()
     codes, _ = block_codes(runs, None)
     weights = draw_weights(codes, 3, np.random.default_rng(11))
     delta = 1e-3 if method == "huber" else np.inf
-    problem = B._Problem(
+    problem = B.RefitProblem(
         design=runs.design, y=runs.log_loss, fixed={}, bounds=dict(spec.bounds), delta=delta, max_iter=3
     )
     x_hat = point.theta[spec.free_mask] + 0.05
-    out = B._refit_chunk(problem, weights, x_hat, np.empty((3, 0, 6)))
+    out = B.refit_chunk(problem, weights, x_hat, np.empty((3, 0, 6)))
     assert out["polished"].all() and out["converged"].all()
     for w, x, obj in zip(weights, out["x"], out["objective"]):
         table = _duplicated(runs, w)
@@ -442,7 +442,7 @@ def test_polish_finishes_unconverged_replicates_at_the_weighted_optimum(noisy, m
 
 
 def test_polish_refuses_fractional_huber_weights(noisy):
-    from phifit.fit.huber import polish
+    from phifit.fitters.engine import polish
 
     runs, point = noisy
     spec = LawSpec()

@@ -14,7 +14,7 @@ from phifit.cli import main
 from phifit.compare import Comparison, compare_fits, gaussian_log_lik
 from phifit.law import log_loss
 from phifit.runs import table_from_frame
-from phifit.simulate import simulate
+from phifit.simulation import simulate
 
 STARTS = 100  # enough for this well-posed problem; keeps the suite fast
 

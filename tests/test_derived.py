@@ -24,10 +24,11 @@ from phifit.derived import (
     run_compute,
     table_budgets,
 )
-from phifit.fit.huber import fit_huber
+from phifit.fitters.huber import fit_huber
 from phifit.law import Design, JointLaw, log_loss, params_to_theta
+from phifit.reference import paper_architecture
 from phifit.runs import table_from_frame
-from phifit.simulate import paper_architecture, simulate
+from phifit.simulation import simulate
 
 
 def sig2(x: float) -> float:

@@ -20,11 +20,11 @@ from phifit.diagnostics import (
     influence,
     residual_diagnostics,
 )
-from phifit.fit import fit
-from phifit.fit.huber import fit_huber
+from phifit.fitters import fit
+from phifit.fitters.huber import fit_huber
 from phifit.law import REFERENCE_PARAMS
 from phifit.runs import table_from_frame
-from phifit.simulate import simulate
+from phifit.simulation import simulate
 
 
 def _shifted(shift: float, r: int = 2, noise: float = 0.0, seed: int = 0):

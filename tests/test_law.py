@@ -15,7 +15,7 @@ from phifit.law import (
     params_to_theta,
     theta_to_params,
 )
-from phifit.simulate import paper_design
+from phifit.reference import paper_design
 
 DESIGN = paper_design()
 

@@ -10,7 +10,7 @@ from conftest import paper_table
 from scipy.stats import f as f_dist
 
 from phifit import fit
-from phifit.fit.lsq import OBJECTIVE_NAME, fit_lsq
+from phifit.fitters.lsq import OBJECTIVE_NAME, fit_lsq
 from phifit.law import PARAM_NAMES, REFERENCE_PARAMS, LawSpec, log_loss
 from phifit.result import FitResult
 from phifit.runs import table_from_frame
@@ -115,7 +115,7 @@ def test_non_looped_table_reports_no_phi(paper_clean):
     frame = paper_clean.frame[paper_clean.frame.r == 1]
     res = fit_lsq(table_from_frame(frame), n_starts=100)
     assert res.params["phi"] is None and "phi" not in (res.stderr or {})
-    assert any("not identifiable" in w for w in res.warnings)
+    assert any("not identifiable" in w.message for w in res.warnings)
 
 
 def test_bad_options(paper_clean):

@@ -12,7 +12,7 @@ from phifit.cli import main
 from phifit.law import REFERENCE_PARAMS
 from phifit.recipes import compare_recipes, paired_block_weights
 from phifit.runs import table_from_frame
-from phifit.simulate import simulate
+from phifit.simulation import simulate
 
 NOISE = 0.005
 BOOT = 300
@@ -214,7 +214,7 @@ def test_select_recipe_borrows_r1_for_a_loop_only_variant():
     assert len(sel.runs) == len(probe) + len(r1)
     assert f"{len(r1)} of them the baseline's r = 1 runs" in sel.note
     # the selected runs recover the probe's phi, the pooled table does not
-    from phifit.fit.huber import HuberOptions, fit_huber
+    from phifit.fitters.huber import HuberOptions, fit_huber
 
     opts = HuberOptions(n_starts=100)
     assert fit_huber(sel.runs, options=opts).phi == pytest.approx(0.65, abs=0.06)

@@ -17,7 +17,7 @@ from conftest import paper_table
 from phifit.cli import main
 from phifit.report import ReportOptions, build_report, check_report_dir
 from phifit.runs import table_from_frame
-from phifit.simulate import simulate
+from phifit.simulation import simulate
 
 SECTIONS = (
     "data",
@@ -317,7 +317,7 @@ def test_report_renders_in_a_real_browser(report, tmp_path):
 @pytest.mark.slow
 def test_bayes_section_with_posterior_file(tmp_path):
     """--bayes adds the posterior figure, table and the netCDF posterior (compiles PyMC)."""
-    pytest.importorskip("phifit.fit.bayes")
+    pytest.importorskip("phifit.fitters.bayes")
     runs = paper_table(noise=0.004, seed=1)
     files = build_report(runs, tmp_path / "rep", options=ReportOptions(n_boot=20, n_starts=100, bayes=True))
     data = json.loads((tmp_path / "rep" / "results.json").read_text())

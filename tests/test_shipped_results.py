@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from phifit.bootstrap import block_bootstrap
-from phifit.fit.huber import HuberOptions, fit_huber
+from phifit.fitters.huber import HuberOptions, fit_huber
 from phifit.recipes import select_recipe
 from phifit.runs import load_runs
 

@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
+from .._version import __version__
 
 # Subcommand modules of phifit.cli; each exposes register(subparsers).
 _COMMANDS = ("fit", "compare", "report", "simulate", "equiv")

@@ -118,7 +118,7 @@ def add_bayes_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def bayes_options(args: argparse.Namespace) -> dict:
-    """Keyword options of :func:`phifit.fit.bayes.fit_bayes` from parsed arguments."""
+    """Keyword options of :func:`phifit.fitters.bayes.fit_bayes` from parsed arguments."""
     for name in ("draws", "tune", "chains"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
@@ -138,7 +138,7 @@ def bayes_options(args: argparse.Namespace) -> dict:
 def check_posterior_output(path: str, force: bool) -> None:
     """Refuse to overwrite a file that is not a posterior phifit saved, unless --force."""
     if os.path.exists(path) and not force:
-        from ..fit.bayes import load_posterior
+        from ..fitters.bayes import load_posterior
 
         try:
             load_posterior(path)

@@ -23,8 +23,9 @@ import argparse
 import json
 
 from ..derived import equivalence, paper_example
-from ..law import REFERENCE_PARAMS
-from ..result import FitResult, _plain
+from ..plain import to_plain
+from ..reference import REFERENCE_PARAMS
+from ..result import FitResult
 from ._common import add_recipe_argument, check_output_file, load_recipe_runs, write_json
 
 #: The study's 95% block-bootstrap interval of phi (paper Table 2).
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         source = f"{args.fit}" + ("" if result.phi_interval else " (no bootstrap interval saved)")
     else:
         from ..bootstrap import block_bootstrap
-        from ..fit.huber import fit_huber
+        from ..fitters.huber import fit_huber
 
         if args.bootstrap < 2:
             raise ValueError(f"--bootstrap must be >= 2, got {args.bootstrap}")
@@ -132,6 +133,6 @@ def run(args: argparse.Namespace) -> int:
         out = {"generator": "phifit", "kind": "equivalence", "phi_source": source, **result.to_dict()}
         if args.reference and args.r == 4:
             out["paper_example"] = {k: v.to_dict() for k, v in paper_example().items()}
-        write_json(args.json, json.dumps(_plain(out), indent=2))
+        write_json(args.json, json.dumps(to_plain(out), indent=2))
         print(f"\nwrote {args.json}")
     return 0

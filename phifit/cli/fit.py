@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..fit import METHODS, fit
+from ..fitters import METHODS, fit
 from ..law import LawSpec
 from ._common import (
     add_bayes_arguments,
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(result.summary())
     if result.method == "lsq":
-        from ..fit.lsq import lsq_report
+        from ..fitters.lsq import lsq_report
 
         print()
         print(lsq_report(result))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..law import REFERENCE_PARAMS
+from ..reference import REFERENCE_PARAMS
 from ..runs import load_design
-from ..simulate import DESIGNS, simulate
+from ..simulation import DESIGNS, simulate
 
 
 def register(sub: argparse._SubParsersAction) -> None:

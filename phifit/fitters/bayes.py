@@ -812,6 +812,7 @@ def sample_posterior(
         fit_spec,
         theta_med,
         method="bayes",
+        loss="student_t",
         objective=-loo["elpd_loo"],
         objective_name="-ELPD-LOO: minus the PSIS-LOO expected log predictive density of the "
         "observed log-losses (sum over runs)",
@@ -947,7 +948,7 @@ def _compiledir() -> str | None:
 def _attrs(
     runs, spec, sampler, requested, draws, tune, chains, seed, target_accept, phi_identified
 ) -> dict[str, Any]:
-    from .. import __version__
+    from .._version import __version__
 
     return {
         "generator": "phifit",

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cautions import Caution, caution
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, theta_to_params
 from ..result import FitResult
 from ..runs import RunTable
@@ -23,7 +24,39 @@ PHI_UNIDENTIFIED_WARNING = (
 )
 
 
-def effective_spec(runs: RunTable, spec: LawSpec) -> tuple[LawSpec, list[str]]:
+#: Below this many runs per free parameter a fit is flagged as barely determined.
+RUNS_PER_PARAMETER_WARN = 3
+
+
+def check_run_count(runs: RunTable, spec: LawSpec, *, source: str = "fit") -> list[Caution]:
+    """Refuse a fit with no more runs than free parameters; caution below 3 per parameter.
+
+    With n <= k the law passes through every run (R^2 = 1, residuals 0) and nothing about
+    it is measured, so this raises ``ValueError`` (exit 2 on the command line).  With
+    n < 3 k the fit is returned with a warning.
+    """
+    n, k = len(runs), int(spec.free_mask.sum())
+    where = f"{runs.source}: " if runs.source else ""
+    if n < k + 1:
+        raise ValueError(
+            f"{where}{n} run(s) for {k} free parameter(s): a fit needs at least {k + 1} runs "
+            f"(more runs than free parameters) to measure anything"
+        )
+    if n < RUNS_PER_PARAMETER_WARN * k:
+        return [
+            caution(
+                source,
+                "few_runs",
+                f"only {n} runs for {k} free parameters (fewer than {RUNS_PER_PARAMETER_WARN} per "
+                f"parameter): the fit is barely determined; read R^2 and every interval with care",
+                n_runs=n,
+                n_free=k,
+            )
+        ]
+    return []
+
+
+def effective_spec(runs: RunTable, spec: LawSpec) -> tuple[LawSpec, list[Caution]]:
     """The spec actually fitted: phi is fixed when the runs cannot identify it."""
     if runs.phi_identifiable or "phi" in spec.fixed:
         return spec, []
@@ -31,7 +64,10 @@ def effective_spec(runs: RunTable, spec: LawSpec) -> tuple[LawSpec, list[str]]:
     why = "no looped runs (r > 1 with n_rec > 0)" if not looped.any() else "all runs have the same r"
     fixed = dict(spec.fixed)
     fixed["phi"] = UNIDENTIFIED_PHI
-    return LawSpec(fixed=fixed, bounds=spec.bounds), [PHI_UNIDENTIFIED_WARNING.format(why=why)]
+    message = PHI_UNIDENTIFIED_WARNING.format(why=why)
+    return LawSpec(fixed=fixed, bounds=spec.bounds), [
+        caution("fit", "phi_unidentified", message, level="note")
+    ]
 
 
 def goodness_of_fit(loss: np.ndarray, predicted: np.ndarray) -> tuple[float, float, np.ndarray]:
@@ -54,8 +90,8 @@ def bound_hits(theta_free: np.ndarray, spec: LawSpec, rtol: float = 1e-6) -> lis
     return [name for name, h in zip(spec.free_names, hit) if h]
 
 
-def bound_messages(theta: np.ndarray, spec: LawSpec, names: list[str]) -> list[str]:
-    """Readable 'phi=3.000000 at upper bound 3' messages (internal coordinates for a, b, e)."""
+def bound_messages(theta: np.ndarray, spec: LawSpec, names: list[str], source: str = "fit") -> list[Caution]:
+    """Readable 'phi = 3 at upper bound 3' cautions (internal coordinates for a, b, e)."""
     msgs = []
     inverse = {v: k for k, v in THETA_TO_PARAM.items()}
     for name in names:
@@ -65,8 +101,15 @@ def bound_messages(theta: np.ndarray, spec: LawSpec, names: list[str]) -> list[s
         side, bound = ("lower", lo) if abs(value - lo) <= abs(value - hi) else ("upper", hi)
         label = coord if coord == name else f"{coord} = log {name}"
         msgs.append(
-            f"{label} = {value:.6g} at {side} bound {bound:g}; the optimum may lie "
-            f"outside the box and this parameter is not well determined"
+            caution(
+                source,
+                "at_bound",
+                f"{label} = {value:.6g} at {side} bound {bound:g}; the optimum may lie "
+                f"outside the box and this parameter is not well determined",
+                parameter=name,
+                value=float(value),
+                bound=float(bound),
+            )
         )
     return msgs
 
@@ -80,12 +123,21 @@ def build_result(
     objective: float,
     objective_name: str,
     converged: bool,
-    warnings: list[str] | None = None,
+    loss: str,
+    delta: float | None = None,
+    warnings: list[str | Caution] | None = None,
     extras: Mapping[str, Any] | None = None,
     stderr: Mapping[str, float] | None = None,
     phi_identified: bool = True,
+    ci_level: float = 0.95,
 ) -> FitResult:
-    """Assemble a FitResult from the fitted theta (complete, internal coordinates)."""
+    """Assemble a FitResult from the fitted theta (complete, internal coordinates).
+
+    ``spec`` is the spec fitted (after :func:`effective_spec`); the result records its
+    fixed values and box, and the loss (``"huber"`` with ``delta``, ``"squares"``,
+    ``"student_t"``), so anything downstream refits it the same way.  Plain-string
+    warnings become :class:`~phifit.cautions.Caution` records of source ``method``.
+    """
     predicted = np.exp(log_loss(theta, runs.design))
     r2, rmse, resid = goodness_of_fit(runs.loss, predicted)
     free = theta[spec.free_mask]
@@ -94,9 +146,16 @@ def build_result(
     if not phi_identified:
         params["phi"] = None
     fixed = {k: v for k, v in spec.fixed.items() if phi_identified or k != "phi"}
-    msgs = list(warnings or []) + bound_messages(theta, spec, hits)
+    msgs = [w if isinstance(w, Caution) else caution(method, "fit", w) for w in warnings or []]
+    msgs += bound_messages(theta, spec, hits, source=method)
     if not converged:
-        msgs.append("the optimiser did not report convergence; treat the estimates with care")
+        msgs.append(
+            caution(
+                method,
+                "unconverged",
+                "the optimiser did not report convergence; treat the estimates with care",
+            )
+        )
     return FitResult(
         method=method,
         params=params,
@@ -108,6 +167,10 @@ def build_result(
         converged=bool(converged),
         fixed=dict(fixed),
         at_bounds=hits,
+        bounds={k: [float(lo), float(hi)] for k, (lo, hi) in spec.bounds.items()},
+        loss=loss,
+        delta=float(delta) if loss == "huber" else None,
+        ci_level=ci_level,
         warnings=msgs,
         residuals=resid.tolist(),
         run_ids=runs.run_ids,

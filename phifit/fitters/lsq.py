@@ -1,6 +1,6 @@
 """Nonlinear least squares on log-loss with lmfit: standard errors, correlations, profile CI.
 
-Same law, parameterisation and box as the Huber fit (:mod:`phifit.fit.huber`); only the
+Same law, parameterisation and box as the Huber fit (:mod:`phifit.fitters.huber`); only the
 criterion differs:
 
     objective(theta) = sum_i (log L_hat_i(theta) - log L_i)^2        (lmfit's chi-square)
@@ -10,7 +10,7 @@ i.e. the Gaussian maximum-likelihood fit of log-loss with a common, unknown sigm
 Procedure:
 
 1. **Multi-start.**  ``n_starts`` uniform starts in the box run together through the
-   vectorised projected Levenberg-Marquardt of :func:`phifit.fit.huber.batched_weighted_lm`
+   vectorised projected Levenberg-Marquardt of :func:`phifit.fitters.engine.batched_weighted_lm`
    with delta = inf (plain least squares); the best ``n_refine`` continue to convergence.
 2. **lmfit.**  The best end point is refined with ``lmfit.Minimizer.least_squares``
    (scipy's trust-region reflective solver, box handled natively, analytic Jacobian).
@@ -37,8 +37,8 @@ import numpy as np
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
 from ..result import FitResult
 from ..runs import RunTable
-from .common import build_result, effective_spec
-from .huber import batched_weighted_lm, law_model
+from .common import build_result, check_run_count, effective_spec
+from .engine import batched_weighted_lm, law_model
 
 OBJECTIVE_NAME = "sum of squared log-loss residuals (lmfit chi-square)"
 
@@ -102,12 +102,11 @@ def fit_lsq(
         raise ValueError(f"level must be in (0, 1), got {level}")
     spec = spec or LawSpec()
     fit_spec, notes = effective_spec(runs, spec)
+    notes += check_run_count(runs, fit_spec, source="lsq")
     design, y = runs.design, runs.log_loss
     lo, hi, mask = fit_spec.lower, fit_spec.upper, fit_spec.free_mask
     k = int(mask.sum())
     n = len(runs)
-    if n <= k:
-        raise ValueError(f"{n} runs cannot determine {k} free parameters by least squares")
 
     rng = np.random.default_rng(seed)
     starts = lo + (hi - lo) * rng.random((n_starts, k))
@@ -215,6 +214,7 @@ def fit_lsq(
         fit_spec,
         theta,
         method="lsq",
+        loss="squares",
         objective=chisqr,
         objective_name=OBJECTIVE_NAME,
         converged=bool(out.success),

@@ -1,4 +1,8 @@
-"""Run tables drawn from a known law: the reference study's design, or your own.
+"""The reference study, in one place: its published numbers, its grid and its architecture.
+
+Schwethelm, Rueckert, Kaissis (2026), "How Much Is One Recurrence Worth? Iso-Depth Scaling
+Laws for Looped Language Models", arXiv 2604.21106 (v3).  Every number phifit quotes from
+the study, and the arithmetic of its architecture, comes from this module.
 
 The paper design (paper-notes section 5.1-5.3) is the study's iso-FLOP grid:
 6 budgets x 4-6 widths per budget x r in {1, 2, 4, 8}, 116 runs, 20 effective
@@ -15,17 +19,30 @@ Training FLOPs per token (paper Eq. 6, full BPTT, T = 2048, V_pad = 32,064):
         + 12 d T (l_prelude + l_coda) + 12 r l_recur d T
 
 and D = round(C / (F * 262,144)) * 262,144 tokens, as the runs trained.
-Noise is multiplicative: log L = log L_true + N(0, noise^2).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
-from .law import REFERENCE_PARAMS, JointLaw
+#: The study's joint fit (Table 2; A and B from the project page).
+REFERENCE_PARAMS: Mapping[str, float] = MappingProxyType(
+    {"E": 1.56773, "A": 28.027, "alpha": 0.19924, "B": 915.82, "beta": 0.36863, "phi": 0.459}
+)
+#: phi of the joint fit and its 95% block-bootstrap percentile interval (200 resamples of 24 cells).
+STUDY_PHI = 0.459
+STUDY_PHI_CI = (0.41, 0.53)
+#: R^2 on raw nats of the free fit and of the restricted laws (Table 2).
+STUDY_R2: Mapping[str, float] = MappingProxyType({"free": 0.9972, "phi=0": 0.9858, "phi=1": 0.9552})
+#: Case studies on the four lower budgets (Table 3): the baseline refit there, and the two recipes.
+STUDY_CASE_PHI: Mapping[str, float] = MappingProxyType({"baseline": 0.453, "tbptt": 0.380, "hc": 0.646})
+#: Number of runs of the main grid.
+STUDY_N_RUNS = 116
 
 #: FLOP budget -> widths s trained at that budget (the same for every r).
 PAPER_GRID: Mapping[float, tuple[int, ...]] = {
@@ -40,7 +57,6 @@ PAPER_RECURRENCES = (1, 2, 4, 8)
 PAPER_BATCH_TOKENS = 262_144
 PAPER_SEQ_LEN = 2048
 PAPER_VOCAB_PADDED = 32_064
-DESIGNS = ("paper",)
 
 
 def paper_architecture(s: int, r: int) -> dict[str, float]:
@@ -70,6 +86,8 @@ def paper_architecture(s: int, r: int) -> dict[str, float]:
 
 def paper_design() -> pd.DataFrame:
     """The study's 116-run grid: run_id, budget, size, r, n_once, n_rec, tokens, flops."""
+    import pandas as pd
+
     rows = []
     for budget, widths in PAPER_GRID.items():
         for r in PAPER_RECURRENCES:
@@ -90,41 +108,3 @@ def paper_design() -> pd.DataFrame:
                     }
                 )
     return pd.DataFrame(rows)
-
-
-def simulate(
-    design: pd.DataFrame | str = "paper",
-    *,
-    params: Mapping[str, float] | None = None,
-    noise: float = 0.0,
-    seed: int = 0,
-) -> pd.DataFrame:
-    """A run table with losses from a known joint law.
-
-    Parameters
-    ----------
-    design
-        ``"paper"`` or a frame with columns r, n_once, n_rec, tokens (others kept).
-    params
-        {E, A, alpha, B, beta, phi}; missing entries default to the study's joint fit.
-    noise
-        Standard deviation of multiplicative log-normal noise on the loss.
-    seed
-        Seed of the noise.
-    """
-    if isinstance(design, str):
-        if design not in DESIGNS:
-            raise ValueError(
-                f"unknown design {design!r}; expected one of {', '.join(DESIGNS)} "
-                f"or a CSV of r, n_once, n_rec, tokens"
-            )
-        frame = paper_design()
-    else:
-        frame = design.copy()
-    if noise < 0:
-        raise ValueError(f"noise must be >= 0, got {noise}")
-    law = JointLaw.from_params({**REFERENCE_PARAMS, **(params or {})})
-    clean = law.loss(frame["r"], frame["n_once"], frame["n_rec"], frame["tokens"])
-    rng = np.random.default_rng(seed)
-    frame["loss"] = clean * np.exp(noise * rng.standard_normal(len(frame)))
-    return frame

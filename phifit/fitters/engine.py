@@ -1,0 +1,503 @@
+"""The refit engine: every fit and refit of the joint law in phifit runs through here.
+
+One objective, written once (:func:`loss_terms`):
+
+    F(x) = sum_i w_i rho(log L_hat_i(x) - log L_i),
+    rho = Huber_delta (delta > 0: the reference method) or r^2 / 2 (delta = inf: least squares)
+
+with integer weights w_i when a run enters a resampled table w_i times (then F is exactly
+the objective of the concatenated resampled table) and w_i = 1 otherwise.  Its parts:
+
+- :func:`batched_weighted_lm`: projected Levenberg-Marquardt on many (start, weighting)
+  rows at once, with the law's analytic Jacobian (:func:`law_model`);
+- :func:`polish`: ``scipy.optimize.least_squares`` at tight tolerances on one row (the
+  objective is ~1e-4 and its gradients tiny: default tolerances stop early);
+- :func:`refit_weighted`: warm-started refits of many weightings of one table (warm
+  start from the point estimate plus spread starts, best end point per row, unconverged
+  rows finished by :func:`polish`), in chunks run in parallel threads;
+- :func:`identifiable_rows`: which weightings still identify phi.
+
+The multi-start point fit (:mod:`phifit.fitters.huber`), least squares
+(:mod:`phifit.fitters.lsq`), the bootstrap, diagnostics, recipes and the planner call these;
+none re-implements them.  A :class:`~phifit.result.FitResult` records its box and loss, and
+:func:`refit_settings` reads them back, so a refit uses exactly the fit's own objective.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from ..law import Design, LawSpec, log_loss, log_loss_and_jacobian, log_loss_and_jacobian_t
+from ..result import FitResult
+from ..runs import RunTable
+
+#: Huber threshold of the reference method, on log-loss residuals.
+DELTA = 1e-3
+
+
+def refit_settings(fit: FitResult) -> tuple[LawSpec, float]:
+    """(spec, delta) to refit ``fit`` with its own box, fixed values and loss.
+
+    delta is the Huber threshold, or ``inf`` for a least-squares fit.  A Bayesian fit has
+    no optimisation objective: ``ValueError`` says so (see :attr:`FitResult.loss_delta`).
+    """
+    return fit.spec, fit.loss_delta
+
+
+def huber(x: np.ndarray, delta: float = DELTA) -> np.ndarray:
+    """Huber_delta(x) = x^2/2 for |x| <= delta, delta (|x| - delta/2) beyond (elementwise)."""
+    ax = np.abs(x)
+    return np.where(ax <= delta, 0.5 * x * x, delta * (ax - 0.5 * delta))
+
+
+def loss_terms(res: np.ndarray, delta: float = DELTA) -> np.ndarray:
+    """Per-run terms of the objective: Huber_delta(res), or res^2 / 2 when delta is infinite."""
+    return huber(res, delta) if np.isfinite(delta) else 0.5 * res * res
+
+
+def polish(
+    x0: np.ndarray,
+    spec: LawSpec,
+    design,
+    y: np.ndarray,
+    delta: float = DELTA,
+    weights: np.ndarray | None = None,
+):
+    """Refine free coordinates ``x0`` with ``scipy.optimize.least_squares`` at tight tolerances.
+
+    Minimises sum_i w_i Huber_delta(log L_hat_i - log L_i) (``loss="huber"``,
+    ``f_scale=delta``, whose cost is exactly that sum), or sum_i w_i r_i^2 / 2 when delta
+    is infinite.  Weights default to 1; for the Huber objective they must be whole numbers
+    (bootstrap multiplicities: run i enters w_i times, which is exact); other weights give
+    ``None``.  Returns the scipy result (``status > 0``: a tolerance was met).
+    """
+    mask = spec.free_mask
+    huber_loss = bool(np.isfinite(delta))
+    if weights is None:
+        rows, scale = None, None
+    else:
+        w = np.asarray(weights, dtype=float)
+        if huber_loss:
+            if np.any(w < 0) or not np.allclose(w, np.round(w)):
+                return None
+            rows, scale = np.repeat(np.arange(len(w)), np.round(w).astype(int)), None
+        else:
+            rows, scale = None, np.sqrt(w)
+
+    def fun(x):
+        res = log_loss(spec.full_theta(x), design) - y
+        return res[rows] if rows is not None else res if scale is None else scale * res
+
+    def jac(x):
+        j = log_loss_and_jacobian(spec.full_theta(x), design)[1][:, mask]
+        return j[rows] if rows is not None else j if scale is None else scale[:, None] * j
+
+    x0 = np.clip(x0, spec.lower + 1e-12, spec.upper - 1e-12)
+    kw = {"loss": "huber", "f_scale": delta} if huber_loss else {"loss": "linear"}
+    return least_squares(
+        fun,
+        x0,
+        jac=jac,
+        bounds=(spec.lower, spec.upper),
+        method="trf",
+        x_scale="jac",
+        ftol=1e-15,
+        xtol=1e-15,
+        gtol=1e-15,
+        max_nfev=2000,
+        **kw,
+    )
+
+
+# -- many weighted refits at once (bootstrap, jackknife, recipes) ---------------------------
+
+
+@dataclass(frozen=True)
+class BatchedLM:
+    """End points of :func:`batched_weighted_lm`: one row per start.
+
+    ``x`` (m, k) free coordinates, ``objective`` (m,) the weighted objective,
+    ``converged`` (m,) the stopping rule held (see :func:`batched_weighted_lm`),
+    ``n_iter`` (m,) iterations used.
+    """
+
+    x: np.ndarray
+    objective: np.ndarray
+    converged: np.ndarray
+    n_iter: np.ndarray
+
+
+def weighted_huber(res: np.ndarray, weights: np.ndarray, delta: float) -> np.ndarray:
+    """sum_i w_i Huber_delta(res_i) along the last axis; delta = inf gives sum_i w_i res_i^2 / 2.
+
+    With integer weights (the multiplicity of each run in a resampled table) this is
+    exactly the summed objective over the concatenated, resampled table.
+    """
+    ares = np.abs(res)
+    if np.isinf(delta):
+        return (weights * 0.5 * res * res).sum(-1)
+    return (weights * np.where(ares <= delta, 0.5 * res * res, delta * (ares - 0.5 * delta))).sum(-1)
+
+
+def batched_weighted_lm(
+    model,
+    x0: np.ndarray,
+    y: np.ndarray,
+    weights: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    *,
+    delta: float = DELTA,
+    max_iter: int = 300,
+    tol: float = 1e-13,
+    atol: float = 1e-26,
+    switch_rtol: float = 1e-6,
+    near_curvature: float = 1e-2,
+) -> BatchedLM:
+    """Projected Levenberg-Marquardt on many (start, weighting) pairs at once.
+
+    Minimises, separately for every row s,
+
+        F_s(x) = sum_i w_si Huber_delta(f_i(x) - y_i)     (delta = inf: least squares)
+
+    inside the box [lower, upper].  ``model(x)`` maps x (m, k) to predictions (m, n)
+    and their *transposed* Jacobian (m, k, n).  Each iteration solves
+
+        (H + lam diag(H)) step = -g,   g = sum_i w_i psi(res_i) J_i,
+        H = sum_i w_i omega_i J_i J_i^T,
+        omega_i = 1 if |res_i| <= delta else c * delta / |res_i|,
+
+    clips x + step to the box and accepts it only if F decreases; each row keeps its
+    own damping lam.  c = 1 is the IRLS (reweighted Gauss-Newton) matrix, robust far
+    from a minimum but only linearly convergent, because most residuals of a scaling
+    fit lie in Huber's linear zone.  Once a row's predicted decrease falls below
+    ``switch_rtol * F`` it switches to c = ``near_curvature`` (close to the true
+    Gauss-Newton Hessian of the Huber loss, whose linear zone has zero curvature), which
+    converges in a few steps once the set of inner residuals has settled.
+
+    A row stops as ``converged`` once the predicted decrease of the projected gradient
+    g_p (components pushing out of the box at an active bound set to 0),
+    g_p^T H^-1 g_p / 2, is below ``tol * F + atol * sum_i w_i`` (relative: the objective
+    is ~1e-4 and its gradients tiny; the small absolute part only matters for an exact,
+    noise-free fit, F ~ 0).  It stops unconverged when no step improves F even at maximal
+    damping (lam = 1e10) while the predicted decrease is still above 1e3 times that
+    threshold, or after ``max_iter`` iterations.  Rows leave the
+    computation as they stop, so the cost falls as they finish.
+    """
+    x = np.clip(np.array(x0, dtype=float, copy=True), lower, upper)
+    m, k = x.shape
+    weights = np.broadcast_to(np.asarray(weights, dtype=float), (m, len(y)))
+    lower = np.asarray(lower, dtype=float)
+    upper = np.asarray(upper, dtype=float)
+    eye = np.eye(k)
+    finite_delta = bool(np.isfinite(delta))
+
+    def evaluate(xs, ws, curv):
+        pred, jac_t = model(xs)
+        res = pred - y
+        obj = (ws * loss_terms(res, delta)).sum(-1)
+        if finite_delta:
+            ares = np.abs(res)
+            inner = ares <= delta
+            psi = np.where(inner, res, delta * np.sign(res))
+            omega = np.where(inner, 1.0, curv[:, None] * delta / np.maximum(ares, delta))
+        else:
+            psi, omega = res, 1.0
+        grad = np.matmul(jac_t, (ws * psi)[..., None])[..., 0]
+        hess = np.matmul(jac_t * (ws * omega)[..., None, :], np.swapaxes(jac_t, -1, -2))
+        return obj, grad, hess
+
+    def decrement(xs, grad, hess):
+        at_bound = ((xs <= lower) & (grad > 0)) | ((xs >= upper) & (grad < 0))
+        gp = np.where(at_bound, 0.0, grad)
+        diag = np.einsum("skk->sk", hess)
+        reg = hess + (1e-12 * diag.max(-1) + 1e-300)[:, None, None] * eye
+        try:
+            sol = np.linalg.solve(reg, gp[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            sol = gp / np.maximum(diag, 1e-300)
+        return 0.5 * np.abs(np.einsum("sk,sk->s", gp, sol))
+
+    curv = np.ones(m)
+    floor = atol * weights.sum(-1)
+    obj, grad_a, hess_a = evaluate(x, weights, curv)
+    converged = np.zeros(m, dtype=bool)
+    n_iter = np.full(m, max_iter)
+    idx = np.flatnonzero(np.isfinite(obj))
+    n_iter[~np.isfinite(obj)] = 0
+    xa, wa, obj_a, curv, floor = x[idx], weights[idx], obj[idx], curv[idx], floor[idx]
+    grad_a, hess_a = grad_a[idx], hess_a[idx]
+    lam = np.full(len(idx), 1e-3)
+    for it in range(max_iter):
+        if len(idx) == 0:
+            break
+        dec = decrement(xa, grad_a, hess_a)
+        threshold = tol * obj_a + floor
+        near = dec <= threshold
+        switch = (curv > near_curvature) & ((dec <= switch_rtol * obj_a) | (lam >= 1e10))
+        near &= ~switch
+        stuck = (lam >= 1e10) & ~switch
+        done = near | (stuck & (dec <= 1e3 * threshold))
+        stop = done | stuck
+        if stop.any():
+            x[idx[stop]], obj[idx[stop]] = xa[stop], obj_a[stop]
+            converged[idx[done]] = True
+            n_iter[idx[stop]] = it
+            keep = ~stop
+            idx, xa, wa, obj_a, lam, curv, floor = (
+                idx[keep],
+                xa[keep],
+                wa[keep],
+                obj_a[keep],
+                lam[keep],
+                curv[keep],
+                floor[keep],
+            )
+            grad_a, hess_a, switch = grad_a[keep], hess_a[keep], switch[keep]
+            if len(idx) == 0:
+                break
+        if switch.any():
+            curv[switch] = near_curvature
+            lam[switch] = 1e-3
+            _, grad_a[switch], hess_a[switch] = evaluate(xa[switch], wa[switch], curv[switch])
+        diag = np.einsum("skk->sk", hess_a)
+        damped = hess_a + lam[:, None, None] * (diag[:, :, None] * eye) + 1e-300 * eye
+        try:
+            step = np.linalg.solve(damped, -grad_a[..., None])[..., 0]
+        except np.linalg.LinAlgError:
+            step = -grad_a / np.maximum(diag, 1e-300)
+        step = np.nan_to_num(step, nan=0.0, posinf=0.0, neginf=0.0)
+        x_new = np.clip(xa + step, lower, upper)
+        obj_new, grad_new, hess_new = evaluate(x_new, wa, curv)
+        better = np.isfinite(obj_new) & (obj_new < obj_a)
+        xa[better], obj_a[better] = x_new[better], obj_new[better]
+        grad_a[better], hess_a[better] = grad_new[better], hess_new[better]
+        lam = np.where(better, np.maximum(lam * 0.2, 1e-12), np.minimum(lam * 10.0, 1e10))
+    x[idx], obj[idx] = xa, obj_a
+    return BatchedLM(x=x, objective=obj, converged=converged, n_iter=n_iter)
+
+
+def law_model(spec: LawSpec, design):
+    """``model(x)`` for :func:`batched_weighted_lm`: the joint law on ``design`` under ``spec``.
+
+    Returns predicted log-loss (m, n) and its transposed Jacobian over the free
+    coordinates (m, k, n).
+    """
+    mask = spec.free_mask
+    all_free = bool(mask.all())
+
+    def model(x):
+        pred, jac_t = log_loss_and_jacobian_t(spec.full_theta(x), design)
+        return pred, (jac_t if all_free else jac_t[..., mask, :])
+
+    return model
+
+
+# -- refitting many weighted tables (bootstrap, jackknife, recipes, planning) ---------------
+
+
+@dataclass(frozen=True)
+class RefitProblem:
+    """Everything a worker needs to refit weighted tables (plain data)."""
+
+    design: Design
+    y: np.ndarray
+    fixed: dict
+    bounds: dict
+    delta: float
+    max_iter: int = 300
+    explore_iter: int = 15
+    prune_ratio: float = 2.0
+
+    @property
+    def spec(self) -> LawSpec:
+        return LawSpec(fixed=self.fixed, bounds=self.bounds)
+
+
+def refit_chunk(
+    problem: RefitProblem, weights: np.ndarray, x_hat: np.ndarray, spread: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Refit weighted tables: warm start plus spread starts, best end point per table.
+
+    ``weights`` (c, n), ``x_hat`` (k,) free coordinates of the point estimate,
+    ``spread`` (c, K, k) extra starts.  Returns per table: ``x`` (c, k), ``objective``,
+    ``converged``, ``switched`` (a spread start beat the warm start by more than a
+    relative 1e-9), ``n_iter`` (iterations of the best start).
+    """
+    spec = problem.spec
+    model = law_model(spec, problem.design)
+    lo, hi = spec.lower, spec.upper
+    c = len(weights)
+    kw = {"delta": problem.delta}
+    warm = batched_weighted_lm(
+        model, np.tile(x_hat, (c, 1)), problem.y, weights, lo, hi, max_iter=problem.max_iter, **kw
+    )
+    best_x, best_obj = warm.x.copy(), warm.objective.copy()
+    best_conv, best_it = warm.converged.copy(), warm.n_iter.copy()
+    switched = np.zeros(c, dtype=bool)
+    n_spread = spread.shape[1] if spread.ndim == 3 else 0
+    if n_spread:
+        owner = np.repeat(np.arange(c), n_spread)
+        ws = weights[owner]
+        explore = batched_weighted_lm(
+            model,
+            spread.reshape(-1, spread.shape[-1]),
+            problem.y,
+            ws,
+            lo,
+            hi,
+            max_iter=problem.explore_iter,
+            **kw,
+        )
+        ceiling = problem.prune_ratio * np.where(np.isfinite(best_obj), best_obj, np.inf)[owner]
+        carry = (~explore.converged) & (explore.objective <= ceiling)
+        x_end, obj_end = explore.x.copy(), explore.objective.copy()
+        conv_end, it_end = explore.converged.copy(), explore.n_iter.copy()
+        if carry.any():
+            more = batched_weighted_lm(
+                model, explore.x[carry], problem.y, ws[carry], lo, hi, max_iter=problem.max_iter, **kw
+            )
+            x_end[carry], obj_end[carry] = more.x, more.objective
+            conv_end[carry], it_end[carry] = more.converged, more.n_iter + problem.explore_iter
+        obj_end = np.where(np.isfinite(obj_end), obj_end, np.inf)
+        for j in range(n_spread):
+            rows = np.arange(c) * n_spread + j
+            cand = obj_end[rows]
+            # a spread start replaces the warm one only when it is clearly better
+            better = cand < np.where(np.isfinite(best_obj), best_obj, np.inf) * (1 - 1e-9)
+            better &= conv_end[rows] | ~best_conv
+            switched |= better & (cand < warm.objective * (1 - 1e-9))
+            best_x[better], best_obj[better] = x_end[rows][better], cand[better]
+            best_conv[better], best_it[better] = conv_end[rows][better], it_end[rows][better]
+    polished = polish_unconverged(problem, weights, best_x, best_obj, best_conv)
+    return {
+        "x": best_x,
+        "objective": best_obj,
+        "converged": best_conv,
+        "switched": switched,
+        "n_iter": best_it,
+        "polished": polished,
+    }
+
+
+def polish_unconverged(
+    problem: RefitProblem, weights: np.ndarray, x: np.ndarray, objective: np.ndarray, converged: np.ndarray
+) -> np.ndarray:
+    """Finish, in place, the rows the vectorised LM left unconverged (finite objective).
+
+    The LM stops unconverged after ``max_iter`` steps on long, flat valleys (typically
+    E sliding to its bound on a resampled table with a poorly determined E).  Each such
+    row is refined from where it stopped by the point fit's own polish
+    (:func:`phifit.fitters.huber.polish`, least_squares at tight tolerances on the weighted
+    objective); a row whose polish meets a tolerance without raising the objective counts
+    as converged.  Returns the (c,) mask of rows finished this way.
+    """
+    spec = problem.spec
+    finished = np.zeros(len(x), dtype=bool)
+    for i in np.flatnonzero(~converged & np.isfinite(objective)):
+        sol = polish(x[i], spec, problem.design, problem.y, problem.delta, weights[i])
+        if sol is None or sol.status <= 0:
+            continue
+        res = log_loss(spec.full_theta(sol.x), problem.design) - problem.y
+        obj = float(np.sum(weights[i] * loss_terms(res, problem.delta)))
+        if obj <= objective[i] * (1 + 1e-9) + 1e-300:
+            x[i], objective[i], converged[i], finished[i] = sol.x, obj, True, True
+    return finished
+
+
+def spread_starts(
+    x_hat: np.ndarray, spec: LawSpec, n_rows: int, n_spread: int, rng: np.random.Generator
+) -> np.ndarray:
+    """(n_rows, n_spread, k) starts: the first half around x_hat (sd 10% of each box width),
+    the rest uniform in the box."""
+    lo, hi = spec.lower, spec.upper
+    k = len(lo)
+    n_local = (n_spread + 1) // 2
+    local = x_hat + 0.1 * (hi - lo) * rng.standard_normal((n_rows, n_local, k))
+    uniform = lo + (hi - lo) * rng.random((n_rows, n_spread - n_local, k))
+    return np.clip(np.concatenate([local, uniform], axis=1), lo, hi)
+
+
+def identifiable_rows(runs: RunTable, weights: np.ndarray) -> np.ndarray:
+    """Per weighting: True when the runs with w > 0 identify phi (looped runs, >= 2 values of r)."""
+    r = runs.r
+    looped = (r > 1) & (runs.n_rec > 0)
+    present = weights > 0
+    has_loop = (present & looped).any(axis=1)
+    n_r = np.zeros(len(weights), dtype=int)
+    for value in np.unique(r):
+        n_r += (present & (r == value)).any(axis=1)
+    return has_loop & (n_r >= 2)
+
+
+def refit_weighted(
+    runs: RunTable,
+    spec: LawSpec,
+    weights: np.ndarray,
+    x_hat: np.ndarray,
+    *,
+    delta: float = DELTA,
+    n_spread: int = 4,
+    seed: int | np.random.Generator = 0,
+    n_jobs: int = 1,
+    chunk_size: int = 100,
+    progress: bool = False,
+    desc: str = "refits",
+) -> dict[str, np.ndarray]:
+    """Refit the law to many weightings of one table (warm start from ``x_hat``).
+
+    ``spec`` is the spec fitted (after :func:`phifit.fitters.common.effective_spec`);
+    ``x_hat`` the free coordinates of the point estimate; ``weights`` (m, n_runs).
+    Results are independent of ``n_jobs`` and ``chunk_size`` (starts are drawn up front).
+    Returns arrays ``x`` (m, k), ``objective``, ``converged``, ``switched``, ``n_iter``,
+    ``polished`` (finished by the least-squares polish, :func:`polish_unconverged`).
+    """
+    weights = np.asarray(weights, dtype=float)
+    m = len(weights)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    spread = spread_starts(x_hat, spec, m, n_spread, rng)
+    problem = RefitProblem(
+        design=runs.design, y=runs.log_loss, fixed=dict(spec.fixed), bounds=dict(spec.bounds), delta=delta
+    )
+    chunks = [np.arange(i, min(i + chunk_size, m)) for i in range(0, m, chunk_size)]
+    bar = progress_bar(m, desc, progress)
+    outputs: list[dict[str, np.ndarray]] = []
+    try:
+        if n_jobs == 1 or len(chunks) == 1:
+            for ch in chunks:
+                outputs.append(refit_chunk(problem, weights[ch], x_hat, spread[ch]))
+                bar.update(len(ch))
+        else:
+            from joblib import Parallel, delayed
+
+            # threads, not processes: the work is large NumPy array operations that release
+            # the GIL, and worker processes would spend ~1-5 s starting and importing
+            parallel = Parallel(n_jobs=n_jobs, return_as="generator", backend="threading")
+            jobs = (delayed(refit_chunk)(problem, weights[ch], x_hat, spread[ch]) for ch in chunks)
+            for ch, out in zip(chunks, parallel(jobs)):
+                outputs.append(out)
+                bar.update(len(ch))
+    finally:
+        bar.close()
+    return {key: np.concatenate([o[key] for o in outputs]) for key in outputs[0]}
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, desc: str, progress: bool):
+    """A tqdm bar on stderr; off when ``progress`` is False or stderr is not a terminal."""
+    if not progress:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="rep", file=sys.stderr, disable=None, leave=False)
