@@ -81,8 +81,6 @@ from .plain import to_plain
 from .result import FitResult
 from .runs import RunTable
 
-#: Reserved block name: every run is its own block.
-SINGLE_RUNS = "run"
 BOOT_METHODS = ("huber", "lsq")
 INTERVAL_KINDS = ("percentile", "bca")
 _MC_RESAMPLES = 1000
@@ -92,34 +90,8 @@ _MC_RESAMPLES = 1000
 
 
 def block_codes(runs: RunTable, block: str | Sequence[str] | None) -> tuple[np.ndarray, str]:
-    """Integer block code per run (0 .. G-1) and the block label.
-
-    ``block=None``: (budget, r) cells when a ``budget`` column exists, else single runs.
-    ``block="run"``: single runs.  Otherwise one or more column names (a list, or a
-    comma-separated string such as ``"budget,r"``).
-    """
-    if block is None:
-        cols = ["budget", "r"] if "budget" in runs.frame.columns else [SINGLE_RUNS]
-    elif isinstance(block, str):
-        cols = [c.strip() for c in block.split(",") if c.strip()]
-    else:
-        cols = [str(c).strip() for c in block]
-    if not cols:
-        raise ValueError("block: give at least one column name (or 'run' for single runs)")
-    if cols == [SINGLE_RUNS]:
-        return np.arange(len(runs)), SINGLE_RUNS
-    if SINGLE_RUNS in cols:
-        raise ValueError(f"block: {SINGLE_RUNS!r} (single runs) cannot be combined with columns")
-    missing = [c for c in cols if c not in runs.frame.columns]
-    if missing:
-        raise ValueError(
-            f"block: no column(s) {', '.join(map(repr, missing))} in the run table; "
-            f"columns: {', '.join(map(str, runs.frame.columns))}"
-        )
-    frame = runs.frame[cols].astype(str) if len(cols) > 1 else runs.frame[cols[0]].astype(str)
-    codes = (frame.agg("\x1f".join, axis=1) if len(cols) > 1 else frame).to_numpy()
-    _, inverse = np.unique(codes, return_inverse=True)
-    return inverse.astype(int), ",".join(cols)
+    """Integer block code per run and the block label: :meth:`phifit.runs.RunTable.cells`."""
+    return runs.cells(block)
 
 
 def draw_weights(codes: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -378,13 +378,8 @@ class TableFamily:
 
     @classmethod
     def from_runs(cls, runs: RunTable) -> TableFamily:
-        frame = runs.frame
-        if "flops" in frame:
-            f = frame["flops"].to_numpy(float) / runs.tokens
-            source = "flops / tokens"
-        else:
-            f = 6.0 * (runs.n_once + runs.r * runs.n_rec)
-            source = "6 (n_once + r n_rec)"
+        f = runs.flops_per_token
+        source = "flops / tokens" if runs.has_flops else "6 (n_once + r n_rec)"
         coef: dict[int, dict[str, list[float]]] = {}
         for r in np.unique(runs.r.astype(int)):
             m = runs.r.astype(int) == r
@@ -707,11 +702,8 @@ def table_budgets(runs: RunTable, *, n_default: int = 6) -> list[float]:
 
 
 def run_compute(runs: RunTable) -> np.ndarray:
-    """Training compute of each run, C = F D: the ``flops`` column when present, else
-    6 (n_once + r n_rec) D (FLOPs)."""
-    if "flops" in runs.frame:
-        return runs.frame["flops"].to_numpy(float)
-    return 6.0 * (runs.n_once + runs.r * runs.n_rec) * runs.tokens
+    """Training compute of each run, C = F D: :attr:`phifit.runs.RunTable.compute`."""
+    return runs.compute
 
 
 # ------------------------------------------------------------------- parabola minima

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +57,10 @@ class RunTableError(ValueError):
         more = len(self.problems) - _MAX_LISTED
         suffix = f"; and {more} more problem(s)" if more > 0 else ""
         super().__init__(f"{source}: {shown}{suffix}")
+
+
+#: Reserved block name: every run is its own block.
+SINGLE_RUNS = "run"
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,69 @@ class RunTable:
         """True when some runs are looped (r > 1, N_rec > 0) and r takes >= 2 values."""
         looped = (self.r > 1) & (self.n_rec > 0)
         return bool(looped.any()) and len(np.unique(self.r)) >= 2
+
+    # -- the schema's derived quantities ----------------------------------------------------
+
+    @property
+    def has_flops(self) -> bool:
+        """True when the table records each run's training FLOPs (a ``flops`` column)."""
+        return "flops" in self.frame
+
+    @property
+    def flops_per_token(self) -> np.ndarray:
+        """Training FLOPs per token F: ``flops / tokens`` when recorded, else the estimate
+        F = 6 (N_once + r N_rec) (forward + backward matmuls of the executed parameters; it
+        leaves out attention and the embeddings, so it underestimates small models)."""
+        if self.has_flops:
+            return self.frame["flops"].to_numpy(dtype=float) / self.tokens
+        return 6.0 * (self.n_once + self.r * self.n_rec)
+
+    @property
+    def compute(self) -> np.ndarray:
+        """Training compute of each run, C = F D in FLOPs (see :attr:`flops_per_token`)."""
+        if self.has_flops:
+            return self.frame["flops"].to_numpy(dtype=float)
+        return self.flops_per_token * self.tokens
+
+    @property
+    def compute_source(self) -> str:
+        """Where :attr:`compute` comes from, in words."""
+        return "the flops column" if self.has_flops else "the estimate 6 (N_once + r N_rec) D"
+
+    @property
+    def budget(self) -> np.ndarray | None:
+        """The isoFLOP curve label of each run (the ``budget`` column), or None."""
+        return self.frame["budget"].to_numpy() if "budget" in self.frame else None
+
+    def cells(self, block: str | Sequence[str] | None = None) -> tuple[np.ndarray, str]:
+        """Integer block code per run (0 .. G-1) and the block label, for resampling.
+
+        ``block=None``: (budget, r) cells when a ``budget`` column exists (the study's
+        bootstrap blocks), else single runs.  ``block="run"``: single runs.  Otherwise one
+        or more column names (a list, or a comma-separated string such as ``"budget,r"``).
+        """
+        if block is None:
+            cols = ["budget", "r"] if "budget" in self.frame.columns else [SINGLE_RUNS]
+        elif isinstance(block, str):
+            cols = [c.strip() for c in block.split(",") if c.strip()]
+        else:
+            cols = [str(c).strip() for c in block]
+        if not cols:
+            raise ValueError("block: give at least one column name (or 'run' for single runs)")
+        if cols == [SINGLE_RUNS]:
+            return np.arange(len(self)), SINGLE_RUNS
+        if SINGLE_RUNS in cols:
+            raise ValueError(f"block: {SINGLE_RUNS!r} (single runs) cannot be combined with columns")
+        missing = [c for c in cols if c not in self.frame.columns]
+        if missing:
+            raise ValueError(
+                f"block: no column(s) {', '.join(map(repr, missing))} in the run table; "
+                f"columns: {', '.join(map(str, self.frame.columns))}"
+            )
+        frame = self.frame[cols].astype(str) if len(cols) > 1 else self.frame[cols[0]].astype(str)
+        codes = (frame.agg("\x1f".join, axis=1) if len(cols) > 1 else frame).to_numpy()
+        _, inverse = np.unique(codes, return_inverse=True)
+        return inverse.astype(int), ",".join(cols)
 
     def subset(self, mask) -> RunTable:
         """The runs selected by a boolean mask or integer positions (order kept)."""
