@@ -47,7 +47,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 from scipy.stats import chi2
 
-from .bootstrap import SINGLE_RUNS, bootstrap_interval
+from .bootstrap import bootstrap_interval
 from .compare import gaussian_log_lik
 from .fitters import fit as fit_law
 from .fitters.common import effective_spec, goodness_of_fit
@@ -55,7 +55,7 @@ from .fitters.engine import DELTA, batched_weighted_lm, identifiable_rows, refit
 from .law import DEFAULT_BOUNDS, THETA_NAMES, LawSpec, log_loss, log_loss_and_jacobian_t
 from .plain import to_plain
 from .result import FitResult
-from .runs import RunTable
+from .runs import SINGLE_RUNS, RunTable
 
 METHODS = ("huber", "lsq")
 LESSON = (
