@@ -43,6 +43,8 @@ STUDY_R2: Mapping[str, float] = MappingProxyType({"free": 0.9972, "phi=0": 0.985
 STUDY_CASE_PHI: Mapping[str, float] = MappingProxyType({"baseline": 0.453, "tbptt": 0.380, "hc": 0.646})
 #: Number of runs of the main grid.
 STUDY_N_RUNS = 116
+#: Named designs that `phifit simulate --design` knows ("paper": the study's 116-run grid).
+DESIGNS = ("paper",)
 
 #: FLOP budget -> widths s trained at that budget (the same for every r).
 PAPER_GRID: Mapping[float, tuple[int, ...]] = {

@@ -13,9 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .law import JointLaw
-from .reference import REFERENCE_PARAMS, paper_design
-
-DESIGNS = ("paper",)
+from .reference import DESIGNS, REFERENCE_PARAMS, paper_design
 
 
 def simulate(

@@ -1,4 +1,4 @@
-"""Shared fixtures: simulated paper-design tables and the shared reference data."""
+"""Shared fixtures: simulated paper-design tables and the reference data shipped in tests/data/."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from phifit.law import REFERENCE_PARAMS
 from phifit.runs import RunTable, table_from_frame
 from phifit.simulation import simulate
 
-#: ../shared beside the repository: reference data for tests (absent on some machines).
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+#: Reference data shipped with the tests (attribution in tests/data/README.md).
+TEST_DATA = Path(__file__).resolve().parent / "data"
 
 
 def paper_table(noise: float = 0.0, seed: int = 0, **params: float) -> RunTable:
@@ -32,6 +32,5 @@ def paper_noisy() -> RunTable:
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip(f"reference data folder {SHARED.name}/ beside the repository is absent")
-    return SHARED
+    """The folder holding ``reference/`` (the Epoch Chinchilla points): tests/data, always present."""
+    return TEST_DATA

@@ -12,6 +12,7 @@ from phifit.law import (
     LawSpec,
     log_loss,
     log_loss_and_jacobian,
+    log_loss_and_jacobian_t,
     params_to_theta,
     theta_to_params,
 )
@@ -67,6 +68,19 @@ def test_batched_theta_matches_loop():
         one, jac1 = log_loss_and_jacobian(thetas[k], design)
         np.testing.assert_allclose(batched[k], one, rtol=1e-14)
         np.testing.assert_allclose(jac[k], jac1, rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("phi", [-0.7, 0.0, 0.459, 1.3])
+def test_transposed_jacobian_equals_the_first_implementation(phi):
+    # the vectorised fitters use the transposed layout; it must be the same numbers
+    design = Design.from_arrays(DESIGN["r"], DESIGN["n_once"], DESIGN["n_rec"], DESIGN["tokens"])
+    theta = params_to_theta({**REFERENCE_PARAMS, "phi": phi})
+    thetas = theta + np.random.default_rng(1).normal(0, 0.2, (4, 6))
+    for t in (theta, thetas):
+        value, jac = log_loss_and_jacobian(t, design)
+        value_t, jac_t = log_loss_and_jacobian_t(t, design)
+        np.testing.assert_allclose(value_t, value, rtol=1e-14, atol=0)
+        np.testing.assert_allclose(np.swapaxes(jac_t, -1, -2), jac, rtol=1e-12, atol=1e-300)
 
 
 def test_param_round_trip():

@@ -6,8 +6,10 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from ..runs import RunTable, load_runs, parse_column_mapping
+if TYPE_CHECKING:
+    from ..runs import RunTable
 
 
 def add_runs_argument(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +24,8 @@ def add_runs_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def load_runs_from_args(args: argparse.Namespace) -> RunTable:
+    from ..runs import load_runs, parse_column_mapping
+
     return load_runs(args.runs, columns=parse_column_mapping(args.columns))
 
 

@@ -18,8 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..fitters import METHODS, fit
-from ..law import LawSpec
+from ..fitters import METHODS
 from ._common import (
     add_bayes_arguments,
     add_recipe_argument,
@@ -137,6 +136,9 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..fitters import fit
+    from ..law import LawSpec
+
     _check(args)
     if args.json:
         check_output_file(args.json, args.force)

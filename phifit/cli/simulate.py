@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..reference import REFERENCE_PARAMS
-from ..runs import load_design
-from ..simulation import DESIGNS, simulate
+from ..reference import DESIGNS, REFERENCE_PARAMS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..runs import load_design
+    from ..simulation import simulate
+
     if os.path.exists(args.out) and not args.force:
         raise FileExistsError(f"{args.out}: exists; choose another path or pass --force")
     design = args.design

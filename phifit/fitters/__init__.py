@@ -7,15 +7,18 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..law import LawSpec
-from ..result import FitResult
-from ..runs import RunTable
-from .huber import HuberOptions, fit_huber, huber_objective
+if TYPE_CHECKING:
+    from ..law import LawSpec
+    from ..result import FitResult
+    from ..runs import RunTable
 
 METHODS = ("huber", "lsq", "bayes")
+#: fitter of each method: every one is called as fit_X(runs, *, spec=..., **options)
+_FITTERS = {"huber": ("huber", "fit_huber"), "lsq": ("lsq", "fit_lsq"), "bayes": ("bayes", "fit_bayes")}
 
 
 def fit(
@@ -30,22 +33,25 @@ def fit(
 
     ``fix`` holds parameters fixed by natural name ({"phi": 0}); ``spec`` gives the
     full specification instead (bounds included).  Remaining keyword options go to
-    the method (Huber: n_starts, seed, delta, ...).
+    the method (Huber: n_starts, seed, delta, ...; lsq: n_starts, seed, profile, level;
+    bayes: draws, tune, chains, seed, ...).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
     if spec is not None and fix:
         raise ValueError("give either fix= or spec=, not both")
+    from ..law import LawSpec
+
     spec = spec or LawSpec(fixed=dict(fix or {}))
-    if method == "huber":
-        return fit_huber(runs, spec=spec, options=HuberOptions(**options))
-    if method == "lsq":
-        from .lsq import fit_lsq
+    module, name = _FITTERS[method]
+    fitter = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    return fitter(runs, spec=spec, **options)
 
-        return fit_lsq(runs, spec=spec, **options)
-    from .bayes import fit_bayes
 
-    return fit_bayes(runs, spec=spec, **options)
+def __getattr__(name: str) -> Any:
+    if name in ("fit_huber", "huber_objective", "HuberOptions"):
+        return getattr(importlib.import_module(f"{__name__}.huber"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["METHODS", "fit", "fit_huber", "huber_objective", "HuberOptions"]

@@ -25,6 +25,7 @@ The result reports how many starts reached the best basin.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ class HuberOptions:
 
 
 def fit_huber(
-    runs: RunTable, *, spec: LawSpec | None = None, options: HuberOptions | None = None
+    runs: RunTable, *, spec: LawSpec | None = None, options: HuberOptions | None = None, **settings: Any
 ) -> FitResult:
     """Fit the joint law by the summed Huber objective on log-loss (reference method).
 
@@ -65,8 +66,9 @@ def fit_huber(
         Validated run table.
     spec
         Which parameters vary (default: all six) and the box.
-    options
-        Number of starts, seed, delta, iteration limits.
+    options, settings
+        Number of starts, seed, delta, iteration limits: a :class:`HuberOptions`, or its
+        fields as keywords (``fit_huber(runs, n_starts=200, seed=1)``), as every fitter takes them.
 
     Returns
     -------
@@ -75,7 +77,9 @@ def fit_huber(
     is within ``basin_rtol`` of the best objective), ``delta``, ``solver_message``.
     """
     spec = spec or LawSpec()
-    options = options or HuberOptions()
+    if options is not None and settings:
+        raise ValueError("give either options=HuberOptions(...) or its fields as keywords, not both")
+    options = options or HuberOptions(**settings)
     fit_spec, warnings = effective_spec(runs, spec)
     warnings += check_run_count(runs, fit_spec, source="huber")
     rng = np.random.default_rng(options.seed)
