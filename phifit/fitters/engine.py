@@ -12,6 +12,7 @@ the objective of the concatenated resampled table) and w_i = 1 otherwise.  Its p
   rows at once, with the law's analytic Jacobian (:func:`law_model`);
 - :func:`polish`: ``scipy.optimize.least_squares`` at tight tolerances on one row (the
   objective is ~1e-4 and its gradients tiny: default tolerances stop early);
+  :func:`polish_residuals` the same for any model (the grouped-phi joint fit);
 - :func:`refit_weighted`: warm-started refits of many weightings of one table (warm
   start from the point estimate plus spread starts, best end point per row, unconverged
   rows finished by :func:`polish`), in chunks run in parallel threads;
@@ -76,6 +77,31 @@ def polish(
     ``None``.  Returns the scipy result (``status > 0``: a tolerance was met).
     """
     mask = spec.free_mask
+
+    def fun(x):
+        return log_loss(spec.full_theta(x), design) - y
+
+    def jac(x):
+        return log_loss_and_jacobian(spec.full_theta(x), design)[1][:, mask]
+
+    return polish_residuals(fun, jac, x0, spec.lower, spec.upper, delta, weights)
+
+
+def polish_residuals(
+    fun,
+    jac,
+    x0: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    delta: float = DELTA,
+    weights: np.ndarray | None = None,
+):
+    """:func:`polish` for any model: ``fun(x)`` the (n,) log-loss residuals, ``jac(x)`` their
+    (n, k) Jacobian, ``[lower, upper]`` the box of x.
+
+    Same objective, weights rule and tolerances as :func:`polish` (which calls this for the
+    joint law); the grouped-phi fit of :mod:`phifit.fitters.joint` calls it with its own model.
+    """
     huber_loss = bool(np.isfinite(delta))
     if weights is None:
         rows, scale = None, None
@@ -88,21 +114,21 @@ def polish(
         else:
             rows, scale = None, np.sqrt(w)
 
-    def fun(x):
-        res = log_loss(spec.full_theta(x), design) - y
+    def fun_w(x):
+        res = fun(x)
         return res[rows] if rows is not None else res if scale is None else scale * res
 
-    def jac(x):
-        j = log_loss_and_jacobian(spec.full_theta(x), design)[1][:, mask]
+    def jac_w(x):
+        j = jac(x)
         return j[rows] if rows is not None else j if scale is None else scale[:, None] * j
 
-    x0 = np.clip(x0, spec.lower + 1e-12, spec.upper - 1e-12)
+    x0 = np.clip(x0, lower + 1e-12, upper - 1e-12)
     kw = {"loss": "huber", "f_scale": delta} if huber_loss else {"loss": "linear"}
     return least_squares(
-        fun,
+        fun_w,
         x0,
-        jac=jac,
-        bounds=(spec.lower, spec.upper),
+        jac=jac_w,
+        bounds=(lower, upper),
         method="trf",
         x_scale="jac",
         ftol=1e-15,
