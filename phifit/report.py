@@ -41,23 +41,11 @@ from . import report_template as T
 from ._version import __version__
 from .bootstrap import block_bootstrap
 from .compare import compare_fits
-from .derived import (
-    Equivalence,
-    EquivalenceTable,
-    Frontier,
-    IsoflopCurves,
-    ParabolaMinima,
-    TableFamily,
-    equivalence_table,
-    frontier,
-    isoflop_curves,
-    paper_example,
-    parabola_minima,
-    run_compute,
-    table_budgets,
-)
 from .diagnostics import Diagnostics, diagnose
+from .equivalence import Equivalence, EquivalenceTable, equivalence_table, paper_example
 from .fitters.huber import HuberOptions, fit_huber
+from .frontier import Frontier, IsoflopCurves, TableFamily, frontier, isoflop_curves
+from .isoflop import ParabolaMinima, parabola_minima, table_budgets
 from .law import PARAM_NAMES
 from .plain import to_plain
 from .recipes import compare_recipes, select_recipe
@@ -195,7 +183,7 @@ class Analysis:
         out = [w.to_dict() for w in self.fit.warnings]
         out += [{"source": "diagnostics", **w.to_dict()} for w in self.diagnostics.warnings]
         if self.frontier is not None:
-            out += [{"source": "frontier", "kind": "frontier", "message": w} for w in self.frontier.warnings]
+            out += [w.to_dict() for w in self.frontier.warnings]
         for name, obj in (("comparison", self.comparison), ("recipes", self.recipes), ("bayes", self.bayes)):
             for w in getattr(obj, "warnings", None) or []:
                 out.append({"source": name, "kind": name, "message": str(w)})
@@ -320,7 +308,7 @@ def analyse(runs: RunTable, options: ReportOptions | None = None) -> Analysis:
         frontier_curve=curve,
         parabola=parab,
         isoflop=iso,
-        compute=run_compute(main_runs).tolist(),
+        compute=main_runs.compute.tolist(),
         notes=notes,
         timings=timings,
         table=runs,
@@ -769,7 +757,9 @@ def _section_frontier(a: Analysis, fig) -> str:
     rng_rows = []
     prange = a.parabola.gap_range if a.parabola is not None else {}
     if a.parabola is not None and a.parabola.warnings:
-        html += "<p>Per-cell parabola minima left out:</p>" + T.bullet_list(a.parabola.warnings, "notes")
+        html += "<p>Per-cell parabola minima left out:</p>" + T.bullet_list(
+            [w.message for w in a.parabola.warnings], "notes"
+        )
     for r in gaps:
         lo, hi = f.gap_range[r]
         p = prange.get(r)

@@ -1,4 +1,5 @@
-"""Derived quantities: the 410M/580M/1B example, the compute-optimal frontier, parabola minima."""
+"""Derived quantities: the 410M/580M/1B example (phifit.equivalence), the compute-optimal
+frontier (phifit.frontier), parabola minima (phifit.isoflop), intervals over draws (phifit.draws)."""
 
 from __future__ import annotations
 
@@ -10,22 +11,13 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize_scalar
 
-from phifit.derived import (
-    PaperFamily,
-    TableFamily,
-    equivalence,
-    equivalence_table,
-    frontier,
-    isoflop_curves,
-    paper_budgets,
-    paper_example,
-    parabola_minima,
-    percentile_interval,
-    run_compute,
-    table_budgets,
-)
+from phifit.cautions import Caution
+from phifit.draws import percentile_interval
+from phifit.equivalence import equivalence, equivalence_table, paper_example
 from phifit.fitters.huber import fit_huber
-from phifit.law import Design, JointLaw, log_loss, params_to_theta
+from phifit.frontier import PaperFamily, TableFamily, frontier, isoflop_curves, paper_budgets
+from phifit.isoflop import parabola_minima, table_budgets
+from phifit.law import JointLaw, params_to_theta
 from phifit.reference import paper_architecture
 from phifit.runs import table_from_frame
 from phifit.simulation import simulate
@@ -69,6 +61,18 @@ def test_equivalence_formulae_and_intervals():
     assert d.n_eff_interval == pytest.approx([2e8 + 4**lo * 2e8, 2e8 + 4**hi * 2e8], rel=1e-4)
     m = equivalence(2e8, 2e8, 4, phi=0.46, phi_interval=(lo, hi))
     assert m.n_eff_interval == pytest.approx(d.n_eff_interval, rel=1e-4)
+
+
+def test_equivalence_from_a_fit_uses_the_level_of_its_interval():
+    runs = table_from_frame(simulate("paper", noise=0.003, seed=4))
+    fit = fit_huber(runs).with_updates(ci={"phi": [0.40, 0.50]}, ci_level=0.8)
+    e = equivalence(1e8, 1e8, 4, fit=fit)
+    assert e.level == 0.8 and e.phi_interval == [0.40, 0.50] and "(80%," in e.summary()
+    assert e.n_eff_interval == pytest.approx([1e8 + 4**0.40 * 1e8, 1e8 + 4**0.50 * 1e8])
+    with pytest.raises(ValueError, match="the fit's interval of phi is at 0.8"):
+        equivalence(1e8, 1e8, 4, fit=fit, level=0.95)
+    table = equivalence_table(runs, fit)
+    assert table.level == 0.8 and "80% interval" in table.summary()
 
 
 @pytest.mark.parametrize(
@@ -154,7 +158,7 @@ def test_table_family_without_flops_uses_6n():
     g = fam.grid(4, 7)
     np.testing.assert_allclose(g["flops_per_token"], 6 * (g["n_once"] + 4 * g["n_rec"]), rtol=2e-3)
     assert "6 (n_once + r n_rec)" in fam.description
-    np.testing.assert_allclose(run_compute(runs), 6 * (runs.n_once + runs.r * runs.n_rec) * runs.tokens)
+    np.testing.assert_allclose(runs.compute, 6 * (runs.n_once + runs.r * runs.n_rec) * runs.tokens)
 
 
 def test_frontier_intervals_from_draws():
@@ -177,11 +181,18 @@ def test_frontier_flags_an_optimum_on_the_edge():
     runs = table_from_frame(simulate("paper"))
     fr = frontier(JointLaw.reference(), TableFamily.from_runs(runs), [1e21])
     assert all(fr.at_edge[r][0] for r in (1, 2, 4, 8))
-    assert fr.warnings and all("largest size searched; train larger models" in w for w in fr.warnings)
+    assert len(fr.warnings) == 4 and all(isinstance(w, Caution) for w in fr.warnings)
+    assert {(w.source, w.kind, w.level) for w in fr.warnings} == {("frontier", "optimum_at_edge", "warning")}
+    assert all("largest size searched; train larger models" in w.message for w in fr.warnings)
+    assert [w.values["r"] for w in fr.warnings] == [1, 2, 4, 8]
     small = frontier(JointLaw.reference(), TableFamily.from_runs(runs), [1e15, 1e21])
     assert all(small.at_edge[r] == [True, True] for r in (1, 2, 4, 8))
-    assert any("C = 1e+15 the fitted optimum lies at the smallest size searched" in w for w in small.warnings)
-    assert any("C = 1e+21 the fitted optimum lies at the largest size searched" in w for w in small.warnings)
+    texts = [w.message for w in small.warnings]
+    assert any("C = 1e+15 the fitted optimum lies at the smallest size searched" in t for t in texts)
+    assert any("C = 1e+21 the fitted optimum lies at the largest size searched" in t for t in texts)
+    assert {w.values["edge"] for w in small.warnings} == {"smallest", "largest"}
+    saved = json.loads(json.dumps(small.to_dict(), allow_nan=False))["warnings"]
+    assert [Caution.from_dict(w) for w in saved] == small.warnings
 
 
 # -- parabola minima (approach 2) --------------------------------------------------------------
@@ -227,7 +238,16 @@ def test_parabola_minima_refuse_concave_cells_and_need_budgets():
         for i, n in enumerate((1e7, 2e7, 4e7, 8e7))
     ]
     pm = parabola_minima(table_from_frame(pd.DataFrame(rows)))
-    assert not pm.cells[0]["ok"] and "not convex" in pm.warnings[0]
+    assert not pm.cells[0]["ok"] and "not convex" in pm.warnings[0].message
+    assert (pm.warnings[0].source, pm.warnings[0].kind, pm.warnings[0].level) == (
+        "isoflop",
+        "not_convex",
+        "note",
+    )
+    two = parabola_minima(table_from_frame(pd.DataFrame(rows[:2])))
+    assert (
+        not two.cells and two.warnings[0].kind == "too_few_sizes" and two.warnings[0].values["n_sizes"] == 2
+    )
     with pytest.raises(ValueError, match="need a 'budget' column"):
         parabola_minima(table_from_frame(pd.DataFrame(rows).drop(columns=["budget"])))
 
@@ -249,5 +269,8 @@ def test_percentile_interval_and_budgets():
     with pytest.raises(ValueError, match="level must be in"):
         percentile_interval(np.arange(3.0), 1.0)
     assert table_budgets(table_from_frame(simulate("paper"))) == paper_budgets()
-    d = Design.from_arrays([1], [1e8], [0], [1e9])
-    assert np.isfinite(log_loss(JointLaw.reference().theta, d)).all()
+    # without numeric budget labels: six budgets spread over the runs' compute (RunTable.compute)
+    runs = table_from_frame(simulate("paper").drop(columns=["budget"]))
+    spread = table_budgets(runs)
+    assert len(spread) == 6 and spread[0] == float(f"{runs.compute.min():.3g}")
+    assert spread[-1] == float(f"{runs.compute.max():.3g}")

@@ -22,14 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..derived import equivalence, paper_example
+from ..equivalence import equivalence, paper_example
 from ..plain import to_plain
-from ..reference import REFERENCE_PARAMS
+from ..reference import REFERENCE_PARAMS, STUDY_PHI_CI
 from ..result import FitResult
 from ._common import add_recipe_argument, check_output_file, load_recipe_runs, write_json
 
-#: The study's 95% block-bootstrap interval of phi (paper Table 2).
-REFERENCE_PHI_CI = (0.41, 0.53)
 _SUFFIX = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
@@ -106,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         source = f"phi = {args.phi:g} (given)"
     elif args.reference:
         result = equivalence(
-            args.n_once, args.n_rec, args.r, phi=REFERENCE_PARAMS["phi"], phi_interval=REFERENCE_PHI_CI
+            args.n_once, args.n_rec, args.r, phi=REFERENCE_PARAMS["phi"], phi_interval=STUDY_PHI_CI
         )
         source = "the reference study's joint fit (phi = 0.459, 95% block-bootstrap interval [0.41, 0.53])"
     elif args.fit:
