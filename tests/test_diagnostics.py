@@ -9,9 +9,8 @@ import pytest
 from conftest import paper_table
 from scipy import stats
 
+from phifit.cautions import Caution
 from phifit.diagnostics import (
-    NUMERICAL_PRECISION,
-    _residual_tests,
     consistency,
     data_summary,
     design_warnings,
@@ -19,6 +18,7 @@ from phifit.diagnostics import (
     identifiability,
     influence,
     residual_diagnostics,
+    residual_tests,
 )
 from phifit.fitters import fit
 from phifit.fitters.huber import fit_huber
@@ -63,6 +63,15 @@ def test_offset_on_r2_is_flagged_and_named(shift):
     assert ("above" if shift > 0 else "below") in flag.message and "r = 2" in flag.message
     row = next(g for g in res.by_r if g.group == 2)
     assert row.mean == pytest.approx(shift, abs=0.003)
+
+
+def test_cautions_are_the_one_caution_type():
+    runs = _shifted(0.03)
+    d = diagnose(runs, fit_huber(runs), skip=("influence", "consistency"))
+    assert [w.kind for w in d.warnings] == ["systematic_r_offset"]
+    (w,) = d.warnings
+    assert isinstance(w, Caution) and w.source == "diagnostics" and w.level == "warning"
+    assert d.to_dict()["warnings"] == [w.to_dict()] and w.to_dict()["values"]["r"] == 2
 
 
 def test_offset_flag_survives_training_noise():
@@ -114,15 +123,15 @@ def test_tests_reject_what_they_should():
     x = rng.uniform(15, 22, n)
     fitted = rng.uniform(0.8, 1.1, n)
     iid = 0.01 * rng.standard_normal(n)
-    assert all(t.passed for t in _residual_tests(iid, fitted, x, x + 3, 0.01, False))
+    assert all(t.passed for t in residual_tests(iid, fitted, x, x + 3, 0.01, False))
     hetero = 0.01 * np.exp(0.8 * (x - x.mean())) * rng.standard_normal(n)
-    got = {(t.name, t.against): t.passed for t in _residual_tests(hetero, fitted, x, x, 0.01, False)}
+    got = {(t.name, t.against): t.passed for t in residual_tests(hetero, fitted, x, x, 0.01, False)}
     assert not got[("breusch_pagan", "log_n_eff")]
     trend = iid + 0.01 * (x - x.mean())
-    got = {(t.name, t.against): t.passed for t in _residual_tests(trend, fitted, x, x, 0.01, False)}
+    got = {(t.name, t.against): t.passed for t in residual_tests(trend, fitted, x, x, 0.01, False)}
     assert not got[("trend", "log_n_eff")] and not got[("trend", "log_tokens")]
     heavy = 0.01 * rng.standard_t(2, n)
-    got = {(t.name, t.against): t.passed for t in _residual_tests(heavy, fitted, x, x, 0.01, False)}
+    got = {(t.name, t.against): t.passed for t in residual_tests(heavy, fitted, x, x, 0.01, False)}
     assert not got[("jarque_bera", "normal")]
 
 
@@ -265,6 +274,8 @@ def test_diagnose_round_trips_to_json(noisy):
     assert back["residuals"]["passed"] is True
     assert len(back["influence"]["runs"]) == 116
     assert "[[Residuals" in d.summary() and "[[Identifiability]]" in d.summary()
+    assert "profile interval (assumes independent runs)" in d.summary()
+    assert back["identifiability"]["profile_interval_label"] == "profile interval (assumes independent runs)"
     assert data_summary(runs)["n_cells"] == 24
 
 
@@ -274,4 +285,80 @@ def test_bad_inputs(noisy):
         residual_diagnostics(runs.subset(np.arange(115)), f)
     with pytest.raises(ValueError, match="alpha must be in"):
         residual_diagnostics(runs, f, alpha=1.5)
-    assert NUMERICAL_PRECISION < 1e-6
+    with pytest.raises(ValueError, match="unknown diagnostics to skip: residuals"):
+        diagnose(runs, f, skip=("residuals",))
+
+
+def test_a_bayesian_fit_is_not_refitted(noisy):
+    """A posterior has no objective to refit: refit-based diagnostics refuse or are skipped."""
+    runs, f = noisy
+    posterior = f.with_updates(method="bayes", loss="student_t", delta=None)
+    with pytest.raises(ValueError, match="no optimisation objective"):
+        influence(runs, posterior)
+    with pytest.raises(ValueError, match="no optimisation objective"):
+        consistency(runs, posterior)
+    d = diagnose(runs, posterior)
+    assert d.influence is None and d.consistency is None and d.identifiability.profile is None
+    kinds = {w.kind for w in d.warnings}
+    assert {"influence_skipped", "profile_skipped"} <= kinds
+
+
+# -- refits use the fit's own loss and box (bug 1) -------------------------------------------
+@pytest.fixture(scope="module")
+def lsq_noisy():
+    runs = table_from_frame(simulate("paper", noise=0.01, seed=0))
+    return runs, fit(runs, method="lsq")
+
+
+def test_influence_of_a_least_squares_fit_refits_by_least_squares(lsq_noisy):
+    """Refitting an lsq fit with Huber measured the Huber-lsq gap (median LOO delta -0.028 here)."""
+    runs, f = lsq_noisy
+    infl = influence(runs, f)
+    deltas = np.array([x["delta_phi"] for x in infl.runs])
+    assert abs(np.median(deltas)) < 0.005
+    x = infl.top[0]
+    keep = np.array([rid != x["run_id"] for rid in runs.run_ids])
+    assert fit(runs.subset(keep), method="lsq").phi == pytest.approx(x["phi"], abs=1e-5)
+
+
+def test_refits_stay_in_the_fits_box():
+    from phifit.law import LawSpec
+
+    runs = paper_table(noise=0.004, seed=1)
+    boxed = fit(runs, spec=LawSpec(bounds={"phi": (0.2, 0.4)}))
+    assert boxed.phi == pytest.approx(0.4, abs=1e-9)  # the free optimum (~0.46) lies outside
+    phis = [x["phi"] for x in influence(runs, boxed).runs]
+    assert max(phis) <= 0.4 + 1e-12
+    cons = consistency(runs, boxed, n_starts=10)
+    assert all(x["phi"] <= 0.4 + 1e-12 for x in cons.halves + cons.pairs)
+
+
+# -- the phi profile is the fit's own objective (bug 3) ----------------------------------------
+@pytest.fixture(scope="module")
+def cpu_baseline():
+    from pathlib import Path
+
+    from phifit.recipes import select_recipe
+    from phifit.runs import load_runs
+
+    table = Path(__file__).resolve().parents[1] / "data" / "cpu_small_runs.csv"
+    runs = select_recipe(load_runs(table)).runs
+    return runs, fit(runs)
+
+
+def test_phi_profile_is_minimal_at_the_estimate_on_the_cpu_table(cpu_baseline):
+    """The profile of SSR at Huber optima had its minimum near 0.45, phi_hat = 0.583 outside its interval."""
+    runs, f = cpu_baseline
+    ident = identifiability(runs, f)
+    prof = ident.profile
+    phi, obj, dev = (np.array(prof[k]) for k in ("phi", "objective", "deviance"))
+    i = int(np.argmin(dev))
+    spacing = max(phi[min(i + 1, len(phi) - 1)] - phi[i], phi[i] - phi[max(i - 1, 0)])
+    assert abs(phi[i] - f.phi) <= spacing
+    assert obj.min() == pytest.approx(f.objective, rel=1e-9)
+    lo, hi = ident.profile_interval
+    assert lo < f.phi < hi
+    # smooth: the profile falls towards phi_hat from both sides (no local dips from a bad start)
+    left, right = obj[: i + 1], obj[i:]
+    assert np.all(np.diff(left) <= 1e-12 * obj.min()) and np.all(np.diff(right) >= -1e-12 * obj.min())
+    assert ident.profile_interval_label == "profile interval (assumes independent runs)"
