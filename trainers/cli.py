@@ -1,7 +1,8 @@
 """``phifit train`` and ``phifit sweep``: argparse registration. Importing this module does not import torch.
 
-    phifit train --r 4 --width 128 --budget 1e13 --out runs.csv [--depth 10 --prelude 1 --coda 1 --variant
-    ...] phifit sweep SPEC.toml --out runs.csv [--dry-run] [--grid NAME ...] [--estimate measure|constant]
+    phifit train --r 4 --width 128 --budget 1e13 --out runs.csv [--depth 10 ... --resume --plot]
+    phifit sweep SPEC.toml --out runs.csv [--dry-run] [--grid NAME ...] [--status] [--plot]
+    phifit sweep SPEC.toml --out runs.csv --launcher slurm --partition P --gpus-per-run 1 --time 04:00
 
 ``register(subparsers)`` adds both subcommands to the ``phifit`` parser; each handler returns an exit code and
 imports torch only when it runs. Bad input raises ``ValueError`` with a one-line message (the ``phifit`` CLI
@@ -18,7 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .config import MODEL_KEYS, TRAIN_KEYS, LoopedGPTConfig, TrainConfig, make_train_config
-from .runlog import append_row, make_row, make_run_id, read_run_ids
+from .launch import LAUNCHERS
+from .runlog import finish_run, make_row, make_run_id, read_run_ids, run_paths, sidecar
 
 _T = TrainConfig.__dataclass_fields__
 _M = LoopedGPTConfig.__dataclass_fields__
@@ -91,6 +93,18 @@ def _add_train_arguments(p: argparse.ArgumentParser) -> None:
     )
     _add_execution_arguments(p)
     p.add_argument("--out", required=True, help="run CSV to append the finished run to")
+    k = p.add_argument_group("checkpoints and the loss curve (kept in OUT.d/, beside the table)")
+    k.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the run's checkpoint in OUT.d/ckpt/ (bit for bit on the same machine)",
+    )
+    k.add_argument(
+        "--restart", action="store_true", help="discard the run's checkpoint and train it from the start"
+    )
+    k.add_argument(
+        "--plot", action="store_true", help="draw the run's loss curve to OUT.d/logs/RUN_ID.svg when done"
+    )
 
 
 def _add_execution_arguments(p: argparse.ArgumentParser) -> None:
@@ -100,6 +114,19 @@ def _add_execution_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--threads", type=int, help="torch CPU threads")
     e.add_argument(
         "--no-progress", dest="progress", action="store_false", default=None, help="no progress bar"
+    )
+    e.add_argument(
+        "--eval-every",
+        type=int,
+        help="steps between evaluations written to the run's log (default: steps // 10; 0 = final only)",
+    )
+    e.add_argument(
+        "--eval-tokens",
+        type=int,
+        help=f"held-out tokens per intermediate evaluation (default {_default(_T['eval_tokens'])})",
+    )
+    e.add_argument(
+        "--ckpt-every", type=int, help="steps between checkpoints (default: steps // 10; 0 = none)"
     )
 
 
@@ -135,7 +162,48 @@ def register(subparsers: Any) -> None:
         default="measure",
         help="dry-run time from a quick measured throughput (default) or the spec's calibrated constant",
     )
+    s.add_argument(
+        "--status",
+        action="store_true",
+        help="finished / queued / running / failed per run (from --out and its job folder); train nothing",
+    )
+    s.add_argument(
+        "--plot", action="store_true", help="draw the loss curves of the sweep's runs to OUT.d/curves.svg"
+    )
+    s.add_argument(
+        "--run-id", action="append", help="train only this run of the spec (repeatable; used by array tasks)"
+    )
     _add_execution_arguments(s)
+    c = s.add_argument_group("cluster (submitit; pip install 'phifit[cluster]')")
+    c.add_argument(
+        "--launcher",
+        choices=LAUNCHERS,
+        default="local",
+        help="local: train here, one run after another (default); slurm: submit the runs not yet in --out "
+        "as one SLURM job array; submitit-local: the same tasks as local subprocesses",
+    )
+    c.add_argument("--partition", help="SLURM partition")
+    c.add_argument(
+        "--gpus-per-run", type=int, default=0, help="GPUs per run; > 1 runs torchrun (DDP) inside the task"
+    )
+    c.add_argument("--cpus-per-run", type=int, help="CPUs per task")
+    c.add_argument("--mem-gb", type=float, help="memory per task in GB")
+    c.add_argument("--time", default="01:00", help="time limit per task, HH:MM (default 01:00)")
+    c.add_argument(
+        "--array-parallelism", type=int, default=16, help="array tasks running at once (default 16)"
+    )
+    c.add_argument("--account", help="SLURM account")
+    c.add_argument("--qos", help="SLURM quality of service")
+    c.add_argument("--constraint", help="SLURM node constraint")
+    c.add_argument(
+        "--slurm-arg",
+        action="append",
+        metavar="KEY=VALUE",
+        help="another sbatch option, e.g. --slurm-arg exclusive= (repeatable)",
+    )
+    c.add_argument(
+        "--wait", action="store_true", help="after submitting, wait for the jobs, then print the status"
+    )
     s.set_defaults(func=_cmd_sweep)
 
 
@@ -147,35 +215,58 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg = make_train_config(**settings)
     world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     run_id = make_run_id(cfg.identity(world))
+    paths = run_paths(args.out, run_id)
     if run_id in read_run_ids(args.out):  # also refuses an incompatible --out before any training
         print(f"{run_id} is already in {args.out}; skipping", file=sys.stderr)
+        if args.plot and rank == 0:
+            _plot_run(paths.log, run_id)
         return 0
+    if args.resume and args.restart:
+        raise ValueError("train: --resume and --restart contradict each other; give one")
+    if paths.ckpt.exists() and not (args.resume or args.restart):
+        raise ValueError(
+            f"train: {paths.ckpt} holds a checkpoint of this run; pass --resume to continue it or --restart "
+            "to discard it"
+        )
     import torch
 
     from .train import DivergedError, train
 
+    if args.restart and rank == 0:
+        paths.ckpt.unlink(missing_ok=True)
     try:
-        result = train(cfg)
+        result = train(cfg, log_path=paths.log, ckpt_path=paths.ckpt, resume=args.resume)
     except DivergedError as err:
         print(f"train: {run_id}: {err}; no row written", file=sys.stderr)
         return 1
     if rank == 0:
-        append_row(
+        finish_run(
             args.out, make_row(cfg, result, run_id, time.strftime("%Y-%m-%dT%H:%M:%S%z"), torch.__version__)
         )
+        paths.ckpt.unlink(missing_ok=True)
         print(f"{run_id}: loss {result.loss:.4f} nats/token, {result.tokens:,} tokens -> {args.out}")
+        if args.plot:
+            _plot_run(paths.log, run_id)
     return 0
+
+
+def _plot_run(log: os.PathLike, run_id: str) -> None:
+    from .curves import plot_curves
+
+    if not os.path.exists(log):
+        print(f"train: no log at {log} to plot", file=sys.stderr)
+        return
+    print(f"loss curve: {plot_curves({run_id: log}, os.path.splitext(log)[0] + '.svg', title=run_id)}")
+
+
+_OVERRIDES = ("device", "compile", "threads", "progress", "eval_every", "eval_tokens", "ckpt_every")
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from .sweep import dry_run, load_spec, run_sweep
 
     spec = load_spec(args.spec)
-    overrides = {
-        k: getattr(args, k)
-        for k in ("device", "compile", "threads", "progress")
-        if getattr(args, k, None) is not None
-    }
+    overrides = {k: getattr(args, k) for k in _OVERRIDES if getattr(args, k, None) is not None}
     if overrides:
         spec = type(spec)(**{**spec.__dict__, "settings": {**spec.settings, **overrides}})
     if args.dry_run:
@@ -183,8 +274,68 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise ValueError("sweep: --out RUNS.csv is required (or use --dry-run)")
-    failed = run_sweep(spec, args.out, args.grid)
+    if args.status or args.launcher != "local":
+        from .launch import LaunchOptions, parse_time, print_status, submit, sweep_status
+
+        opts = LaunchOptions(
+            partition=args.partition,
+            gpus_per_run=args.gpus_per_run,
+            cpus_per_run=args.cpus_per_run,
+            mem_gb=args.mem_gb,
+            time_min=parse_time(args.time),
+            array_parallelism=args.array_parallelism,
+            account=args.account,
+            qos=args.qos,
+            constraint=args.constraint,
+            slurm_args=_key_values(args.slurm_arg or []),
+            job_name=f"phifit-{spec.name}",
+        )
+        if not args.status:
+            jobs = submit(
+                spec, args.out, args.grid, launcher=args.launcher, options=opts, overrides=overrides
+            )
+            if not args.wait:
+                if jobs:
+                    print(f"watch it with: phifit sweep {args.spec} --out {args.out} --status")
+                return 0
+            for job in jobs:
+                job.wait()
+        statuses = sweep_status(spec, args.out, args.grid, world_size=opts.world_size)
+        print_status(statuses, args.out)
+        if args.plot:
+            _plot_sweep(spec, args)
+        return 1 if any(s.state == "failed" for s in statuses) else 0
+    failed = run_sweep(spec, args.out, args.grid, run_ids=args.run_id)
+    if args.plot:
+        _plot_sweep(spec, args)
     return 1 if failed else 0
+
+
+def _key_values(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ValueError(f"--slurm-arg {item!r}: expected KEY=VALUE (an sbatch option without its --)")
+        out[key.strip().lstrip("-").replace("-", "_")] = value
+    return out
+
+
+def _plot_sweep(spec: Any, args: argparse.Namespace) -> None:
+    from .curves import plot_curves
+    from .sweep import plan
+
+    logs = {
+        r.run_id: run_paths(args.out, r.run_id).log
+        for r in plan(spec, args.grid, world_size=max(1, getattr(args, "gpus_per_run", 0) or 1))
+        if run_paths(args.out, r.run_id).log.exists()
+    }
+    if not logs:
+        print(f"sweep: no run logs in {sidecar(args.out)}/logs to plot", file=sys.stderr)
+        return
+    print(
+        f"loss curves of {len(logs)} runs: {plot_curves(logs, sidecar(args.out) / 'curves.svg', spec.name)}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -249,6 +249,10 @@ class TrainConfig:
     compile: bool = False
     threads: int | None = None
     progress: bool = True
+    # what a long run keeps: a loss curve and checkpoints (None = auto, about 10 points per run; 0 = off)
+    eval_every: int | None = None  # optimiser steps between logged evaluations (the final one is always made)
+    eval_tokens: int = 8192  # held-out tokens of each intermediate evaluation (the final one uses val_tokens)
+    ckpt_every: int | None = None  # optimiser steps between checkpoints (when the run has a checkpoint path)
 
     def __post_init__(self) -> None:
         if (self.budget is None) == (self.steps is None):
@@ -266,15 +270,29 @@ class TrainConfig:
             raise ValueError(f"train config: tokenizer={self.tokenizer!r}, expected 'bytes' or 'bpe'")
         if self.device not in ("cpu", "cuda", "auto"):
             raise ValueError(f"train config: device={self.device!r}, expected 'cpu', 'cuda' or 'auto'")
+        for name in ("eval_every", "ckpt_every"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int) and value >= 0):
+                raise ValueError(f"train config: {name}={value!r}, expected an integer >= 0 (0 = off)")
+        if not (isinstance(self.eval_tokens, int) and self.eval_tokens >= 1):
+            raise ValueError(f"train config: eval_tokens={self.eval_tokens!r}, expected an integer >= 1")
         if not 0.0 <= self.final_lr_frac <= 1.0:
             raise ValueError(
                 f"train config: final_lr_frac={self.final_lr_frac!r}, expected a value in [0, 1]"
             )
 
+    def intervals(self, steps: int) -> tuple[int, int]:
+        """(eval_every, ckpt_every) in optimiser steps for a run of ``steps``; 0 = off. Auto: steps // 10."""
+        auto = max(1, steps // 10)
+        return (
+            auto if self.eval_every is None else self.eval_every,
+            auto if self.ckpt_every is None else self.ckpt_every,
+        )
+
     def identity(self, world_size: int = 1) -> dict[str, Any]:
         """The settings that determine the result (hashed into the run id); execution settings left out."""
         d = asdict(self)
-        for k in ("device", "compile", "threads", "progress"):
+        for k in EXECUTION_KEYS:
             d.pop(k)
         d["world_size"] = world_size
         for k in _FLOAT_FIELDS:
@@ -284,6 +302,13 @@ class TrainConfig:
             d.pop("bpe_vocab")
         return d
 
+
+EXECUTION_KEYS = ("device", "compile", "threads", "progress", "eval_every", "eval_tokens", "ckpt_every")
+"""``TrainConfig`` fields that say how a run is executed and logged, not what it computes (not in run ids)."""
+
+MIN_STEPS = 20
+"""Fewer optimiser steps than this make a run too short to mean anything: it is warned about (stderr, the
+run's log and the ``notes`` column of its row), never refused."""
 
 MODEL_KEYS = (
     "depth",

@@ -7,7 +7,21 @@ Atomicity: ``append_row`` takes an exclusive lock on a sidecar ``<csv>.lock`` fi
 the old content plus the new line to a temporary file in the same directory, fsyncs it and ``os.replace``s it
 over the CSV. A reader, or a sweep killed at any instant, sees either the old file or the new one, never a
 half-written line. An existing file is only ever extended: a file whose header is not exactly the phifit
-trainer columns is refused with a ``ValueError`` and left untouched.
+trainer columns is refused with a ``ValueError`` and left untouched. (A table written before the ``notes``
+column existed is still extended, with its own header.)
+
+Many writers, several machines (``finish_run``): a finished run first writes its row to a file of its own,
+``<csv>.d/rows/<run_id>.csv`` (temporary file, fsync, ``os.replace``), then merges every row file into the CSV
+(``merge_rows``: under the lock, old rows plus the row files not yet in it, written to a temporary file and
+renamed over the CSV). This is chosen over appending to one file with ``O_APPEND`` because NFS has no atomic
+append (each client computes the end of file itself, so two nodes can write over each other), and because a
+lock cannot be relied on alone: ``flock`` on NFS is emulated with POSIX byte-range locks that reach the server
+only where the mount has working locking (NLM or NFSv4; a ``nolock`` mount keeps them local to each node).
+What it relies on instead works on NFS: a rename within a directory is atomic on the server, and every row
+file has one writer (its run). The lock then only saves work; correctness does not depend on it: the merge
+is an idempotent union keyed by ``run_id``, so a racing merge that drops a row for a moment (two nodes
+without a working lock both rename their union) is repaired by the next merge from the row file, which is
+never deleted, and no run is ever listed twice. The row files are the record; the CSV is their merged view.
 """
 
 from __future__ import annotations
@@ -21,6 +35,7 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +97,35 @@ CONFIG_COLUMNS = (
     "torch_version",
     "finished_at",
 )
-COLUMNS = CORE_COLUMNS + CONFIG_COLUMNS
+NOTES_COLUMN = "notes"  # warnings about the run (a short run), '; '-separated; empty for most runs
+COLUMNS = CORE_COLUMNS + CONFIG_COLUMNS + (NOTES_COLUMN,)
+LEGACY_COLUMNS = CORE_COLUMNS + CONFIG_COLUMNS  # tables written before the notes column; still extended
+
+
+def sidecar(path: str | os.PathLike) -> Path:
+    """The folder that belongs to a run table: ``runs.csv`` -> ``runs.csv.d/`` (logs, checkpoints, row files,
+    job folders). Never inside data the user did not give as ``--out``."""
+    return Path(f"{os.fspath(path)}.d")
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where one run of a table keeps its things (all under ``sidecar(table)``)."""
+
+    log: Path  # logs/<run_id>.csv: the evaluation log, the loss curve (curves.py)
+    ckpt: Path  # ckpt/<run_id>.pt: the last checkpoint; deleted once the run's row is in the table
+    row: Path  # rows/<run_id>.csv: the finished run's row (header + one line)
+    state: Path  # state/<run_id>.json: running / failed marker of a sweep task (launch.py)
+
+
+def run_paths(path: str | os.PathLike, run_id: str) -> RunPaths:
+    d = sidecar(path)
+    return RunPaths(
+        log=d / "logs" / f"{run_id}.csv",
+        ckpt=d / "ckpt" / f"{run_id}.pt",
+        row=d / "rows" / f"{run_id}.csv",
+        state=d / "state" / f"{run_id}.json",
+    )
 
 
 def format_budget(budget: float) -> str:
@@ -139,7 +182,7 @@ def check_compatible(path: str | os.PathLike) -> list[str] | None:
     header = _header(p)
     if header is None:
         return None
-    if sorted(header) != sorted(COLUMNS):
+    if sorted(header) not in (sorted(COLUMNS), sorted(LEGACY_COLUMNS)):
         missing = [c for c in COLUMNS if c not in header]
         extra = [c for c in header if c not in COLUMNS]
         raise ValueError(
@@ -178,17 +221,56 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def append_row(path: str | os.PathLike, row: Mapping[str, Any]) -> bool:
-    """Append one finished run atomically (module docstring); False if its run_id is already present."""
-    p = Path(path)
+def _fsync_dir(d: Path) -> None:
+    try:  # make a rename durable
+        dir_fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on directories
+        pass
+
+
+def _replace_atomically(p: Path, content: bytes, mode: int = 0o644) -> None:
+    """Write ``content`` to a temporary file beside ``p``, fsync, rename over ``p`` (module docstring)."""
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, p.stat().st_mode & 0o777 if p.exists() else mode)
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(p.parent)
+
+
+def _check_row(row: Mapping[str, Any]) -> None:
     unknown = set(row) - set(COLUMNS)
     if unknown or not row.get("run_id"):
         raise ValueError(f"row has unknown columns {sorted(unknown)} or no run_id")
+
+
+def append_rows(path: str | os.PathLike, rows: list[Mapping[str, Any]]) -> list[bool]:
+    """Append finished runs atomically (module docstring); False for a run_id already present."""
+    p = Path(path)
+    for row in rows:
+        _check_row(row)
     p.parent.mkdir(parents=True, exist_ok=True)
     with _locked(p):
         header = check_compatible(p)
-        if header is not None and row["run_id"] in read_run_ids(p):
-            return False
+        present = read_run_ids(p) if header is not None else set()
+        added = []
+        for row in rows:
+            added.append(row["run_id"] not in present)
+            present.add(row["run_id"])
+        new = [row for row, a in zip(rows, added) if a]
+        if not new:
+            return added
         old = p.read_bytes() if header is not None else b""
         if old and not old.endswith(b"\n"):
             old += b"\n"
@@ -197,31 +279,66 @@ def append_row(path: str | os.PathLike, row: Mapping[str, Any]) -> bool:
         if header is None:
             header = list(COLUMNS)
             writer.writerow(header)
-        writer.writerow([_format(row.get(c)) for c in header])
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(old + buf.getvalue().encode("utf-8"))
-                f.flush()
-                os.fsync(f.fileno())
-            if p.exists():
-                os.chmod(tmp, p.stat().st_mode & 0o777)
-            else:
-                os.chmod(tmp, 0o644)
-            os.replace(tmp, p)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        try:  # make the rename durable
-            dir_fd = os.open(p.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except OSError:  # pragma: no cover - some file systems refuse fsync on directories
-            pass
-    return True
+        for row in new:
+            writer.writerow([_format(row.get(c)) for c in header])
+        _replace_atomically(p, old + buf.getvalue().encode("utf-8"))
+    return added
+
+
+def append_row(path: str | os.PathLike, row: Mapping[str, Any]) -> bool:
+    """Append one finished run atomically (module docstring); False if its run_id is already present."""
+    return append_rows(path, [row])[0]
+
+
+def write_row_file(path: str | os.PathLike, row: Mapping[str, Any]) -> Path:
+    """The run's own row file, ``<csv>.d/rows/<run_id>.csv``, written atomically; returns its path."""
+    _check_row(row)
+    target = run_paths(path, row["run_id"]).row
+    target.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    writer.writerow([_format(row.get(c)) for c in COLUMNS])
+    _replace_atomically(target, buf.getvalue().encode("utf-8"))
+    return target
+
+
+def read_row_files(path: str | os.PathLike) -> dict[str, dict[str, str]]:
+    """run_id -> row of every row file of the table (``ValueError`` naming a file that is not one)."""
+    rows: dict[str, dict[str, str]] = {}
+    folder = sidecar(path) / "rows"
+    if not folder.is_dir():
+        return rows
+    for f in sorted(folder.glob("*.csv")):
+        with f.open(newline="", encoding="utf-8") as fh:
+            got = list(csv.DictReader(fh))
+        if len(got) != 1 or sorted(got[0]) != sorted(COLUMNS) or got[0]["run_id"] != f.stem:
+            raise ValueError(
+                f"{f}: not a phifit row file (expected the header {COLUMNS[0]}, ... and one row whose run_id "
+                "is the file name); move it away and run again"
+            )
+        rows[f.stem] = got[0]
+    return rows
+
+
+def merge_rows(path: str | os.PathLike) -> list[str]:
+    """Append every row file not yet in the CSV (module docstring); returns the run ids added."""
+    files = read_row_files(path)
+    if not files:
+        return []
+    present = read_run_ids(path)
+    todo = [row for rid, row in files.items() if rid not in present]
+    if not todo:
+        return []
+    added = append_rows(path, todo)
+    return [row["run_id"] for row, a in zip(todo, added) if a]
+
+
+def finish_run(path: str | os.PathLike, row: Mapping[str, Any]) -> bool:
+    """Record a finished run: its row file, then a merge into the CSV. True if the CSV gained its row."""
+    check_compatible(path)  # refuse a foreign --out before writing anything beside it
+    write_row_file(path, row)
+    return row["run_id"] in merge_rows(path)
 
 
 def make_row(cfg: Any, result: Any, run_id: str, finished_at: str, torch_version: str) -> dict[str, Any]:
@@ -277,4 +394,5 @@ def make_row(cfg: Any, result: Any, run_id: str, finished_at: str, torch_version
         "device": result.device,
         "torch_version": torch_version,
         "finished_at": finished_at,
+        "notes": "; ".join(getattr(result, "notes", ())),
     }

@@ -28,7 +28,16 @@ from typing import Any
 
 from .config import TrainConfig, make_train_config
 from .flops import flops_per_token, param_counts, tokens_for_budget
-from .runlog import append_row, format_budget, make_row, make_run_id, read_finished, read_run_ids
+from .runlog import (
+    finish_run,
+    format_budget,
+    make_row,
+    make_run_id,
+    merge_rows,
+    read_finished,
+    read_run_ids,
+    run_paths,
+)
 
 try:
     import tomllib
@@ -363,17 +372,39 @@ def dry_run(
 
 
 # ---- running -----------------------------------------------------------------------------------------------
-def run_sweep(spec: SweepSpec, out: str, grids: list[str] | None = None, file: Any = None) -> int:
-    """Train every run of the selected grids that is not yet in ``out``; returns the number of failed runs."""
+def run_sweep(
+    spec: SweepSpec,
+    out: str,
+    grids: list[str] | None = None,
+    file: Any = None,
+    run_ids: list[str] | None = None,
+) -> int:
+    """Train every run of the selected grids that is not yet in ``out``; returns the number of failed runs.
+
+    Each run keeps its log and checkpoints beside the table (``runlog.RunPaths``) and resumes from its
+    checkpoint when one exists (a sweep killed mid-run loses at most ``ckpt_every`` steps); its row lands
+    through ``runlog.finish_run``. ``run_ids`` restricts the sweep to those runs (one task of a job array).
+    """
     import torch
 
     from .data import load_token_data
+    from .launch import clear_state, mark_failed, mark_running
     from .train import DivergedError, train
 
     file = file or sys.stderr
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     runs = plan(spec, grids, world_size=world)
+    if run_ids is not None:
+        unknown = sorted(set(run_ids) - {r.run_id for r in runs})
+        if unknown:
+            raise ValueError(
+                f"--run-id {', '.join(unknown)}: not a run of {spec.path} (grids {grids or 'default'}, "
+                f"world size {world})"
+            )
+        runs = [r for r in runs if r.run_id in set(run_ids)]
+    if rank == 0:
+        merge_rows(out)  # row files of runs finished elsewhere (cluster tasks) join the table first
     done = read_run_ids(out)  # read once, before anything runs, so that every rank agrees on the to-do list
     todo = [r for r in runs if r.run_id not in done]
     say = (lambda s: print(s, file=file, flush=True)) if rank == 0 else (lambda s: None)
@@ -384,19 +415,33 @@ def run_sweep(spec: SweepSpec, out: str, grids: list[str] | None = None, file: A
     failed = 0
     for i, run in enumerate(todo, 1):
         cfg = run.config
-        key = (cfg.corpus, cfg.tokenizer, cfg.bpe_vocab)
-        if key not in data_cache:
-            data_cache[key] = load_token_data(*key)
-        say(f"[{i}/{len(todo)}] {run.run_id}")
+        paths = run_paths(out, run.run_id)
+        if rank == 0:
+            mark_running(out, run.run_id)
         try:
-            result = train(cfg, data=data_cache[key], log=say)
+            key = (cfg.corpus, cfg.tokenizer, cfg.bpe_vocab)
+            if key not in data_cache:
+                data_cache[key] = load_token_data(*key)
+            say(f"[{i}/{len(todo)}] {run.run_id}")
+            result = train(
+                cfg, data=data_cache[key], log=say, log_path=paths.log, ckpt_path=paths.ckpt, resume=True
+            )
         except DivergedError as err:  # a diverged run: report it, keep going, no row
             failed += 1
             say(f"[{i}/{len(todo)}] {run.run_id} FAILED: {err}")
+            if rank == 0:
+                mark_failed(out, run.run_id, err)
             continue
+        except BaseException as err:  # a bug, a bad corpus, Ctrl-C: recorded, then raised as before
+            if rank == 0:
+                mark_failed(out, run.run_id, err)
+            raise
         if rank == 0:
             row = make_row(cfg, result, run.run_id, time.strftime("%Y-%m-%dT%H:%M:%S%z"), torch.__version__)
-            append_row(out, row)
-            say(f"[{i}/{len(todo)}] {run.run_id} loss {result.loss:.4f} -> {out}")
+            finish_run(out, row)
+            paths.ckpt.unlink(missing_ok=True)
+            clear_state(out, run.run_id)
+            resumed = f" (resumed from step {result.resumed_from})" if result.resumed_from else ""
+            say(f"[{i}/{len(todo)}] {run.run_id} loss {result.loss:.4f}{resumed} -> {out}")
     say(f"sweep {spec.name}: finished; {len(todo) - failed} trained, {failed} failed")
     return failed

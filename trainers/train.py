@@ -5,6 +5,12 @@
     lr(t)  = lr * (1 - (1 - final_lr_frac) * t / steps)      # linear decay, no warmup (the study: 1.0 -> 0.1)
     loss   = mean cross-entropy in nats per token on the fixed held-out set (data.py), measured at the end
 
+What a long run keeps (nanoGPT's train.py habits): an evaluation every ``eval_every`` steps written to the
+run's log (``curves.py``: train and validation loss, tokens and FLOPs so far), a checkpoint every
+``ckpt_every`` steps (model, optimiser states, batch-sampler RNG state, step, running loss), from which
+``resume=True`` continues bit for bit on the same machine, and a warning when the run has fewer than
+``MIN_STEPS`` optimiser steps.
+
 CPU by default. On CUDA: bf16 autocast (logits and loss in fp32), optional ``torch.compile``. Under
 ``torchrun`` (the environment sets WORLD_SIZE) the same script runs data parallel with PyTorch DDP: NCCL on
 CUDA, gloo on CPU; each rank takes its slice of every global batch, gradients are averaged by DDP, rank 0
@@ -26,7 +32,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from .config import TrainConfig
+from .config import MIN_STEPS, TrainConfig
+from .curves import EvalLog
 from .data import BatchSampler, TokenData, load_token_data
 from .flops import flops_per_token, tokens_for_budget
 from .model import LoopedGPT
@@ -58,6 +65,8 @@ class RunResult:
     train_s: float  # wall time of the training loop only
     wall_s: float  # wall time of the whole run (data, model, training, evaluation)
     tokens_per_s: float  # tokens / train_s
+    notes: tuple[str, ...] = ()  # warnings about the run (a short run), also in its row and log
+    resumed_from: int = 0  # the checkpoint step it resumed from (0: trained in one go)
 
 
 # ---- helpers -----------------------------------------------------------------------------------------------
@@ -149,11 +158,73 @@ class Progress:
         )
 
 
+# ---- checkpoints -------------------------------------------------------------------------------------------
+CHECKPOINT_VERSION = 1
+
+
+def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
+    """``torch.save`` to a temporary file beside ``path``, fsync, ``os.replace``: a kill never leaves half a
+    checkpoint, only the previous one."""
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def load_checkpoint(path: str | os.PathLike, identity: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint of the run with this ``identity``; ``ValueError`` naming the file for anything else."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # a truncated or foreign file
+        raise ValueError(f"{path}: not a readable phifit checkpoint ({type(err).__name__}: {err})") from None
+    if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
+        raise ValueError(f"{path}: not a phifit checkpoint (version {CHECKPOINT_VERSION})")
+    if state.get("identity") != json_safe(identity):
+        raise ValueError(
+            f"{path}: a checkpoint of another configuration; delete it or train with its settings"
+        )
+    return state
+
+
+def json_safe(d: Any) -> Any:
+    """Identity dicts compared through JSON types (tuples -> lists), as they are stored."""
+    import json
+
+    return json.loads(json.dumps(d, sort_keys=True, default=str))
+
+
+class TrainingStopped(RuntimeError):
+    """Raised by ``train(..., stop_after=n)`` after step n: a stand-in for a kill (tests, time slots)."""
+
+
 # ---- the run -----------------------------------------------------------------------------------------------
 def train(
-    cfg: TrainConfig, data: TokenData | None = None, log: Callable[[str], None] | None = None
+    cfg: TrainConfig,
+    data: TokenData | None = None,
+    log: Callable[[str], None] | None = None,
+    *,
+    log_path: str | os.PathLike | None = None,
+    ckpt_path: str | os.PathLike | None = None,
+    resume: bool = False,
+    stop_after: int | None = None,
 ) -> RunResult:
-    """Train ``cfg`` and return its ``RunResult`` (on every rank; only rank 0 prints)."""
+    """Train ``cfg`` and return its ``RunResult`` (on every rank; only rank 0 prints and writes files).
+
+    ``log_path``: the run's evaluation log (``curves.py``), one line every ``cfg.eval_every`` steps.
+    ``ckpt_path``: a checkpoint every ``cfg.ckpt_every`` steps (model, optimiser states, batch-sampler RNG,
+    step, running loss, elapsed times). With ``resume=True`` and an existing checkpoint the run continues from
+    it and ends bit for bit where an uninterrupted run ends (same machine, same threads). ``stop_after=n``
+    raises ``TrainingStopped`` after step n, as if the run were killed there (checkpoints due by then are
+    written first).
+    """
     t_start = time.perf_counter()
     device_type = resolve_device(cfg.device)
     rank, world, device, created_group = setup_distributed(device_type)
@@ -178,7 +249,21 @@ def train(
             steps, tokens = tokens_for_budget(mcfg, cfg.budget, tokens_per_step)
         else:
             steps, tokens = cfg.steps, cfg.steps * tokens_per_step
+        eval_every, ckpt_every = cfg.intervals(steps)
         optimizers = optimizers_for(raw, cfg)
+        sampler = BatchSampler(data.train, mcfg.seq_len, cfg.batch_size, cfg.seed, rank, world, device)
+        ema = torch.zeros((), device=device)
+        start, train_s0, wall_s0 = 0, 0.0, 0.0
+        identity = cfg.identity(world)
+        if resume and ckpt_path is not None and os.path.exists(ckpt_path):
+            state = load_checkpoint(ckpt_path, identity)
+            raw.load_state_dict(state["model"])
+            for opt, sd in zip(optimizers, state["optimizers"], strict=True):
+                opt.load_state_dict(sd)
+            sampler.gen.set_state(state["sampler"])
+            torch.set_rng_state(state["torch_rng"])
+            ema = state["ema"].to(device)
+            start, train_s0, wall_s0 = state["step"], state["train_s"], state["wall_s"]
         model: torch.nn.Module = torch.compile(raw) if cfg.compile else raw
         eval_model = model  # evaluation runs outside DDP (no gradients to synchronise)
         if world > 1 or created_group or dist.is_initialized():
@@ -186,8 +271,9 @@ def train(
                 model, device_ids=[device.index] if device.type == "cuda" else None
             )
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
-        sampler = BatchSampler(data.train, mcfg.seq_len, cfg.batch_size, cfg.seed, rank, world, device)
         val_batches = data.val_batches(mcfg.seq_len, cfg.val_tokens, cfg.batch_size)
+        eval_batches = data.val_batches(mcfg.seq_len, min(cfg.eval_tokens, cfg.val_tokens), cfg.batch_size)
+        evlog = EvalLog(log_path if rank == 0 else None, resume_step=start if start else None)
         say(
             f"run: r={mcfg.r} d={mcfg.d_model} depth={mcfg.depth} ({mcfg.n_prelude}/{mcfg.n_recur}x{mcfg.r}/"
             f"{mcfg.n_coda}) variant={mcfg.variant} k={mcfg.k} | n_once={counts.n_once:,} "
@@ -195,13 +281,48 @@ def train(
             f"{steps} steps x {tokens_per_step:,} tokens = "
             f"{tokens:,} tokens ({fpt * tokens:.3g} FLOPs) | {device} x{world}"
         )
+        notes: list[str] = []
+        if steps < MIN_STEPS:
+            notes.append(
+                f"short run: only {steps} optimiser step{'s' * (steps != 1)} (< {MIN_STEPS}); its loss says "
+                "little about the configuration (raise the budget or lower batch_size)"
+            )
+            if rank == 0:
+                print(f"warning: {notes[-1]}", file=sys.stderr, flush=True)
+        if start:
+            say(f"resumed from {ckpt_path} at step {start}/{steps}")
+            evlog.write(
+                step=start, tokens=start * tokens_per_step, note=f"resumed from checkpoint at step {start}"
+            )
+
+        def log_eval(step: int, final_loss: float | None = None) -> None:
+            val = (
+                final_loss
+                if final_loss is not None
+                else evaluate(eval_model, eval_batches, device, autocast, rank, world)
+            )
+            evlog.write(
+                step=step,
+                tokens=step * tokens_per_step,
+                flops=fpt * step * tokens_per_step,
+                lr=optimizers[-1].param_groups[-1]["lr"] if step else None,
+                train_loss=ema.item() if step else None,
+                val_loss=val,
+                eval_tokens=(
+                    cfg.val_tokens if final_loss is not None else min(cfg.eval_tokens, cfg.val_tokens)
+                ),
+                elapsed_s=round(wall_s0 + time.perf_counter() - t_start, 3),
+                note="; ".join(notes) if step == 0 or final_loss is not None else None,
+            )
 
         # 2) the loop ----------------------------------------------------------------------------------------
         progress = Progress(steps, tokens_per_step, cfg.progress and rank == 0)
-        ema = torch.zeros((), device=device)
         model.train()
+        if start == 0 and eval_every:
+            log_eval(0)
         t0 = time.perf_counter()
-        for step in range(steps):
+        eval_s = 0.0  # time spent in intermediate evaluations and checkpoints, not counted as training
+        for step in range(start, steps):
             lr_mult = 1.0 - (1.0 - cfg.final_lr_frac) * step / steps  # linear decay, no warmup
             for opt in optimizers:
                 for group in opt.param_groups:
@@ -226,19 +347,46 @@ def train(
                 opt.zero_grad(set_to_none=True)
             ema = loss.detach() if step == 0 else 0.9 * ema + 0.1 * loss.detach()  # no host sync here
             progress.update(step + 1, ema.item)
+            done = step + 1
+            if done < steps and (
+                (eval_every and done % eval_every == 0) or (ckpt_every and done % ckpt_every == 0)
+            ):
+                t_aside = time.perf_counter()
+                if eval_every and done % eval_every == 0:
+                    log_eval(done)
+                if ckpt_path is not None and ckpt_every and done % ckpt_every == 0 and rank == 0:
+                    save_checkpoint(
+                        ckpt_path,
+                        {
+                            "version": CHECKPOINT_VERSION,
+                            "identity": json_safe(identity),
+                            "step": done,
+                            "model": raw.state_dict(),
+                            "optimizers": [opt.state_dict() for opt in optimizers],
+                            "sampler": sampler.gen.get_state(),
+                            "torch_rng": torch.get_rng_state(),
+                            "ema": ema.detach().cpu(),
+                            "train_s": train_s0 + time.perf_counter() - t0 - eval_s,
+                            "wall_s": wall_s0 + time.perf_counter() - t_start,
+                        },
+                    )
+                eval_s += time.perf_counter() - t_aside
+            if stop_after is not None and done >= stop_after and done < steps:
+                raise TrainingStopped(f"stopped after step {done} of {steps} (stop_after={stop_after})")
         if device.type == "cuda":
             torch.cuda.synchronize()
-        train_s = time.perf_counter() - t0
+        train_s = train_s0 + time.perf_counter() - t0 - eval_s
 
         # 3) evaluation --------------------------------------------------------------------------------------
         val_loss = evaluate(eval_model, val_batches, device, autocast, rank, world)
         train_loss = ema.item()
+        log_eval(steps, final_loss=val_loss)
         if not (math.isfinite(val_loss) and math.isfinite(train_loss)):
             raise DivergedError(
                 f"training diverged: validation loss {val_loss}, train loss {train_loss} "
                 "(lower the learning rate)"
             )
-        wall_s = time.perf_counter() - t_start
+        wall_s = wall_s0 + time.perf_counter() - t_start
         say(
             f"done: val loss {val_loss:.4f} nats/token | train loss {train_loss:.4f} | "
             f"{tokens / train_s:,.0f} tok/s | {wall_s:.1f} s"
@@ -261,6 +409,8 @@ def train(
             train_s=train_s,
             wall_s=wall_s,
             tokens_per_s=tokens / train_s,
+            notes=tuple(notes),
+            resumed_from=start,
         )
     finally:
         if created_group and dist.is_initialized():
