@@ -539,8 +539,16 @@ def profile_figure(
     phi_hat: float,
     interval: Sequence[float] | None,
     consistency: Mapping[str, Any] | None = None,
+    *,
+    interval_label: str = "interval",
 ) -> Figure:
-    """Profile deviance of phi (left) and phi refitted on subsets (right)."""
+    """Profile deviance of phi (left) and phi refitted on subsets (right).
+
+    ``interval`` is drawn as a band on both panels and named in the legend by
+    ``interval_label``, which says what it is (e.g. "profile interval (assumes independent
+    runs)" or "95% bootstrap interval").  The deviance axis is named by the profile's
+    ``deviance_name`` when it has one.
+    """
     fig = _figure(10.0, 3.4)
     ax1, ax2 = fig.subplots(1, 2)
     phi = np.asarray(profile["phi"], float)
@@ -555,13 +563,13 @@ def profile_figure(
             interval[1],
             color=OKABE_ITO[2],
             alpha=0.2,
-            label=f"profile interval [{interval[0]:.3f}, {interval[1]:.3f}]",
+            label=f"{interval_label} [{interval[0]:.3f}, {interval[1]:.3f}]",
         )
     if finite.any():
         ax1.set_yscale("symlog", linthresh=10)
         ax1.set_ylim(bottom=0)
     ax1.set_xlabel("φ (fixed; other parameters refitted)")
-    ax1.set_ylabel("profile deviance n log(SSR/SSR_min)")
+    ax1.set_ylabel(f"profile deviance {profile.get('deviance_name', 'n log(SSR/SSR_min)')}")
     ax1.set_title("profile of the objective along φ")
     ax1.legend(frameon=False, fontsize=7)
     _style(ax1)

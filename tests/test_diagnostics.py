@@ -362,3 +362,15 @@ def test_phi_profile_is_minimal_at_the_estimate_on_the_cpu_table(cpu_baseline):
     left, right = obj[: i + 1], obj[i:]
     assert np.all(np.diff(left) <= 1e-12 * obj.min()) and np.all(np.diff(right) >= -1e-12 * obj.min())
     assert ident.profile_interval_label == "profile interval (assumes independent runs)"
+
+
+def test_profile_figure_names_the_interval_it_draws():
+    from phifit import plots
+
+    prof = {"phi": [0.3, 0.4, 0.5], "deviance": [5.0, 0.0, 5.0], "deviance_name": "n log(F(φ) / F_min)"}
+    fig = plots.profile_figure(prof, 0.4, [0.35, 0.45], interval_label="95% bootstrap interval")
+    ax = fig.axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert "95% bootstrap interval [0.350, 0.450]" in labels
+    assert not any(label.startswith("profile interval") for label in labels)
+    assert ax.get_ylabel() == "profile deviance n log(F(φ) / F_min)"
