@@ -217,6 +217,8 @@ class FitResult:
         for key in ("n_starts", "n_starts_at_best"):
             if key in self.extras:
                 stats.append((key.replace("_", " "), str(self.extras[key])))
+        if self.stderr and self.extras.get("stderr_method"):
+            stats.append(("stderr", str(self.extras["stderr_method"])))
         if self.bootstrap:
             b = self.bootstrap
             stats.append(

@@ -32,8 +32,9 @@ import numpy as np
 from ..law import LawSpec, log_loss
 from ..result import FitResult
 from ..runs import RunTable
-from .common import build_result, check_run_count, effective_spec
+from .common import bound_hits, build_result, check_run_count, effective_spec
 from .engine import DELTA, batched_weighted_lm, huber, law_model, polish
+from .standard_errors import ASSUMPTION, m_estimator_stderr
 
 
 def huber_objective(theta: np.ndarray, runs: RunTable, delta: float = DELTA) -> np.ndarray:
@@ -123,6 +124,10 @@ def fit_huber(
             f"only {n_at_best} of the {len(keep)} refined starts reached the best "
             f"objective; the optimum may be hard to find (try more starts)"
         )
+    phi_identified = "phi" not in fit_spec.fixed or "phi" in spec.fixed
+    stderr = m_estimator_stderr(runs, fit_spec, theta, options.delta, at_bounds=bound_hits(best.x, fit_spec))
+    if not phi_identified:
+        stderr.pop("phi", None)
     return build_result(
         runs,
         fit_spec,
@@ -134,8 +139,10 @@ def fit_huber(
         objective_name=f"sum of Huber(delta={options.delta:g}) on log-loss residuals",
         converged=bool(best.status > 0),
         warnings=warnings,
-        phi_identified="phi" not in fit_spec.fixed or "phi" in spec.fixed,
+        phi_identified=phi_identified,
+        stderr=stderr or None,
         extras={
+            "stderr_method": f"Huber M-estimator sandwich ({ASSUMPTION})",
             "n_starts": options.n_starts,
             "n_refined": int(len(keep)),
             "n_starts_at_best": n_at_best,

@@ -39,6 +39,7 @@ from ..result import FitResult
 from ..runs import RunTable
 from .common import build_result, check_run_count, effective_spec
 from .engine import batched_weighted_lm, law_model
+from .standard_errors import ASSUMPTION
 
 OBJECTIVE_NAME = "sum of squared log-loss residuals (lmfit chi-square)"
 
@@ -204,6 +205,7 @@ def fit_lsq(
         "stderr_internal": stderr_internal,
         "correlation": correlation,
         "covariance_note": "lmfit covariance scaled by the reduced chi-square",
+        "stderr_method": f"lmfit covariance scaled by the reduced chi-square ({ASSUMPTION})",
     }
     if profile_ci:
         extras["profile_ci"] = profile_ci
