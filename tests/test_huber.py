@@ -126,3 +126,36 @@ def test_phi_within_005_for_45_of_50_noisy_seeds():
         res = fit(paper_table(noise=0.005, seed=100 + seed))
         hits += abs(res.phi - REFERENCE_PARAMS["phi"]) <= 0.05
     assert hits >= 45, f"phi within 0.05 of truth in only {hits}/50 seeds"
+
+
+# -- too few runs, interval levels ----------------------------------------------------------
+def test_no_more_runs_than_free_parameters_is_refused(paper_clean, tmp_path, capsys):
+    from phifit.cli import main
+
+    two = paper_clean.subset([0, 4])  # r = 1 and r = 2: phi is free, 6 parameters
+    for method in ("huber", "lsq"):
+        with pytest.raises(ValueError, match=r"2 run\(s\) for 6 free parameter\(s\): a fit needs at least 7"):
+            fit(two, method=method)
+    six = paper_clean.subset(np.arange(0, 116, 20))  # 6 runs, 5 free parameters with phi fixed
+    assert len(fit(six, fix={"phi": 0.5}).run_ids) == 6
+    path = tmp_path / "two.csv"
+    two.frame.to_csv(path, index=False)
+    assert main(["fit", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 run(s) for 6 free parameter(s)" in err[0]
+    assert main(["compare", str(path)]) == 2
+
+
+def test_few_runs_per_parameter_are_flagged(paper_noisy):
+    small = fit(paper_noisy.subset(np.arange(0, 116, 8)), n_starts=100)  # 15 runs < 3 x 6
+    assert [w.kind for w in small.warnings if w.kind == "few_runs"] == ["few_runs"]
+    assert "15 runs for 6 free parameters" in small.summary()
+    assert not [w for w in fit(paper_noisy, n_starts=100).warnings if w.kind == "few_runs"]
+
+
+def test_summary_states_the_interval_level(paper_noisy):
+    res = fit(paper_noisy, n_starts=50)
+    ci = {name: [0.9 * v, 1.1 * v] for name, v in res.params.items()}
+    assert "95% CI (percentile)" in res.with_updates(ci=ci).summary()
+    text = res.with_updates(ci=ci, ci_bca=ci, ci_level=0.9).summary()
+    assert "90% CI (percentile)" in text and "90% CI (BCa)" in text and "95%" not in text
