@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="OUT", help="also write the numbers as JSON")
     args = parser.parse_args(argv)
 
-    import phifit.fitters.bayes  # noqa: F401  (first: points PyTensor's cache at .cache/)
+    from phifit.cache import use_pytensor_cache
+
+    use_pytensor_cache()  # before PyMC imports PyTensor, as fit_bayes itself does: the cache in .cache/
 
     t0 = time.perf_counter()
     import arviz  # noqa: F401

@@ -8,16 +8,21 @@ Nothing is written to a user's home directory by surprise.  The cache root is, i
    ``.gitignore`` ignores ``.cache/``);
 3. ``./.cache/phifit`` in the current working directory otherwise (an installed phifit).
 
-:func:`cache_dir` returns ``<root>/<sub>`` and creates it.
+:func:`cache_dir` returns ``<root>/<sub>`` and creates it.  :func:`use_pytensor_cache`
+points PyTensor's compile directory at ``<root>/pytensor``; the Bayesian fitter calls it
+just before it builds a model, never at import.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 #: Environment variable that overrides the cache root.
 ENV_VAR = "PHIFIT_CACHE_DIR"
+#: PyTensor's own settings that name a compile directory; a user who set one keeps it.
+PYTENSOR_DIR_FLAGS = ("base_compiledir", "compiledir")
 
 
 def cache_root() -> Path:
@@ -42,3 +47,67 @@ def cache_dir(sub: str) -> Path:
     path = cache_root() / sub
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _flag_keys(flags: str) -> set[str]:
+    return {part.split("=", 1)[0].strip() for part in flags.split(",") if part.strip()}
+
+
+def use_pytensor_cache() -> str | None:
+    """Point PyTensor's compile cache at ``<cache root>/pytensor`` unless the user chose one.
+
+    Call it just before PyTensor is needed (phifit's Bayesian model builder does); it is
+    idempotent.  PyTensor reads ``PYTENSOR_FLAGS`` once, at its first import, and its
+    ``base_compiledir`` cannot change afterwards, so:
+
+    - PyTensor not yet imported: ``base_compiledir=<root>/pytensor`` is appended to
+      ``PYTENSOR_FLAGS`` (created when unset).  It stays set, so the processes PyMC
+      starts for its chains compile into the same place.  This covers PyTensor's C
+      modules and its Numba cache (``<base_compiledir>/numba``, used by nutpie).
+    - PyTensor already imported (the caller imported PyMC first): only ``compiledir``,
+      PyTensor's C-module directory, can still be set, and only while nothing has
+      compiled yet; it becomes ``<root>/pytensor/<PyTensor's platform folder name>``.
+
+    Returns the directory phifit set, or None when it left PyTensor alone: the user named
+    ``base_compiledir`` or ``compiledir`` (``PYTENSOR_FLAGS`` or ``.pytensorrc``), the path
+    holds a comma (which ``PYTENSOR_FLAGS`` cannot carry), or PyTensor already compiled.
+    """
+    mod = sys.modules.get("pytensor")
+    if mod is None:
+        flags = os.environ.get("PYTENSOR_FLAGS", "")
+        if _flag_keys(flags) & set(PYTENSOR_DIR_FLAGS):
+            return None
+        path = str(cache_dir("pytensor"))
+        if "," in path:
+            return None
+        entry = f"base_compiledir={path}"
+        os.environ["PYTENSOR_FLAGS"] = f"{flags},{entry}" if flags.strip() else entry
+        return path
+    return _set_compiledir_after_import(mod.config)
+
+
+def _set_compiledir_after_import(config) -> str | None:
+    """The already-imported case of :func:`use_pytensor_cache` (see there)."""
+    params = type(config).__dict__
+    base, comp = params.get("base_compiledir"), params.get("compiledir")
+    if base is None or comp is None:
+        return None
+    root = cache_dir("pytensor")
+    if Path(config.base_compiledir).resolve() == root.resolve():
+        return str(root)  # configured before the import: nothing to do
+    if not getattr(base, "is_default", True) or hasattr(comp, "val"):
+        return None  # the user's choice, or compiledir already read (fixed from then on)
+    try:
+        config.fetch_val_for_key("compiledir")
+        return None  # the user named a compiledir; PyTensor has not read it yet
+    except KeyError:
+        pass
+    try:
+        from pytensor.configdefaults import _default_compiledirname
+
+        name = _default_compiledirname()
+    except (ImportError, AttributeError):
+        name = "compiledir"
+    path = root / name
+    config.compiledir = str(path)
+    return str(path)

@@ -1,4 +1,4 @@
-"""Bayesian fit (phifit.fitters.bayes), PSIS-LOO comparison (phifit.bayes_compare), caches.
+"""Bayesian fit and PSIS-LOO comparison (the package phifit.fitters.bayes), caches.
 
 The maths first: the PyMC model's log-loss equals phifit.law.log_loss, and its full log
 density equals the documented posterior (priors on theta, Jacobian of the sampling
@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +26,9 @@ from scipy import stats
 
 from phifit import LawSpec
 from phifit.cache import ENV_VAR, cache_dir, cache_root
+from phifit.cautions import Caution
 from phifit.fitters import bayes as B
+from phifit.fitters.bayes import backends
 from phifit.fitters.huber import fit_huber
 from phifit.law import PARAM_NAMES, THETA_NAMES, log_loss, params_to_theta
 from phifit.result import FitResult
@@ -121,7 +125,7 @@ def _reference_logp(theta, sigma, nu, runs, spec, data):
             lp += stats.truncnorm.logpdf(theta[i], (lo - mu) / sd, (hi - mu) / sd, mu, sd)
     flags = B.log_exponents(spec)
     v = B.theta_to_v(theta, float(data["c_n"]), float(data["c_d"]), flags)
-    jac = B._dtheta_dv(v, float(data["c_n"]), float(data["c_d"]), flags)
+    jac = B.dtheta_dv(v, float(data["c_n"]), float(data["c_d"]), flags)
     mask = spec.free_mask
     lp += np.linalg.slogdet(jac[np.ix_(mask, mask)])[1]
     # sigma, nu: prior density + log-Jacobian of PyMC's log transform
@@ -189,7 +193,7 @@ def test_sampling_coordinates_round_trip():
             ],
             axis=1,
         )
-        np.testing.assert_allclose(B._dtheta_dv(v, 18.5, 22.0, flags), num, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(B.dtheta_dv(v, 18.5, 22.0, flags), num, rtol=1e-6, atol=1e-6)
 
 
 def test_log_exponents_follow_the_box():
@@ -210,19 +214,19 @@ def test_default_fit_converges_and_recovers_phi(default_fit, table):
         assert post[name]["r_hat"] <= 1.01, (name, post[name]["r_hat"])
         assert post[name]["ess_bulk"] >= 400 and post[name]["ess_tail"] >= 400, name
     assert ex["divergences"] == 0
-    assert res.converged and not [w for w in res.warnings if "R-hat" in w.message or "ESS" in w.message]
+    assert res.converged and not [w for w in res.warnings if w.kind in ("r_hat", "low_ess", "divergences")]
     huber_phi = fit_huber(table).params["phi"]
     assert abs(res.params["phi"] - huber_phi) <= 0.03
     lo, hi = res.ci["phi"]
     assert lo <= TRUE_PHI <= hi
-    assert ex["ci_kind"].startswith("95% highest-density")
-    # the same numbers in both places; the shortest 95% interval is at least as long as the
-    # shortest 94% one (sample HDIs need not be nested) and both hold the median
+    assert ex["ci_kind"].startswith("95% highest-density") and ex["value_kind"] == "posterior median"
+    assert res.ci_level == ex["hdi_prob"] == 0.95
+    # the same numbers in both places; the HDI holds the median; MCSE of the mean is sd / sqrt(ESS)-sized
     for name in PARAM_NAMES:
-        assert res.ci[name] == post[name]["hdi_95"]
-        h94, h95 = post[name]["hdi_94"], post[name]["hdi_95"]
-        assert h94[1] - h94[0] <= h95[1] - h95[0]
-        assert h94[0] <= post[name]["median"] <= h94[1] and h95[0] <= post[name]["median"] <= h95[1]
+        s = post[name]
+        assert res.ci[name] == s["hdi"] and res.stderr[name] == s["sd"]
+        assert s["hdi"][0] <= s["median"] <= s["hdi"][1]
+        assert 0.3 < s["mcse_mean"] / (s["sd"] / math.sqrt(s["ess_bulk"])) < 3, name
     assert res.params["phi"] == pytest.approx(post["phi"]["median"], abs=1e-12)
 
 
@@ -244,9 +248,38 @@ def test_default_fit_result_fields(default_fit, table):
     assert back.params == res.params and back.extras["ppc"] == res.extras["ppc"]
 
 
+def test_bayes_summary_reads_a_reloaded_result(default_fit):
+    """Like arviz.summary: every statistic per parameter, labelled, from the JSON alone."""
+    back = FitResult.from_json(default_fit.result.to_json())
+    text = B.bayes_summary(back)
+    assert "value = posterior median; sd = posterior sd; 95% HDI" in text
+    header = next(line for line in text.splitlines() if "mcse_mean" in line)
+    assert header.split() == [
+        "median",
+        "mean",
+        "sd",
+        "95%",
+        "HDI",
+        "mcse_mean",
+        "mcse_sd",
+        "ess_bulk",
+        "ess_tail",
+        "r_hat",
+    ]
+    post = back.extras["posterior"]
+    for name in ("phi", "sigma", "nu"):
+        row = next(line for line in text.splitlines() if line.split()[:1] == [name])
+        assert f"{post[name]['median']:.5g}" in row and f"{post[name]['r_hat']:.3f}" in row
+    assert "divergences       0 of 4000 draws" in text and "ELPD-LOO" in text
+    with pytest.raises(ValueError, match="needs a Bayesian fit"):
+        B.bayes_summary(back.with_updates(method="huber", loss="huber", delta=1e-3))
+
+
 def test_netcdf_round_trip_and_draws(table, tmp_path, default_fit):
+    import arviz as az
+
     path = tmp_path / "posterior.nc"
-    res = B.fit_bayes(table, save=path, seed=7, **SMALL)
+    res = B.fit_bayes(table, save=path, seed=7, hdi_prob=0.8, **SMALL)
     assert res.extras["netcdf"] == str(path) and path.is_file()
     idata = B.load_posterior(path)
     assert {
@@ -261,6 +294,9 @@ def test_netcdf_round_trip_and_draws(table, tmp_path, default_fit):
     assert set(draws) == set(PARAM_NAMES) | {"sigma", "nu"}
     assert all(v.shape == (600,) for v in draws.values())
     assert np.median(draws["phi"]) == pytest.approx(res.params["phi"], abs=1e-12)
+    # ci is the HDI at hdi_prob, and ci_level says so
+    assert res.ci_level == 0.8 and res.extras["ci_kind"].startswith("80% highest-density")
+    np.testing.assert_allclose(res.ci["phi"], az.hdi(draws["phi"], hdi_prob=0.8), rtol=1e-12)
     # per-draw derived quantities: the law per draw reproduces the stored log-likelihood
     theta = B.posterior_theta(path)
     mu = log_loss(theta, table.design)
@@ -301,22 +337,62 @@ def test_phi_unidentified_is_reported_as_null():
     runs = table_from_frame(frame, source="r1 only")
     res = B.fit_bayes(runs, **SMALL)
     assert res.params["phi"] is None and "phi" not in res.ci
-    assert any("not identifiable" in w.message for w in res.warnings)
+    assert any(w.kind == "phi_unidentified" and "not identifiable" in w.message for w in res.warnings)
 
 
 def test_warnings_for_short_chains(table):
     res = B.fit_bayes(table, draws=60, tune=100, chains=2, progressbar=False)
-    assert any("ESS" in w.message and "< 400" in w.message for w in res.warnings)
+    low = [w for w in res.warnings if w.kind == "low_ess"]
+    assert low and all(w.source == "bayes" and w.values["ess"] < 400 for w in low)
+    assert any("ESS" in w.message and "< 400" in w.message for w in low)
+    # the cautions survive JSON as Cautions, and the summary prints them with their kind
+    back = FitResult.from_json(res.to_json())
+    assert back.warnings == res.warnings and "(low_ess)" in B.bayes_summary(back)
 
 
-def test_diagnostic_warning_rules():
+def test_diagnostic_caution_rules():
     ok = {"mean": 0, "median": 0, "sd": 1, "r_hat": 1.005, "ess_bulk": 900, "ess_tail": 800}
-    assert B._diagnostic_warnings({"phi": ok}, 0, 4, 0.9) == []
-    msgs = B._diagnostic_warnings({"phi": {**ok, "r_hat": 1.02, "ess_tail": 399}}, 3, 4, 0.9)
-    assert any("R-hat of phi is 1.020 > 1.01" in m for m in msgs)
-    assert any("tail ESS of phi is 399 < 400" in m for m in msgs)
-    assert any("3 divergent transitions" in m for m in msgs)
-    assert any("at least 2 chains" in m for m in B._diagnostic_warnings({}, 0, 1, 0.9))
+    assert B.convergence_cautions({"phi": ok}, 0, 4, 0.9) == []
+    got = B.convergence_cautions({"phi": {**ok, "r_hat": 1.02, "ess_tail": 399}}, 3, 4, 0.9)
+    assert all(isinstance(c, Caution) and c.source == "bayes" for c in got)
+    by = {c.kind: c for c in got}
+    assert set(by) == {"r_hat", "low_ess", "divergences"}
+    assert "R-hat of phi is 1.020 > 1.01" in by["r_hat"].message and by["r_hat"].values["r_hat"] == 1.02
+    assert "tail ESS of phi is 399 < 400" in by["low_ess"].message
+    assert by["low_ess"].values["ess_kind"] == "tail" and by["low_ess"].values["parameter"] == "phi"
+    assert (
+        "3 divergent transitions" in by["divergences"].message
+        and by["divergences"].values["divergences"] == 3
+    )
+    (few,) = B.convergence_cautions({}, 0, 1, 0.9)
+    assert few.kind == "few_chains" and "at least 2 chains" in few.message
+
+
+def test_mcse_is_arviz_definition():
+    """MCSE of mean and sd equal ArviZ's (its NumPy path; its Numba path fails for the sd)."""
+    import arviz as az
+    from arviz.stats.diagnostics import Numba
+
+    from phifit.fitters.bayes.summary import mcse
+
+    rng = np.random.default_rng(0)
+    x = 0.05 * rng.normal(size=(4, 800)).cumsum(axis=1) + rng.normal(size=(4, 800))  # autocorrelated
+    was = Numba.numba_flag
+    Numba.disable_numba()
+    try:
+        want = float(az.mcse(x, method="mean")), float(az.mcse(x, method="sd"))
+    finally:
+        if was:
+            Numba.enable_numba()
+    np.testing.assert_allclose(mcse(x), want, rtol=1e-10)
+
+
+def test_pareto_k_caution_names_the_runs():
+    loo = {"pareto_k": np.array([0.1, 0.9, 0.75, 0.2]), "good_k": 0.7}
+    c = B.pareto_k_caution(loo, ["a", "b", "c", "d"], model="phi=0")
+    assert c.kind == "pareto_k" and c.source == "bayes" and c.values["runs"] == ["b", "c"]
+    assert c.message.startswith("phi=0: PSIS-LOO: 2 of 4 runs have Pareto k > 0.70 (max 0.90; b, c)")
+    assert B.pareto_k_caution({**loo, "pareto_k": np.array([0.1, 0.2, 0.3, 0.4])}, list("abcd")) is None
 
 
 def test_posterior_predictive_check_flags_a_shifted_group():
@@ -331,6 +407,11 @@ def test_posterior_predictive_check_flags_a_shifted_group():
     assert 0.02 < rows[0]["p_mean"] < 0.98
     assert rows[1]["p_mean"] == 0.0 and rows[1]["p_rmse"] == 0.0
     assert rows[1]["obs_mean"] == pytest.approx(y[r == 2].mean())
+    flagged = B.ppc_cautions(rows)
+    assert {(c.kind, c.values["r"], c.values["statistic"]) for c in flagged} == {
+        ("ppc", 2.0, "p_mean"),
+        ("ppc", 2.0, "p_rmse"),
+    }
 
 
 @pytest.mark.parametrize(
@@ -340,6 +421,7 @@ def test_posterior_predictive_check_flags_a_shifted_group():
         ({"draws": 0}, "draws must be an integer >= 1"),
         ({"chains": 1.5}, "chains must be an integer >= 1"),
         ({"target_accept": 1.2}, r"target_accept must be in \(0, 1\)"),
+        ({"hdi_prob": 1.0}, r"hdi_prob must be in \(0, 1\)"),
         ({"seed": -1}, "seed must be an integer >= 0"),
         ({"save": "/nonexistent-dir-phifit/x.nc"}, "does not exist"),
     ],
@@ -364,12 +446,13 @@ def test_auto_falls_back_to_pymc_which_agrees(table, default_fit, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("simulated nutpie failure")
 
-    monkeypatch.setattr(B, "_sample_nutpie", broken)
+    monkeypatch.setattr(backends, "sample_nutpie", broken)
     with pytest.raises(RuntimeError, match="simulated nutpie failure"):
         B.fit_bayes(table, sampler="nutpie", **SMALL)
     res = B.fit_bayes(table, sampler="auto", seed=1, **SMALL)
     assert res.extras["sampler"] == "pymc" and res.extras["sampler_requested"] == "auto"
-    assert any("nutpie failed" in w.message for w in res.warnings)
+    (note,) = [w for w in res.warnings if w.kind == "sampler_fallback"]
+    assert "nutpie failed (RuntimeError: simulated nutpie failure)" in note.message
     ref = default_fit.result.extras["posterior"]["phi"]
     assert abs(res.params["phi"] - ref["median"]) < 3 * ref["sd"]
     assert res.extras["divergences"] == 0
@@ -387,7 +470,11 @@ def test_loo_prefers_free_model_when_phi_is_046(table):
     text = cmp.summary()
     assert "preferred: free" in text and "phi=1" in text
     back = LooComparison.from_dict(json.loads(json.dumps(cmp.to_dict(), allow_nan=False)))
-    assert back.preferred == "free" and back.table == cmp.table
+    assert back.preferred == "free" and back.table == cmp.table and back.warnings == cmp.warnings
+    assert all(isinstance(w, Caution) for w in cmp.warnings)
+    labelled = [w for w in cmp.warnings if w.kind != "pareto_k"]
+    assert all(w.values["model"] in ("free", "phi=0", "phi=1") for w in labelled)
+    assert all(w.message.startswith(w.values["model"] + ": ") for w in labelled)
 
 
 def test_loo_does_not_prefer_free_when_phi_is_0():
@@ -429,29 +516,61 @@ def test_cache_dir_precedence(tmp_path, monkeypatch):
         cache_dir("../escape")
 
 
-def test_pytensor_flags_are_appended_not_clobbered(tmp_path, monkeypatch):
-    monkeypatch.setenv(ENV_VAR, str(tmp_path))
-    monkeypatch.setenv("PYTENSOR_FLAGS", "floatX=float64")
-    path = B._configure_pytensor_cache()
-    assert os.environ["PYTENSOR_FLAGS"] == f"floatX=float64,base_compiledir={path}"
-    assert Path(path) == tmp_path / "pytensor"
-    monkeypatch.setenv("PYTENSOR_FLAGS", "base_compiledir=/somewhere/else")
-    assert B._configure_pytensor_cache() is None
-    assert os.environ["PYTENSOR_FLAGS"] == "base_compiledir=/somewhere/else"
-    monkeypatch.delenv("PYTENSOR_FLAGS")
-    B._configure_pytensor_cache()
-    assert os.environ["PYTENSOR_FLAGS"] == f"base_compiledir={tmp_path / 'pytensor'}"
+def _fresh_python(code: str, env_changes: dict[str, str | None]) -> dict:
+    """Run ``code`` in a new interpreter (repo root on the path); it prints one JSON line."""
+    env = dict(os.environ)
+    for key, value in env_changes.items():
+        env.pop(key, None) if value is None else env.__setitem__(key, value)
+    repo = Path(__file__).resolve().parents[1]
+    env["PYTHONPATH"] = os.pathsep.join([str(repo), str(repo / "tests"), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=repo)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_pytensor_compiles_into_the_phifit_cache(default_fit):
-    """PyTensor's compile directory is phifit's cache, not ~/.pytensor (unless user-set)."""
-    import pytensor
+_IMPORT_THEN_FIT = """
+import json, os, sys
+import phifit.fitters.bayes as B
+state = {"flags_after_import": os.environ.get("PYTENSOR_FLAGS"), "pytensor_imported": "pytensor" in sys.modules}
+from conftest import paper_table
+res = B.fit_bayes(paper_table(noise=0.005, seed=1, phi=0.46), draws=30, tune=30, chains=1, progressbar=False)
+import pytensor
+state.update(base=str(pytensor.config.base_compiledir), compiledir=str(pytensor.config.compiledir),
+             recorded=res.extras["pytensor_compiledir"], flags_after_fit=os.environ.get("PYTENSOR_FLAGS"))
+print(json.dumps(state))
+"""
 
-    if B._PYTENSOR_CACHE is None:
-        pytest.skip("PYTENSOR_FLAGS named a compile directory (or pytensor was imported first)")
-    assert Path(pytensor.config.base_compiledir) == Path(B._PYTENSOR_CACHE)
-    assert Path(pytensor.config.compiledir).is_relative_to(B._PYTENSOR_CACHE)
-    assert default_fit.result.extras["pytensor_compiledir"] == B._PYTENSOR_CACHE
+
+def test_import_leaves_pytensor_alone_and_a_fit_compiles_into_the_phifit_cache():
+    """Bug 8: importing the Bayes package set PYTENSOR_FLAGS (and so changed PyTensor's
+    settings for the whole process) before any model was asked for.  Now the import sets
+    nothing and imports no PyTensor; the first fit points PyTensor at phifit's cache."""
+    root = cache_root()  # the same environment as the child (PHIFIT_CACHE_DIR or the checkout)
+    got = _fresh_python(_IMPORT_THEN_FIT, {"PYTENSOR_FLAGS": None})
+    assert got["flags_after_import"] is None and got["pytensor_imported"] is False
+    assert Path(got["base"]) == root / "pytensor"
+    assert Path(got["compiledir"]).is_relative_to(root / "pytensor")
+    assert got["recorded"] == got["compiledir"]
+    assert got["flags_after_fit"] == f"base_compiledir={root / 'pytensor'}"
+
+
+def test_pytensor_cache_respects_the_users_choice(tmp_path):
+    """A compile directory the user named is kept; other flags are appended to, not replaced."""
+    code = """
+import json, os
+from phifit.cache import use_pytensor_cache
+first = use_pytensor_cache()
+import pytensor
+print(json.dumps({"set": first, "base": str(pytensor.config.base_compiledir),
+                  "flags": os.environ["PYTENSOR_FLAGS"], "again": use_pytensor_cache()}))
+"""
+    mine = tmp_path / "mine"
+    got = _fresh_python(code, {"PYTENSOR_FLAGS": f"floatX=float64,base_compiledir={mine}"})
+    assert got["set"] is None and got["again"] is None and Path(got["base"]) == mine
+    assert got["flags"] == f"floatX=float64,base_compiledir={mine}"
+    got = _fresh_python(code, {"PYTENSOR_FLAGS": "floatX=float64", ENV_VAR: str(tmp_path / "c")})
+    assert got["set"] == got["again"] == str(tmp_path / "c" / "pytensor") == got["base"]
+    assert got["flags"] == f"floatX=float64,base_compiledir={tmp_path / 'c' / 'pytensor'}"
 
 
 # -- acceptance 2: coverage (slow) -----------------------------------------------------------

@@ -1,0 +1,234 @@
+"""The Bayesian model of the joint law: likelihood, priors, and its PyMC graph.
+
+Model (log space, theta = (a, alpha, b, beta, e, phi) as in :mod:`phifit.law`):
+
+    log L_i  ~  Student-t(nu, mu_i, sigma)
+    mu_i     =  LSE(a - alpha * log N_eff,i,  b - beta * log D_i,  e)
+    log N_eff,i = logaddexp(log N_once,i,  phi * log r_i + log N_rec,i)
+
+The formula is written once, in :func:`phifit.law.lse_log_loss`, which takes the math
+namespace (``logaddexp``) as an argument: NumPy for :func:`phifit.law.log_loss`, PyTensor
+here (the tests check the two agree to 1e-10).
+
+Priors (weakly informative, in internal coordinates, each truncated to the LawSpec box;
+the defaults are the study's box a, b in [-5, 35], alpha, beta in [0, 2.5], e in [-3, 2],
+phi in [-3, 3]):
+
+=====  =========================  ============================================================
+coord  prior                      why
+=====  =========================  ============================================================
+a      Normal(5, 5) on the box    log A: A from e^-5 to e^15 within 2 sd (Chinchilla: a = 6.0,
+                                  the study: 3.3)
+b      Normal(5, 5) on the box    log B, same reasoning (Chinchilla 6.0, the study 6.8)
+alpha  Normal(0.3, 0.5) on box    published exponents lie in 0.2-0.5; 0 to 1.3 within 2 sd
+beta   Normal(0.3, 0.5) on box    as alpha
+e      Normal(0.5, 1) on box      log E: irreducible loss 0.6-4.5 nats within 1 sd (study 1.57)
+phi    Normal(0.5, 1) on box      centred between the two reference values: equal prior
+                                  density at phi = 0 and phi = 1, both within half a sd
+sigma  HalfNormal(0.05)           scale of log-loss residuals; 0.05 is a 5% loss error, while
+                                  the study's residuals are ~0.4-1% (its RMSE 0.010 nats)
+nu     Gamma(2, 0.1)              degrees of freedom (Juarez & Steel 2010; Stan prior wiki):
+                                  mean 20, lets the data choose between heavy and normal tails
+=====  =========================  ============================================================
+
+Fixed parameters (``LawSpec(fixed={"phi": 0.0})``) are constants in the law.
+
+Why Student-t and not Normal.  The reference fit minimises a Huber loss with delta = 1e-3:
+it deliberately down-weights runs with large residuals.  The Student-t likelihood is the
+Bayesian counterpart: its influence function is bounded (indeed redescending), so a bad
+run is down-weighted instead of pulling the fit, and with nu estimated the data choose how
+heavy the tails are.  On clean Gaussian noise nu's posterior stays away from small values
+(median ~20 on the study's design) and little efficiency is lost.
+
+The sampler moves in whitened coordinates z (:mod:`.coords`); the prior densities and the
+box are evaluated on theta and log |d theta / d v| is added, so the posterior of theta is
+exactly the model above (the tests check the log density against scipy).
+
+Everything that changes between fits (the table, the whitening, fixed values) is
+``pm.Data`` (:func:`model_data`); the graph depends only on the spec's structure
+(:func:`model_structure`), so nutpie compiles once per structure and swaps data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from ...cache import use_pytensor_cache
+from ...law import THETA_NAMES, THETA_TO_PARAM, LawSpec, lse_log_loss
+from ...runs import RunTable
+from .coords import log_exponents, whitening
+
+#: Truncated-normal priors (mean, sd) per internal coordinate; truncation = the LawSpec box.
+PRIORS: Mapping[str, tuple[float, float]] = MappingProxyType(
+    {
+        "a": (5.0, 5.0),
+        "alpha": (0.3, 0.5),
+        "b": (5.0, 5.0),
+        "beta": (0.3, 0.5),
+        "e": (0.5, 1.0),
+        "phi": (0.5, 1.0),
+    }
+)
+#: sigma ~ HalfNormal(SIGMA_PRIOR_SD): scale of the log-loss residuals.
+SIGMA_PRIOR_SD = 0.05
+#: nu ~ Gamma(alpha, beta) (shape, rate): degrees of freedom of the Student-t.
+NU_PRIOR = (2.0, 0.1)
+#: log N = -inf (N_once = 0 or N_rec = 0) enters the PyTensor graph as this floor:
+#: exp(-1e4) underflows to exactly 0, so logaddexp(x, floor) == x in float64.
+LOG_FLOOR = -1.0e4
+#: The variables kept from the sampler: theta, sigma, nu.
+STORED_VARS = tuple(THETA_NAMES) + ("sigma", "nu")
+#: The likelihood in words (stored with every fit).
+LIKELIHOOD = "Student-t(nu, mu = law log-loss, sigma) on log-loss"
+
+
+def prior_description(spec: LawSpec | None = None) -> dict[str, str]:
+    """Readable prior per parameter for ``spec`` (fixed parameters say so)."""
+    spec = spec or LawSpec()
+    out = {}
+    for coord in THETA_NAMES:
+        name = THETA_TO_PARAM[coord]
+        if name in spec.fixed:
+            out[coord] = f"fixed at {name} = {spec.fixed[name]:g}"
+        else:
+            mu, sd = PRIORS[coord]
+            lo, hi = spec.bounds[coord]
+            out[coord] = f"Normal({mu:g}, {sd:g}) truncated to [{lo:g}, {hi:g}]"
+    out["sigma"] = f"HalfNormal({SIGMA_PRIOR_SD:g})"
+    out["nu"] = f"Gamma({NU_PRIOR[0]:g}, rate {NU_PRIOR[1]:g})"
+    return out
+
+
+def model_whitening(runs: RunTable, spec: LawSpec) -> dict[str, Any]:
+    """:func:`.coords.whitening` with this model's prior scales."""
+    return whitening(runs, spec, {c: sd for c, (_, sd) in PRIORS.items()})
+
+
+def model_data(
+    runs: RunTable, spec: LawSpec, white: Mapping[str, Any] | None = None
+) -> dict[str, np.ndarray]:
+    """The shared data of the PyMC model of ``spec`` for the table ``runs``.
+
+    The design (log N_once, log N_rec, log r, log D, with log 0 as :data:`LOG_FLOOR`), the
+    observed log-loss, the whitening (``white``; computed by :func:`model_whitening` when
+    None) and the fixed values ``fixed_<coord>``.
+    """
+    w = white if white is not None else model_whitening(runs, spec)
+    d = runs.design
+    rows = [d.log_n_once, d.log_n_rec, d.log_r, d.log_tokens]
+    design = np.stack([np.asarray(x, float) for x in rows])
+    data = {
+        "design": np.where(np.isfinite(design), design, LOG_FLOOR),
+        "log_loss_obs": np.asarray(runs.log_loss, float),
+        "centre": np.asarray(w["centre"], float),
+        "chol": np.asarray(w["chol"], float),
+        "c_n": np.asarray(w["c_n"], float),
+        "c_d": np.asarray(w["c_d"], float),
+    }
+    fixed = spec.full_theta(np.zeros(int(spec.free_mask.sum())))
+    for i, c in enumerate(THETA_NAMES):
+        if not spec.free_mask[i]:
+            data[f"fixed_{c}"] = np.asarray(fixed[i], float)
+    return data
+
+
+def model_structure(spec: LawSpec) -> tuple:
+    """What the compiled graph depends on: free coordinates, logged exponents, the box."""
+    return (
+        tuple(bool(f) for f in spec.free_mask),
+        tuple(bool(f) for f in log_exponents(spec)),
+        tuple((c, *spec.bounds[c]) for c in THETA_NAMES),
+    )
+
+
+def _truncnorm_log_norm(mu: float, sd: float, lo: float, hi: float) -> float:
+    """log of the truncated normal's normaliser, sd sqrt(2 pi) (Phi(hi') - Phi(lo'))."""
+    from scipy.special import log_ndtr
+
+    u, l_ = (hi - mu) / sd, (lo - mu) / sd
+    log_mass = log_ndtr(u) + math.log1p(-math.exp(min(log_ndtr(l_) - log_ndtr(u), 0.0)))
+    return math.log(sd) + 0.5 * math.log(2 * math.pi) + float(log_mass)
+
+
+def build_model(data: Mapping[str, np.ndarray], spec: LawSpec):
+    """The PyMC model of the module docstring for ``spec``; inputs are ``pm.Data``.
+
+    Free RVs: z (one per free coordinate, whitened), sigma, nu.  With v = centre + L z,
+    the free sampling coordinates among (A_c, log alpha, B_c, log beta, E, phi), the law's
+    coordinates are
+
+        alpha = exp(v_alpha), beta = exp(v_beta), phi = v_phi,
+        a = log A_c + alpha c_N,  b = log B_c + beta c_D,  e = log E
+
+    (a fixed coordinate is the ``fixed_<name>`` datum instead).  The ``theta_prior``
+    potential is the truncated-normal prior density of the free theta plus
+    log |d theta / d v| = sum(log alpha, log beta) - sum(log A_c, log B_c, log E) over the
+    free coordinates, and -inf outside the box or for A_c, B_c, E <= 0.  Deterministics:
+    a, alpha, b, beta, e, phi and ``log_loss_hat`` (the law's log-loss per run).
+
+    PyTensor is imported here, first pointed at phifit's compile cache
+    (:func:`phifit.cache.use_pytensor_cache`).
+    """
+    use_pytensor_cache()
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    free = {c: bool(f) for c, f in zip(THETA_NAMES, spec.free_mask)}
+    logged = {c: bool(f) for c, f in zip(THETA_NAMES, log_exponents(spec))}
+    with pm.Model() as model:
+        d = {k: pm.Data(k, np.asarray(v)) for k, v in data.items()}
+        z = pm.Flat("z", shape=int(spec.free_mask.sum()))
+        v_free = d["centre"] + pt.dot(d["chol"], z)
+        v = {c: v_free[j] for j, c in enumerate(c for c in THETA_NAMES if free[c])}
+        log_jac, valid, theta = 0.0, [], {}
+        for c in ("alpha", "beta", "phi"):
+            if not free[c]:
+                theta[c] = d[f"fixed_{c}"]
+            elif logged[c]:
+                theta[c] = pt.exp(v[c])
+                log_jac = log_jac + v[c]
+            else:
+                theta[c] = v[c]
+        offsets = {"a": theta["alpha"] * d["c_n"], "b": theta["beta"] * d["c_d"], "e": 0.0}
+        for c in ("a", "b", "e"):
+            if not free[c]:
+                theta[c] = d[f"fixed_{c}"]
+                continue
+            valid.append(pt.gt(v[c], 0.0))
+            log_v = pt.log(pt.switch(valid[-1], v[c], 1.0))  # finite off the support
+            theta[c] = log_v + offsets[c]
+            log_jac = log_jac - log_v
+        prior = 0.0
+        for c in THETA_NAMES:
+            if free[c]:
+                mu, sd = PRIORS[c]
+                lo, hi = spec.bounds[c]
+                valid += [pt.ge(theta[c], lo), pt.le(theta[c], hi)]
+                prior = prior - 0.5 * ((theta[c] - mu) / sd) ** 2 - _truncnorm_log_norm(mu, sd, lo, hi)
+        inside = valid[0]
+        for cond in valid[1:]:
+            inside = pt.and_(inside, cond)
+        pm.Potential("theta_prior", pt.switch(inside, prior + log_jac, -np.inf))
+        parts = [pm.Deterministic(c, pt.as_tensor(theta[c])) for c in THETA_NAMES]
+        sigma = pm.HalfNormal("sigma", sigma=SIGMA_PRIOR_SD)
+        nu = pm.Gamma("nu", alpha=NU_PRIOR[0], beta=NU_PRIOR[1])
+        x = d["design"]  # rows: log N_once, log N_rec, log r, log D
+        mu = lse_log_loss(parts, (x[0], x[1], x[2], x[3]), logaddexp=pt.logaddexp)
+        mu = pm.Deterministic("log_loss_hat", mu)
+        pm.StudentT("log_loss", nu=nu, mu=mu, sigma=sigma, observed=d["log_loss_obs"])
+    return model
+
+
+def student_t_loglik(y: np.ndarray, mu: np.ndarray, sigma: np.ndarray, nu: np.ndarray) -> np.ndarray:
+    """Pointwise log p(y_i | theta_s): Student-t(nu_s, mu_si, sigma_s) log density, (S, n).
+
+    The same density as the model's likelihood (the tests compare it with PyMC's).
+    """
+    from scipy import stats
+
+    return stats.t.logpdf(y[None, :], df=nu[:, None], loc=mu, scale=sigma[:, None])

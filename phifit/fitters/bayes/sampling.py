@@ -1,0 +1,287 @@
+"""Sample the posterior of the joint law and return it as a FitResult (with the InferenceData).
+
+:func:`fit_bayes` / :func:`sample_posterior` run, in order: the spec check (phi is held
+fixed when the runs cannot identify it), the whitening from a Huber fit
+(:mod:`.coords`), NUTS (:mod:`.backends`), the per-draw law and Student-t log-likelihood
+(:mod:`.model`), the posterior predictive check and summaries (:mod:`.summary`),
+PSIS-LOO (:mod:`.loo`), the checks (:mod:`.diagnostics`) and the InferenceData
+(:mod:`.store`).
+
+The FitResult: ``params`` = posterior medians; ``ci`` = HDIs at ``ci_level`` =
+``hdi_prob``; ``stderr`` = posterior sd; ``objective`` = -ELPD-LOO (a sum over runs);
+``r2``/``rmse``/``residuals`` at the posterior median; ``converged`` = every R-hat <= 1.01
+and no divergences; ``warnings`` = Cautions of source "bayes"; ``extras`` = the per
+parameter summary (``posterior``), diagnostics, sampler settings and times, PPC, LOO,
+priors, whitening and the netCDF path.  :func:`.summary.bayes_summary` prints it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss
+from ...result import FitResult
+from ...runs import RunTable
+from ..common import build_result, effective_spec
+from . import backends
+from .diagnostics import ESS_MIN, RHAT_MAX, convergence_cautions, ppc_cautions, sampler_fallback_caution
+from .loo import loo_extras, pareto_k_caution, psis_loo
+from .model import LIKELIHOOD, model_data, model_whitening, prior_description, student_t_loglik
+from .store import inference_data, posterior_attrs, posterior_draws
+from .summary import natural_params, posterior_predictive_check, recurrence_worth, summarise
+
+
+@dataclass(frozen=True)
+class BayesFit:
+    """A Bayesian fit: the :class:`FitResult` and the ArviZ ``InferenceData`` behind it
+    (groups in :mod:`.store`)."""
+
+    result: FitResult
+    idata: Any
+
+    @property
+    def draws(self) -> dict[str, np.ndarray]:
+        """Per-draw natural parameters, flat arrays (see :func:`.store.posterior_draws`)."""
+        return posterior_draws(self.idata)
+
+
+def _check_options(draws, tune, chains, target_accept, seed, hdi_prob) -> None:
+    problems = []
+    for name, value, low in (("draws", draws, 1), ("tune", tune, 0), ("chains", chains, 1)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+            problems.append(f"{name} must be an integer >= {low}, got {value!r}")
+    for name, value in (("target_accept", target_accept), ("hdi_prob", hdi_prob)):
+        if not (isinstance(value, (int, float)) and 0.0 < value < 1.0):
+            problems.append(f"{name} must be in (0, 1), got {value!r}")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        problems.append(f"seed must be an integer >= 0, got {seed!r}")
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def _compiledir() -> str | None:
+    """PyTensor's C-module compile directory in use (None when PyTensor was never imported)."""
+    mod = sys.modules.get("pytensor")
+    try:
+        return str(mod.config.compiledir) if mod is not None else None
+    except (AttributeError, ValueError):
+        return None
+
+
+def sample_posterior(
+    runs: RunTable,
+    *,
+    spec: LawSpec | None = None,
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    seed: int = 0,
+    sampler: str = "auto",
+    target_accept: float = 0.9,
+    hdi_prob: float = 0.95,
+    progressbar: bool = True,
+    save: str | os.PathLike | None = None,
+) -> BayesFit:
+    """Sample the posterior of the joint law; returns the FitResult and the InferenceData.
+
+    Same arguments as :func:`fit_bayes`.
+    """
+    _check_options(draws, tune, chains, target_accept, seed, hdi_prob)
+    resolved = backends.resolve_sampler(sampler)
+    if save is not None:
+        save = Path(save)
+        if save.is_dir():
+            raise ValueError(f"save={str(save)!r} is a directory; expected a netCDF file path")
+        if not save.parent.is_dir():
+            raise ValueError(f"save: directory {str(save.parent)!r} does not exist")
+    spec = spec or LawSpec()
+    fit_spec, cautions = effective_spec(runs, spec)
+    phi_identified = "phi" not in fit_spec.fixed or "phi" in spec.fixed
+    mask = fit_spec.free_mask
+    if mask.sum() == 0:
+        raise ValueError("every parameter is fixed; nothing to sample")
+
+    white = model_whitening(runs, fit_spec)
+    data = model_data(runs, fit_spec, white)
+    settings = {
+        "draws": int(draws),
+        "tune": int(tune),
+        "chains": int(chains),
+        "seed": int(seed),
+        "target_accept": float(target_accept),
+    }
+    try:
+        out = backends.run_sampler(resolved, data, fit_spec, progressbar=progressbar, **settings)
+    except Exception as err:  # noqa: BLE001 - "auto" must always produce a fit
+        if sampler != "auto" or resolved != "nutpie":
+            raise
+        cautions.append(sampler_fallback_caution(err))
+        resolved = "pymc"
+        out = backends.run_sampler(resolved, data, fit_spec, progressbar=progressbar, **settings)
+    post, stats = out.posterior, out.stats
+
+    # per-draw predictions from the law (the one numpy definition)
+    theta_draws = np.stack([post[c].ravel() for c in THETA_NAMES], axis=1)
+    mu = log_loss(theta_draws, runs.design)  # (S, n)
+    y = runs.log_loss
+    sigma, nu = post["sigma"].ravel(), post["nu"].ravel()
+    loglik = student_t_loglik(y, mu, sigma, nu)
+    rng = np.random.default_rng([seed, 20260501])
+    ppc_rows, y_rep = posterior_predictive_check(y, runs.r, mu, sigma, nu, rng)
+
+    natural = natural_params(post)
+    free_names = [THETA_TO_PARAM[c] for c, f in zip(THETA_NAMES, mask) if f]
+    reported = {k: natural[k] for k in PARAM_NAMES if k in free_names}
+    reported.update(sigma=natural["sigma"], nu=natural["nu"])
+    summary = summarise(reported, hdi_prob=hdi_prob)
+    n_div = int(stats["diverging"].sum())
+
+    attrs = posterior_attrs(
+        runs,
+        fit_spec,
+        {**settings, "sampler": resolved, "sampler_requested": sampler, "hdi_prob": float(hdi_prob)},
+    )
+    attrs["phifit_phi_identified"] = int(phi_identified)
+    idata = inference_data(runs, post, stats, loglik, y_rep, attrs)
+    loo = psis_loo(idata)
+
+    cautions += convergence_cautions(summary, n_div, chains, target_accept)
+    k_caution = pareto_k_caution(loo, runs.run_ids)
+    cautions += [k_caution] if k_caution is not None else []
+    cautions += ppc_cautions(ppc_rows)
+
+    theta_med = np.array([float(np.median(post[c])) for c in THETA_NAMES])
+    converged = bool(all(s["r_hat"] <= RHAT_MAX for s in summary.values()) and n_div == 0)
+    if save is not None:
+        idata.to_netcdf(str(save))
+    pct = f"{100 * hdi_prob:g}%"
+    extras = {
+        "value_kind": "posterior median",
+        "ci_kind": f"{pct} highest-density interval (HDI) of the marginal posterior",
+        "stderr_kind": "posterior standard deviation",
+        "hdi_prob": float(hdi_prob),
+        "posterior": summary,
+        "diagnostics": {
+            "max_r_hat": float(np.nanmax([s["r_hat"] for s in summary.values()] + [np.nan])),
+            "min_ess_bulk": float(np.nanmin([s["ess_bulk"] for s in summary.values()] + [np.nan])),
+            "min_ess_tail": float(np.nanmin([s["ess_tail"] for s in summary.values()] + [np.nan])),
+            "divergences": n_div,
+            "r_hat_max": RHAT_MAX,
+            "ess_min": ESS_MIN,
+        },
+        "divergences": n_div,
+        "sampler": resolved,
+        "sampler_requested": sampler,
+        **settings,
+        "compile_s": float(out.compile_s),
+        "compile_cached": bool(out.compile_cached),
+        "sampling_s": float(out.sampling_s),
+        "ppc": {
+            "by_r": ppc_rows,
+            "definition": "y_rep ~ Student-t(nu, mu, sigma) per draw; p_mean = P(mean_r y_rep >= mean_r y); "
+            "p_rmse = P(RMS(y_rep - mu) >= RMS(y - mu)) per r",
+        },
+        "loo": loo_extras(loo),
+        "recurrence_worth": (
+            recurrence_worth(natural["phi"], runs.r, hdi_prob=hdi_prob) if phi_identified else {}
+        ),
+        "netcdf": None if save is None else str(save),
+        "priors": prior_description(fit_spec),
+        "likelihood": LIKELIHOOD,
+        "whitening": {
+            "coordinates": "v = (A N_c^-alpha, log alpha, B D_c^-beta, log beta, E, phi) = centre + L z "
+            "(Laplace at the Huber optimum)",
+            "log_n_c": white["c_n"],
+            "log_d_c": white["c_d"],
+            "residual_scale": white["residual_scale"],
+        },
+        "pytensor_compiledir": _compiledir(),
+    }
+    ci = {k: summary[k]["hdi"] for k in PARAM_NAMES if k in summary and (phi_identified or k != "phi")}
+    stderr = {k: summary[k]["sd"] for k in PARAM_NAMES if k in summary and (phi_identified or k != "phi")}
+    # converged=True here: build_result's "optimiser did not converge" caution does not fit a
+    # sampler, whose own R-hat / divergence cautions are already in the list
+    result = build_result(
+        runs,
+        fit_spec,
+        theta_med,
+        method="bayes",
+        loss="student_t",
+        objective=-loo["elpd_loo"],
+        objective_name="-ELPD-LOO: minus the PSIS-LOO expected log predictive density of the "
+        "observed log-losses (sum over runs)",
+        converged=True,
+        warnings=cautions,
+        extras=extras,
+        phi_identified=phi_identified,
+        ci_level=float(hdi_prob),
+    )
+    result = result.with_updates(ci=ci, converged=converged, stderr=stderr)
+    return BayesFit(result=result, idata=idata)
+
+
+def fit_bayes(
+    runs: RunTable,
+    *,
+    spec: LawSpec | None = None,
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    seed: int = 0,
+    sampler: str = "auto",
+    target_accept: float = 0.9,
+    hdi_prob: float = 0.95,
+    progressbar: bool = True,
+    save: str | os.PathLike | None = None,
+) -> FitResult:
+    """Bayesian fit of the joint law (model and priors: :mod:`phifit.fitters.bayes.model`).
+
+    Parameters
+    ----------
+    runs
+        Validated run table.
+    spec
+        Which parameters vary and the box (truncation of the priors); default all six free.
+    draws, tune, chains
+        Posterior draws per chain after ``tune`` warm-up steps (default 4 x 1000 after 1000).
+    seed
+        Seed of the sampler (chain initialisation and transitions) and of the replicated
+        data of the posterior predictive check; the same seed gives the same draws.
+    sampler
+        ``"auto"`` (nutpie when importable, else PyMC; PyMC also when nutpie fails),
+        ``"nutpie"`` or ``"pymc"``.
+    target_accept
+        NUTS target acceptance rate.
+    hdi_prob
+        Probability of the highest-density intervals in ``ci`` (= the result's ``ci_level``).
+    progressbar
+        Show the sampler's progress bar.
+    save
+        netCDF path for the posterior (ArviZ InferenceData; an existing file is replaced);
+        reload with :func:`.store.load_posterior`, per-draw parameters with
+        :func:`.store.posterior_draws`.
+
+    Returns
+    -------
+    FitResult with ``params`` = posterior medians, ``ci`` = HDIs, ``objective`` = -ELPD-LOO;
+    details in ``extras`` (module docstring); print it with :func:`.summary.bayes_summary`.
+    """
+    return sample_posterior(
+        runs,
+        spec=spec,
+        draws=draws,
+        tune=tune,
+        chains=chains,
+        seed=seed,
+        sampler=sampler,
+        target_accept=target_accept,
+        hdi_prob=hdi_prob,
+        progressbar=progressbar,
+        save=save,
+    ).result

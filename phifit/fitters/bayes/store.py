@@ -1,0 +1,126 @@
+"""The posterior as ArviZ InferenceData: building it, saving it as netCDF, reading draws back.
+
+Groups: ``posterior`` (a, alpha, b, beta, e, phi, sigma, nu and E, A, B; (chain, draw)),
+``sample_stats``, ``log_likelihood`` and ``posterior_predictive`` (``log_loss`` per run),
+``observed_data`` and ``constant_data`` (the design).  phifit's spec, priors and sampler
+settings are attributes of the posterior group (``generator = "phifit"``), which is how
+:func:`load_posterior` recognises its own files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings as _warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..._version import __version__
+from ...law import THETA_NAMES, LawSpec
+from ...runs import RunTable
+from .model import STORED_VARS, prior_description
+from .summary import natural_params
+
+
+def posterior_attrs(runs: RunTable, spec: LawSpec, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Attributes of the posterior group: generator, version, spec, priors, source, sampler settings."""
+    return {
+        "generator": "phifit",
+        "phifit_version": __version__,
+        "phifit_spec": json.dumps(
+            {"fixed": dict(spec.fixed), "bounds": {k: list(v) for k, v in spec.bounds.items()}}
+        ),
+        "phifit_priors": json.dumps(prior_description(spec)),
+        "phifit_source": runs.source,
+        **dict(settings),
+    }
+
+
+def inference_data(
+    runs: RunTable,
+    post: Mapping[str, np.ndarray],
+    stats: Mapping[str, np.ndarray],
+    loglik: np.ndarray,
+    y_rep: np.ndarray,
+    attrs: Mapping[str, Any],
+):
+    """ArviZ InferenceData of a fit; ``loglik`` and ``y_rep`` are (chains x draws, runs)."""
+    import arviz as az
+
+    n_chain, n_draw = post["a"].shape
+    posterior = dict(post)
+    posterior.update(E=np.exp(post["e"]), A=np.exp(post["a"]), B=np.exp(post["b"]))
+    n = len(runs)
+    dims = {"log_loss": ["run"], "r": ["run"], "n_once": ["run"], "n_rec": ["run"], "tokens": ["run"]}
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("ignore")
+        idata = az.from_dict(
+            posterior=posterior,
+            sample_stats=dict(stats),
+            log_likelihood={"log_loss": loglik.reshape(n_chain, n_draw, n)},
+            posterior_predictive={"log_loss": y_rep.reshape(n_chain, n_draw, n)},
+            observed_data={"log_loss": runs.log_loss},
+            constant_data={"r": runs.r, "n_once": runs.n_once, "n_rec": runs.n_rec, "tokens": runs.tokens},
+            coords={"run": runs.run_ids},
+            dims=dims,
+        )
+    idata.posterior.attrs.update(attrs)
+    return idata
+
+
+def load_posterior(path: str | os.PathLike):
+    """Reload a posterior saved by ``fit_bayes(..., save=PATH)`` as ArviZ InferenceData."""
+    import arviz as az
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such posterior file")
+    try:
+        idata = az.from_netcdf(str(path))
+    except Exception as err:  # noqa: BLE001 - any reader failure means "not a posterior"
+        raise ValueError(f"{path}: not a readable netCDF posterior ({err})") from None
+    if "posterior" not in idata.groups() or idata.posterior.attrs.get("generator") != "phifit":
+        raise ValueError(f"{path}: not a phifit posterior (no phifit attributes in its posterior group)")
+    return idata
+
+
+def as_idata(source):
+    """InferenceData from a BayesFit (anything with ``.idata``), an InferenceData or a netCDF path."""
+    if isinstance(source, (str, os.PathLike)):
+        return load_posterior(source)
+    idata = getattr(source, "idata", None)
+    if idata is not None:
+        return idata
+    if hasattr(source, "posterior"):
+        return source
+    raise ValueError(f"expected a BayesFit, an InferenceData or a netCDF path, got {type(source).__name__}")
+
+
+def posterior_draws(source) -> dict[str, np.ndarray]:
+    """Per-draw natural parameters as flat arrays {E, A, alpha, B, beta, phi, sigma, nu}.
+
+    ``source``: a BayesFit, an InferenceData from this module or a netCDF path.  Arrays
+    are chain-major (chain 0's draws first), length chains x draws; fixed parameters are
+    constant arrays.  A derived quantity per draw is a vectorised expression, e.g. the
+    worth of a shared block at r = 4: ``4 ** draws["phi"]``; a whole law per draw via
+    :func:`posterior_theta` and :func:`phifit.law.log_loss`.
+    """
+    idata = as_idata(source)
+    post = {k: np.asarray(idata.posterior[k].values, float) for k in STORED_VARS if k in idata.posterior}
+    return {k: v.ravel() for k, v in natural_params(post).items()}
+
+
+def posterior_theta(source) -> np.ndarray:
+    """Per-draw internal parameters, (S, 6) in the order (a, alpha, b, beta, e, phi)."""
+    idata = as_idata(source)
+    return np.stack([np.asarray(idata.posterior[c].values, float).ravel() for c in THETA_NAMES], axis=1)
+
+
+def posterior_spec(source) -> LawSpec:
+    """The LawSpec a saved posterior was sampled under."""
+    idata = as_idata(source)
+    raw = json.loads(idata.posterior.attrs["phifit_spec"])
+    return LawSpec(fixed=raw["fixed"], bounds={k: tuple(v) for k, v in raw["bounds"].items()})

@@ -1,0 +1,234 @@
+"""Posterior summaries of a Bayesian fit: per-parameter statistics, PPC, and the text summary.
+
+Per parameter (:func:`summarise`, the columns of ``arviz.summary``):
+
+- ``mean``, ``median``, ``sd``: of the marginal posterior draws (sd with ddof = 1);
+- ``hdi``: the highest-density interval at probability ``hdi_prob`` (the shortest
+  interval holding that share of the draws; ArviZ ``hdi``);
+- ``mcse_mean``, ``mcse_sd``: Monte Carlo standard errors of the mean and the sd, ArviZ's
+  definitions: mcse_mean = sd / sqrt(ESS_mean(x)); with c = (x - mean x)^2,
+  mcse_sd = sqrt(Var(c) / ESS_mean(c) / (4 mean c)) (the delta method for sd = sqrt(var));
+  computed here because ``az.mcse(..., method="sd")`` fails under Numba in ArviZ 0.23;
+- ``ess_bulk``, ``ess_tail``: bulk and tail effective sample sizes;
+- ``r_hat``: rank-normalised split R-hat (Vehtari et al. 2021); NaN with fewer than
+  2 chains or 4 draws.
+
+A FitResult of the Bayesian fit reports the posterior *median* as ``params`` and the HDI
+as ``ci`` (``ci_level`` = ``hdi_prob``); :func:`bayes_summary` prints all of the above
+from the result alone, so it works after a JSON round trip.
+"""
+
+from __future__ import annotations
+
+import warnings as _warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ...law import PARAM_NAMES
+from ...result import FitResult
+
+
+def natural_params(post: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Arrays of E, A, alpha, B, beta, phi (+ sigma, nu) from internal ones (any shape)."""
+    out = {
+        "E": np.exp(post["e"]),
+        "A": np.exp(post["a"]),
+        "alpha": post["alpha"],
+        "B": np.exp(post["b"]),
+        "beta": post["beta"],
+        "phi": post["phi"],
+    }
+    for k in ("sigma", "nu"):
+        if k in post:
+            out[k] = post[k]
+    return out
+
+
+def hdi(x: np.ndarray, prob: float) -> list[float]:
+    """Highest-density interval [lo, hi] of the draws ``x`` at probability ``prob``."""
+    import arviz as az
+
+    lo, hi = az.hdi(np.asarray(x, float).ravel(), hdi_prob=prob)
+    return [float(lo), float(hi)]
+
+
+def mcse(x: np.ndarray) -> tuple[float, float]:
+    """Monte Carlo standard errors (of the mean, of the sd) of (chain, draw) draws ``x``."""
+    import arviz as az
+
+    x = np.asarray(x, float)
+    if x.size < 4 or x.shape[-1] < 4:
+        return float("nan"), float("nan")
+    c = (x - x.mean()) ** 2
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("ignore")
+        ess_x, ess_c = float(az.ess(x, method="mean")), float(az.ess(c, method="mean"))
+    evar = float(c.mean())
+    varvar = (float((c**2).mean()) - evar**2) / ess_c
+    mcse_sd = float(np.sqrt(varvar / evar / 4)) if evar > 0 else float("nan")
+    return float(x.std(ddof=1) / np.sqrt(ess_x)), mcse_sd
+
+
+def summarise(draws: Mapping[str, np.ndarray], *, hdi_prob: float = 0.95) -> dict[str, dict[str, Any]]:
+    """Per parameter: mean, median, sd, hdi, mcse_mean, mcse_sd, ess_bulk, ess_tail, r_hat.
+
+    ``draws`` maps names to (chain, draw) arrays (see the module docstring).
+    """
+    import arviz as az
+
+    out = {}
+    for name, x in draws.items():
+        x = np.asarray(x, float)
+        with _warnings.catch_warnings():
+            _warnings.simplefilter("ignore")
+            rhat = float(az.rhat(x)) if x.shape[0] >= 2 else float("nan")
+            mcse_mean, mcse_sd = mcse(x)
+            stats = {
+                "mcse_mean": mcse_mean,
+                "mcse_sd": mcse_sd,
+                "ess_bulk": float(az.ess(x, method="bulk")),
+                "ess_tail": float(az.ess(x, method="tail")),
+            }
+        out[name] = {
+            "mean": float(x.mean()),
+            "median": float(np.median(x)),
+            "sd": float(x.std(ddof=1)) if x.size > 1 else float("nan"),
+            "hdi": hdi(x, hdi_prob),
+            **stats,
+            "r_hat": rhat,
+        }
+    return out
+
+
+def posterior_predictive_check(
+    y: np.ndarray, r: np.ndarray, mu: np.ndarray, sigma: np.ndarray, nu: np.ndarray, rng: np.random.Generator
+) -> tuple[list[dict[str, float]], np.ndarray]:
+    """Observed vs replicated log-loss per r.
+
+    For each posterior draw s, y_rep,s ~ Student-t(nu_s, mu_s, sigma_s) (``mu`` is (S, n)).
+    Per group of runs with the same r, two test quantities:
+
+    - T(y) = mean log-loss of the group; p_mean = P(T(y_rep) >= T(y)) over draws;
+    - the realised discrepancy D(y, theta) = RMS of y - mu over the group (Gelman, Meng &
+      Stern 1996); p_rmse = P(D(y_rep, theta) >= D(y, theta)).
+
+    p-values near 0 or 1 flag a misfit of that r (a wrong phi shifts whole groups).
+    Returns (rows, y_rep).
+    """
+    t = rng.standard_t(nu[:, None], size=mu.shape)
+    y_rep = mu + sigma[:, None] * t
+    rows = []
+    for value in np.unique(r):
+        g = r == value
+        t_obs = float(y[g].mean())
+        t_rep = y_rep[:, g].mean(axis=1)
+        d_obs = np.sqrt(np.mean((y[g] - mu[:, g]) ** 2, axis=1))
+        d_rep = np.sqrt(np.mean((y_rep[:, g] - mu[:, g]) ** 2, axis=1))
+        rows.append(
+            {
+                "r": float(value),
+                "n": int(g.sum()),
+                "obs_mean": t_obs,
+                "rep_mean": float(t_rep.mean()),
+                "rep_sd": float(t_rep.std(ddof=1)),
+                "p_mean": float(np.mean(t_rep >= t_obs)),
+                "obs_rmse": float(d_obs.mean()),
+                "rep_rmse": float(d_rep.mean()),
+                "p_rmse": float(np.mean(d_rep >= d_obs)),
+            }
+        )
+    return rows, y_rep
+
+
+def recurrence_worth(phi: np.ndarray, r: np.ndarray, *, hdi_prob: float = 0.95) -> dict[str, dict[str, Any]]:
+    """Per r > 1 in the data: r^phi (how many unique blocks one shared block is worth) per draw,
+    as its median and HDI."""
+    out = {}
+    for value in np.unique(r):
+        if value <= 1:
+            continue
+        w = np.asarray(value, float) ** np.asarray(phi, float).ravel()
+        out[f"{value:g}"] = {"median": float(np.median(w)), "hdi": hdi(w, hdi_prob)}
+    return out
+
+
+def _num(x: Any, fmt: str) -> str:
+    return "nan" if x is None or not np.isfinite(x) else format(x, fmt)
+
+
+def bayes_summary(result: FitResult) -> str:
+    """Text summary of a Bayesian fit, like ``arviz.summary`` plus sampler and LOO facts.
+
+    Reads only ``result`` (its ``extras`` as :func:`~.sampling.sample_posterior` stores
+    them), so it works on a result reloaded from JSON.  Columns: the posterior median
+    (phifit's point value), mean, sd, the HDI at ``result.ci_level``, MCSE of mean and sd,
+    bulk and tail ESS, R-hat; then divergences, the thresholds, PSIS-LOO and the cautions.
+    """
+    if result.method != "bayes":
+        raise ValueError(f"bayes_summary needs a Bayesian fit, got method={result.method!r}")
+    ex = result.extras
+    post = ex.get("posterior", {})
+    diag = ex.get("diagnostics", {})
+    pct = f"{100 * result.ci_level:g}%"
+    lines = [
+        "[[phifit: joint law, method=bayes]]",
+        "L = E + A * (N_once + r**phi * N_rec)**(-alpha) + B * D**(-beta)",
+        f"likelihood: {ex.get('likelihood', '')}",
+        f"sampler: {ex.get('sampler')} NUTS, {ex.get('chains')} chains x {ex.get('draws')} draws after "
+        f"{ex.get('tune')} tuning steps (seed {ex.get('seed')}, target_accept {ex.get('target_accept')})",
+        f"runs: {result.n_runs}" + (f"   source: {result.source}" if result.source else ""),
+        "",
+        f"[[Posterior]] value = posterior median; sd = posterior sd; {pct} HDI = highest-density interval",
+        f"    {'':<6} {'median':>11} {'mean':>11} {'sd':>10} {f'{pct} HDI':>25} {'mcse_mean':>10} "
+        f"{'mcse_sd':>9} {'ess_bulk':>9} {'ess_tail':>9} {'r_hat':>7}",
+    ]
+    for name in (*PARAM_NAMES, "sigma", "nu"):
+        s = post.get(name)
+        if s is None:
+            value = result.params.get(name)
+            if name in result.fixed:
+                lines.append(f"    {name:<6} {_num(value, '11.5g')}  (fixed)")
+            elif name in PARAM_NAMES:
+                lines.append(f"    {name:<6} {'n/a':>11}  (not identified by these runs)")
+            continue
+        lo, hi = s.get("hdi") or [float("nan"), float("nan")]
+        lines.append(
+            f"    {name:<6} {_num(s['median'], '11.5g')} {_num(s['mean'], '11.5g')} {_num(s['sd'], '10.3g')} "
+            f"[{_num(lo, '11.5g')}, {_num(hi, '11.5g')}] {_num(s.get('mcse_mean'), '10.2g')} "
+            f"{_num(s.get('mcse_sd'), '9.2g')} {_num(s['ess_bulk'], '9.0f')} {_num(s['ess_tail'], '9.0f')} "
+            f"{_num(s['r_hat'], '7.3f')}"
+        )
+    n_draws = (ex.get("chains") or 0) * (ex.get("draws") or 0)
+    loo = ex.get("loo", {})
+    lines += [
+        "",
+        "[[Sampler diagnostics]]",
+        f"    divergences       {ex.get('divergences')} of {n_draws} draws",
+        f"    max R-hat         {_num(diag.get('max_r_hat'), '.4f')} (warn above {diag.get('r_hat_max')})",
+        f"    min ESS bulk/tail {_num(diag.get('min_ess_bulk'), '.0f')} / "
+        f"{_num(diag.get('min_ess_tail'), '.0f')} (warn below {diag.get('ess_min')})",
+        f"    converged         {result.converged} (R-hat within threshold and no divergences)",
+        f"    sampling          {_num(ex.get('sampling_s'), '.1f')} s "
+        f"(compile {_num(ex.get('compile_s'), '.1f')} s)",
+        "",
+        "[[Fit statistics]]",
+        f"    ELPD-LOO          {_num(loo.get('elpd_loo'), '.3f')} +- {_num(loo.get('se'), '.3f')} "
+        f"(p_loo {_num(loo.get('p_loo'), '.2f')}; {loo.get('n_high_pareto_k')} runs with Pareto k > "
+        f"{_num(loo.get('good_k'), '.2f')})",
+        f"    R^2 (raw nats)    {result.r2:.5f}   at the posterior median",
+        f"    RMSE (nats)       {result.rmse:.5f}   at the posterior median",
+    ]
+    ppc = (ex.get("ppc") or {}).get("by_r") or []
+    if ppc:
+        lines += ["", "[[Posterior predictive check]] Bayesian p per r (near 0 or 1: misfit)"]
+        lines += [
+            f"    r={row['r']:<4g} n={row['n']:<4d} p(mean log-loss) {row['p_mean']:.3f}   "
+            f"p(residual RMS) {row['p_rmse']:.3f}"
+            for row in ppc
+        ]
+    if result.warnings:
+        lines += ["", "[[Notes]]"]
+        lines += [f"    [{i}] ({w.kind}) {w.message}" for i, w in enumerate(result.warnings, 1)]
+    return "\n".join(lines)
