@@ -254,7 +254,10 @@ def _executor(launcher: str, folder: Path, opts: LaunchOptions) -> Any:
         return ex
     if launcher != "slurm":
         raise ValueError(f"--launcher {launcher!r}: expected one of {', '.join(LAUNCHERS)}")
-    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=10)
+    try:
+        ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=10)
+    except RuntimeError as err:  # no srun on PATH
+        raise ValueError(f"--launcher slurm: {err} (submit from a SLURM login node)") from None
     params: dict[str, Any] = dict(
         time=opts.time_min,
         array_parallelism=opts.array_parallelism,
@@ -374,7 +377,8 @@ def _scheduler_state(out: str | os.PathLike, rec: dict[str, Any]) -> str:
         return "RUNNING" if pid > 0 and _pid_alive(pid) else "FINISHED"
     try:
         submitit = _submitit()
-        return str(submitit.SlurmJob(folder=sidecar(out) / "jobs", job_id=rec["job_id"]).state)
+        state = str(submitit.SlurmJob(folder=sidecar(out) / "jobs", job_id=rec["job_id"]).state)
+        return (state.split() or ["UNKNOWN"])[0]  # "CANCELLED by 123" -> CANCELLED
     except Exception:  # no sacct here, or submitit missing: say so rather than guess
         return "UNKNOWN"
 
