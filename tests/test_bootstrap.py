@@ -17,6 +17,7 @@ from phifit.bootstrap import (
     draw_weights,
     jackknife_acceleration,
 )
+from phifit.cautions import Caution
 from phifit.fitters.engine import identifiable_rows
 from phifit.fitters.huber import HuberOptions, fit_huber
 from phifit.law import PARAM_NAMES, REFERENCE_PARAMS, LawSpec
@@ -36,7 +37,7 @@ def noisy():
 @pytest.fixture(scope="module")
 def noisy_boot(noisy):
     runs, point = noisy
-    return block_bootstrap(runs, n=200, seed=5, n_jobs=1, progress=False, point=point)
+    return block_bootstrap(runs, n_boot=200, seed=5, n_jobs=1, progress=False, point=point)
 
 
 # -- blocks and weights ---------------------------------------------------------------------
@@ -92,7 +93,7 @@ def test_weighted_replicates_equal_refits_of_the_resampled_tables(noisy):
     """A replicate is the summed objective on the concatenated resampled table: its phi
     equals a full 500-start fit of that table (the study's protocol)."""
     runs, point = noisy
-    boot = block_bootstrap(runs, n=6, seed=3, n_jobs=1, progress=False, point=point, jackknife=False)
+    boot = block_bootstrap(runs, n_boot=6, seed=3, n_jobs=1, progress=False, point=point, jackknife=False)
     codes, _ = block_codes(runs, None)
     w = draw_weights(codes, 6, np.random.default_rng(np.random.SeedSequence(3).spawn(3)[0]))
     for i in range(6):
@@ -106,7 +107,7 @@ def test_weighted_replicates_equal_refits_of_the_resampled_tables(noisy):
 
 
 def test_noise_free_intervals_contain_the_truth(paper_clean):
-    boot = block_bootstrap(paper_clean, n=100, seed=0, n_jobs=1, progress=False)
+    boot = block_bootstrap(paper_clean, n_boot=100, seed=0, n_jobs=1, progress=False)
     assert boot.n_failed == 0
     for name in PARAM_NAMES:
         tol = 1e-6 * abs(TRUTH[name]) + 1e-9
@@ -118,7 +119,7 @@ def test_phi_interval_shrinks_with_noise():
     widths = []
     for noise in (0.01, 0.005, 0.0025):
         runs = paper_table(noise=noise, seed=7)  # same draws, scaled
-        boot = block_bootstrap(runs, n=150, seed=1, n_jobs=1, progress=False)
+        boot = block_bootstrap(runs, n_boot=150, seed=1, n_jobs=1, progress=False)
         lo, hi = boot.ci["phi"]
         assert lo <= TRUTH["phi"] <= hi
         widths.append(hi - lo)
@@ -131,7 +132,7 @@ def test_phi_interval_shrinks_with_noise():
 
 def test_seeded_and_independent_of_workers(noisy):
     runs, point = noisy
-    kw = {"n": 40, "progress": False, "point": point, "jackknife": False}
+    kw = {"n_boot": 40, "progress": False, "point": point, "jackknife": False}
     a = block_bootstrap(runs, seed=11, n_jobs=1, chunk_size=7, **kw)
     b = block_bootstrap(runs, seed=11, n_jobs=2, chunk_size=13, **kw)
     c = block_bootstrap(runs, seed=12, n_jobs=1, **kw)
@@ -143,7 +144,7 @@ def test_failed_replicates_are_counted_not_dropped(paper_clean):
     """With the 4 r-values as blocks, some replicates draw a single r: phi is then not
     identifiable; they must be counted, kept as NaN rows and left out of the intervals."""
     n = 300
-    boot = block_bootstrap(paper_clean, n=n, block="r", seed=2, n_jobs=1, progress=False)
+    boot = block_bootstrap(paper_clean, n_boot=n, block="r", seed=2, n_jobs=1, progress=False)
     codes, _ = block_codes(paper_clean, "r")
     w = draw_weights(codes, n, np.random.default_rng(np.random.SeedSequence(2).spawn(3)[0]))
     expected = ~identifiable_rows(paper_clean, w)
@@ -154,8 +155,10 @@ def test_failed_replicates_are_counted_not_dropped(paper_clean):
     )
     assert np.all(np.isnan(boot.thetas[boot.failed]))
     assert np.all(np.isfinite(boot.thetas[~boot.failed]))
-    assert any("failed" in w for w in boot.warnings)
-    assert any("only 4 blocks" in w for w in boot.warnings)
+    kinds = {w.kind: w for w in boot.warnings}
+    assert "failed" in kinds["failed_replicates"].message and kinds["failed_replicates"].source == "bootstrap"
+    assert kinds["failed_replicates"].values["n_failed"] == boot.n_failed
+    assert "only 4 blocks" in kinds["few_blocks"].message
     assert np.all(np.isfinite(boot.ci["phi"]))
 
 
@@ -163,7 +166,7 @@ def test_fixed_parameter_has_no_interval(noisy):
     runs, _ = noisy
     spec = LawSpec(fixed={"phi": 0.0})
     point = fit_huber(runs, spec=spec)
-    boot = block_bootstrap(runs, spec=spec, n=30, seed=0, n_jobs=1, progress=False, point=point)
+    boot = block_bootstrap(runs, spec=spec, n_boot=30, seed=0, n_jobs=1, progress=False, point=point)
     assert "phi" not in boot.ci and set(boot.ci) == {"E", "A", "alpha", "B", "beta"}
     assert np.all(boot.params["phi"][~boot.failed] == 0.0)
     assert boot.attach(point).fixed == {"phi": 0.0}
@@ -186,19 +189,45 @@ def test_attach_fills_the_fit_json(noisy, noisy_boot, tmp_path):
         noisy_boot.attach(other)
 
 
-def test_result_round_trips_through_json(noisy_boot):
-    text = json.dumps(noisy_boot.to_dict(), allow_nan=False)
-    again = BootstrapResult.from_dict(json.loads(text))
+def test_result_round_trips_through_json(noisy_boot, tmp_path):
+    """Saved and reloaded, the result is the same result: same JSON, same summary, same
+    cautions (as Caution records), same derived intervals."""
+    path = tmp_path / "boot.json"
+    noisy_boot.to_json(path)
+    again = BootstrapResult.from_json(path)
+    assert again.to_dict() == noisy_boot.to_dict()
     np.testing.assert_array_equal(again.thetas, noisy_boot.thetas)
-    assert again.ci == noisy_boot.ci and again.ci_bca == noisy_boot.ci_bca
-    assert again.interval(lambda p: p["phi"]).to_list() == pytest.approx(noisy_boot.ci["phi"])
-    assert "percentile 95%" in noisy_boot.summary()
+    np.testing.assert_array_equal(again.failed, noisy_boot.failed)
+    assert again.warnings == noisy_boot.warnings and all(isinstance(w, Caution) for w in again.warnings)
+    assert again.summary() == noisy_boot.summary() and "percentile 95%" in again.summary()
+    assert again.interval(lambda p: p["phi"], kind="bca").to_list() == noisy_boot.ci_bca["phi"]
+    assert again.n_boot == again.n == 200
+
+
+def test_cautions_are_data(noisy, noisy_boot):
+    """Every note of the bootstrap is a Caution of source "bootstrap" with a kind; the cell
+    blocks carry the measured-coverage note, which attach() hands to the fit."""
+    assert noisy_boot.warnings and {w.source for w in noisy_boot.warnings} == {"bootstrap"}
+    kinds = [w.kind for w in noisy_boot.warnings]
+    assert "cell_coverage" in kinds
+    note = next(w for w in noisy_boot.warnings if w.kind == "cell_coverage")
+    assert note.level == "note" and note.values["coverage"] == 0.91
+    fitted = noisy_boot.attach(noisy[1])
+    assert note in fitted.warnings
+
+
+def test_old_keyword_n_still_works(noisy):
+    runs, point = noisy
+    with pytest.warns(FutureWarning, match="n_boot"):
+        old = block_bootstrap(runs, n=5, seed=1, n_jobs=1, progress=False, point=point, jackknife=False)
+    new = block_bootstrap(runs, n_boot=5, seed=1, n_jobs=1, progress=False, point=point, jackknife=False)
+    np.testing.assert_array_equal(old.thetas, new.thetas)
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"n": 1}, "must be an integer >= 2"),
+        ({"n_boot": 1}, "must be an integer >= 2"),
         ({"n_jobs": 0}, "n_jobs must be"),
         ({"method": "bayes"}, "unknown bootstrap method"),
         ({"block": "size,nope"}, "no column\\(s\\) 'nope'"),
@@ -255,7 +284,7 @@ def test_interval_of_a_derived_quantity(noisy_boot):
     iv = noisy_boot.interval(lambda p: 4.0 ** p["phi"])
     lo, hi = noisy_boot.ci["phi"]
     assert iv.lo == pytest.approx(4.0**lo, rel=2e-3) and iv.hi == pytest.approx(4.0**hi, rel=2e-3)
-    assert iv.n_used == noisy_boot.n - noisy_boot.n_failed
+    assert iv.n_used == noisy_boot.n_boot - noisy_boot.n_failed
     # BCa from a function equals BCa from arrays with the estimate and jackknife given
     bca = noisy_boot.interval(lambda p: 4.0 ** p["phi"], kind="bca")
     manual = noisy_boot.interval(
@@ -282,11 +311,11 @@ def test_lsq_bootstrap(noisy):
 
     runs, _ = noisy
     point = fit_lsq(runs, n_starts=100)
-    boot = block_bootstrap(runs, n=60, seed=0, n_jobs=1, progress=False, method="lsq", point=point)
+    boot = block_bootstrap(runs, n_boot=60, seed=0, n_jobs=1, progress=False, method="lsq", point=point)
     assert boot.method == "lsq" and boot.n_failed == 0
     assert boot.ci["phi"][0] < point.phi < boot.ci["phi"][1]
     with pytest.raises(ValueError, match="used method 'lsq'"):
-        block_bootstrap(runs, n=10, progress=False, method="huber", point=point)
+        block_bootstrap(runs, n_boot=10, progress=False, method="huber", point=point)
 
 
 # -- acceptance 2: coverage (slow) ----------------------------------------------------------
@@ -297,7 +326,7 @@ def _coverage_table(index: int, replicates: int) -> tuple[float, list[float]]:
     runs = table_from_frame(frame)
     point = fit_huber(runs, options=HuberOptions(seed=index))
     boot = block_bootstrap(
-        runs, n=replicates, seed=index, n_jobs=1, progress=False, point=point, jackknife=False
+        runs, n_boot=replicates, seed=index, n_jobs=1, progress=False, point=point, jackknife=False
     )
     return point.phi, boot.ci["phi"]
 
@@ -362,7 +391,7 @@ def test_cli_fit_bad_bootstrap_arguments(tmp_path, capsys, argv, message):
 def test_non_looped_table_has_no_phi_interval(paper_noisy):
     runs = table_from_frame(paper_noisy.frame[paper_noisy.frame.r == 1].drop(columns=["budget"]))
     point = fit_huber(runs)
-    boot = block_bootstrap(runs, n=40, seed=0, n_jobs=1, progress=False, point=point)
+    boot = block_bootstrap(runs, n_boot=40, seed=0, n_jobs=1, progress=False, point=point)
     assert boot.block == "run" and boot.n_blocks == 29 and not boot.phi_identified
     assert "phi" not in boot.ci and boot.estimate["phi"] is None
     fitted = boot.attach(point)
@@ -389,7 +418,7 @@ def test_iid_bootstrap_reproduces_epochs_chinchilla_errors(shared_dir):
             }
         )
     )
-    boot = block_bootstrap(runs, n=4000, seed=0, n_jobs=2, progress=False, jackknife=False)
+    boot = block_bootstrap(runs, n_boot=4000, seed=0, n_jobs=2, progress=False, jackknife=False)
     assert boot.block == "run" and boot.n_failed == 0
     epoch_se = {"A": 124.52, "B": 1293.28, "E": 0.02566, "alpha": 0.01540, "beta": 0.02060}
     for name, se in epoch_se.items():
@@ -461,9 +490,9 @@ def test_bootstrap_on_a_table_with_a_loose_e_polishes_instead_of_failing():
 
     table = Path(__file__).resolve().parents[1] / "data" / "cpu_small_runs.csv"
     runs = select_recipe(load_runs(table)).runs
-    boot = block_bootstrap(runs, n=40, seed=0, n_jobs=1, progress=False, point=fit_huber(runs))
+    boot = block_bootstrap(runs, n_boot=40, seed=0, n_jobs=1, progress=False, point=fit_huber(runs))
     assert boot.n_failed == 0 and boot.n_polished >= 3
     assert f"finished by the least-squares polish: {boot.n_polished}" in boot.summary()
-    assert any("E in" in w and "box bound" in w for w in boot.warnings)
+    assert any("E in" in w.message and "box bound" in w.message for w in boot.warnings)
     again = BootstrapResult.from_dict(json.loads(json.dumps(boot.to_dict())))
     assert again.n_polished == boot.n_polished == boot.bootstrap_info()["n_polished"]
