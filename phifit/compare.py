@@ -4,24 +4,14 @@ Each specification (phi free, and every entry of ``fixes``) is fitted with the s
 method, objective, box and starts.  For each fit:
 
 - ``objective``, ``r2``, ``rmse``: the fitter's own criterion, R^2 and RMSE on raw nats.
-- **Gaussian log-likelihood on log residuals, sigma profiled out.**  With
-  e_i = log L_i - log L_hat_i and RSS = sum e_i^2 over the n runs,
-
-      sigma_hat^2 = RSS / n,   log lik = -n/2 (log(2 pi sigma_hat^2) + 1),
-
-  counting k = (free law parameters) + 1 (sigma).  Then AIC = -2 log lik + 2 k and
-  BIC = -2 log lik + k log n.  This is a *working* likelihood: the reference (Huber)
-  fit minimises a robust criterion, not this one, so for ``method="huber"`` these are
-  Gaussian scores of Huber fits, and the likelihood-ratio test below is approximate
-  (for ``method="lsq"``, the least-squares fit *is* this likelihood's maximum).
-- **Likelihood ratio against the free fit**: LR = 2 (log lik_free - log lik_restricted)
-  = n log(RSS_restricted / RSS_free), with df = the number of parameters the restriction
-  fixes, referred to chi^2(df).  phi = 0 and phi = 1 lie inside phi's box [-3, 3], so the
-  plain chi^2(1) applies.  When a restricted value sits *on* a bound of its box (e.g.
-  phi = 3) the null is on the boundary and (for df = 1) the reference is the mixture
-  0.5 chi^2(0) + 0.5 chi^2(1) (Self and Liang 1987): the p-value is halved, and the
-  result says so.  With a Huber fit LR can come out negative (the restricted Huber fit
-  may have the smaller RSS); it is then reported as 0 with a note.
+- **Gaussian working log-likelihood** on log residuals (sigma profiled out), AIC and BIC
+  with k = free law parameters + 1, and the **likelihood ratio** against the free fit,
+  LR = n log(RSS_restricted / RSS_free) against chi^2(df), df = parameters the restriction
+  fixes; all defined in :mod:`phifit.likelihood`.  phi = 0 and phi = 1 lie inside phi's box
+  [-3, 3], so the plain chi^2(1) applies; a value fixed *on* a bound of its box (e.g.
+  phi = 3) uses the boundary mixture 0.5 chi^2(0) + 0.5 chi^2(1).  For ``method="huber"``
+  these are Gaussian scores of Huber fits and the test is approximate; a negative LR (the
+  restricted Huber fit has the smaller RSS) is reported as 0 with a caution.
 - **Out-of-sample error** (needs a ``budget`` column with at least 3 budgets):
   ``cv_rmse``, leave-one-budget-out: for each budget, refit on the other budgets (full
   multi-start fit) and predict the held-out runs; the RMSE in nats over all runs, each
@@ -29,11 +19,12 @@ method, objective, box and starts.  For each fit:
   prediction on the largest.
 
 **Verdict rule.**  A restricted law is *rejected* when its likelihood-ratio test against
-the free fit has p < 0.05 **and** it does not predict held-out budgets better than the
-free fit (leave-one-budget-out RMSE at least the free fit's).  If the test rejects but
-the restricted law predicts held-out budgets better, the verdict is "not rejected:
-in-sample evidence only".  Without budgets the rule is the test alone, and the verdict
-says so.  The extrapolation RMSE (one budget, few runs) is reported, not used.
+the free fit has p < 0.05 (:data:`phifit.likelihood.SIGNIFICANCE`) **and** it does not
+predict held-out budgets better than the free fit (leave-one-budget-out RMSE at least the
+free fit's).  If the test rejects but the restricted law predicts held-out budgets
+better, the verdict is "not rejected: in-sample evidence only".  Without budgets the rule
+is the test alone, and the verdict says so.  The extrapolation RMSE (one budget, few runs)
+is reported, not used.
 
 Calibration measured on simulated study-like tables (paper design, phi = 0 true,
 log-noise sd 0.004, 100 tables, 100 starts per fit): the LR test of phi = 0 rejected at
@@ -44,22 +35,32 @@ rejected the true phi = 0 in 1 of 40 tables (2.5%).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import chi2
 
-from .fitters import fit as fit_law
+from .cautions import Caution, caution, collect
 from .fitters.common import effective_spec
+from .holdout import budget_order, fit_spec, out_of_sample, spec_label
+from .jsonio import JsonIO
 from .law import LawSpec, log_loss, to_internal
+from .likelihood import (
+    APPROXIMATE,
+    LIKELIHOOD,
+    SIGNIFICANCE,
+    GaussianScore,
+    gaussian_log_lik,
+    lr_test,
+    p_text,
+)
 from .plain import to_plain
 from .result import FitResult
 from .runs import RunTable
 
-ALPHA = 0.05
 METHODS = ("huber", "lsq")
 VERDICT_RULE = (
     "a restricted law is rejected when the likelihood-ratio test against the free fit gives "
@@ -68,22 +69,13 @@ VERDICT_RULE = (
 )
 
 
-def gaussian_log_lik(log_resid: np.ndarray) -> tuple[float, float]:
-    """(log lik, RSS): Gaussian on log residuals with sigma^2 = RSS / n profiled out.
-
-    log lik = -n/2 (log(2 pi RSS / n) + 1).  An exact fit (RSS = 0) gives +inf.
-    """
-    e = np.asarray(log_resid, dtype=float)
-    n = len(e)
-    rss = float(np.sum(e * e))
-    if rss <= 0:
-        return math.inf, 0.0
-    return -0.5 * n * (math.log(2 * math.pi * rss / n) + 1.0), rss
-
-
 @dataclass(frozen=True)
-class FitStats:
-    """Comparison statistics of one fit (definitions in the module docstring)."""
+class FitStats(JsonIO):
+    """Comparison statistics of one fit (definitions in the module docstring).
+
+    ``warnings``: this fit's cautions (negative LR, a null on a box bound, a fold where phi
+    was not identifiable, a free fit at a bound); the :class:`Comparison` collects them all.
+    """
 
     label: str
     fixed: dict[str, float]
@@ -104,17 +96,44 @@ class FitStats:
     extrap_rmse: float | None
     extrap_budget: str | None
     rejected: bool | None
-    notes: list[str] = field(default_factory=list)
+    warnings: list[Caution] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return to_plain({k: getattr(self, k) for k in self.__dataclass_fields__})
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "warnings"}
+        out["warnings"] = [w.to_dict() for w in self.warnings]
+        return to_plain(out)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FitStats:
+        kw = {k: data.get(k) for k in cls.__dataclass_fields__ if k not in ("warnings", "fixed")}
+        for key in ("objective", "r2", "rmse", "rss_log", "log_lik", "aic", "bic"):
+            kw[key] = math.inf if key == "log_lik" and kw[key] is None else kw[key]
+            kw[key] = math.nan if kw[key] is None else float(kw[key])
+        return cls(
+            fixed=dict(data.get("fixed") or {}),
+            warnings=[Caution.from_dict(w, source="compare") for w in data.get("warnings") or []],
+            **kw,
+        )
+
+    def summary(self) -> str:
+        """One line: label, R^2, AIC, BIC, LR and p, held-out RMSE, verdict."""
+        p = p_text(self.lr_p_value)
+        verdict = "" if self.rejected is None else ("  rejected" if self.rejected else "  not rejected")
+        return (
+            f"{self.label}: R^2 {self.r2:.5f}, AIC {self.aic:.2f}, BIC {self.bic:.2f}"
+            + (f", LR {self.lr_stat:.2f} (df {self.lr_df}, p {p})" if self.lr_stat is not None else "")
+            + (f", CV RMSE {self.cv_rmse:.5f}" if self.cv_rmse is not None else "")
+            + verdict
+        )
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(JsonIO):
     """Fits of the free and restricted laws, their statistics and a verdict.
 
-    ``fits`` and ``stats`` are keyed by label ("free", "phi=0", "phi=1", ...).
+    ``fits`` and ``stats`` are keyed by label ("free", "phi=0", "phi=1", ...).  ``warnings``
+    holds every caution of the comparison (source "compare"): the general ones (no budgets,
+    too few budgets, the approximate LR of Huber fits) and each fit's, labelled.
     """
 
     fits: dict[str, FitResult]
@@ -124,12 +143,17 @@ class Comparison:
     n_runs: int
     budgets: list[str]
     rule: str = VERDICT_RULE
-    notes: list[str] = field(default_factory=list)
+    warnings: list[Caution] = field(default_factory=list)
+
+    @property
+    def notes(self) -> list[str]:
+        """The cautions' messages (the older, text-only view of :attr:`warnings`)."""
+        return [w.message for w in self.warnings]
 
     def summary(self) -> str:
         lines = [
             f"[[phifit compare: {self.n_runs} runs, method={self.method}]]",
-            "AIC/BIC/LR: Gaussian log-likelihood of log-loss residuals, sigma profiled out"
+            f"AIC/BIC/LR: {LIKELIHOOD}"
             + (" (approximate for Huber fits: not the ML estimator)" if self.method == "huber" else ""),
             "",
         ]
@@ -147,13 +171,12 @@ class Comparison:
             lines.append(
                 f"    {label:<10} {f(phi, '7.4f'):>7} {f(st.r2, '8.5f'):>8} {f(st.rmse, '8.5f'):>8}"
                 f" {f(st.aic, '9.2f'):>9} {f(st.bic, '9.2f'):>9} {f(st.lr_stat, '9.2f'):>9}"
-                f" {_p_text(st.lr_p_value):>9} {f(st.cv_rmse, '8.5f'):>8}"
+                f" {p_text(st.lr_p_value):>9} {f(st.cv_rmse, '8.5f'):>8}"
                 f" {f(st.extrap_rmse, '8.5f'):>8}"
             )
         lines += ["", f"Verdict: {self.verdict}", f"Rule: {self.rule}"]
-        notes = list(self.notes) + [f"{lbl}: {n}" for lbl, st in self.stats.items() for n in st.notes]
-        if notes:
-            lines += ["", "[[Notes]]"] + [f"    [{i}] {n}" for i, n in enumerate(notes, 1)]
+        if self.warnings:
+            lines += ["", "[[Notes]]"] + [f"    [{i}] {w}" for i, w in enumerate(self.warnings, 1)]
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -161,14 +184,14 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON contract: {"fits": {label: fit JSON + aic, bic, lr_stat, lr_p_value, cv_rmse,
-        ...}, "verdict": str, ...}."""
+        ..., "comparison_warnings"}, "verdict": str, "warnings": [caution], ...}."""
         fits = {}
         for label, res in self.fits.items():
             entry = res.to_dict()
             st = self.stats[label].to_dict()
             st.pop("label")
             st.pop("fixed")
-            st["comparison_notes"] = st.pop("notes")
+            st["comparison_warnings"] = st.pop("warnings")
             entry.update(st)
             fits[label] = entry
         return to_plain(
@@ -181,25 +204,18 @@ class Comparison:
                 "fits": fits,
                 "verdict": self.verdict,
                 "verdict_rule": self.rule,
-                "notes": self.notes,
-                "likelihood": "Gaussian on log-loss residuals, sigma profiled out",
+                "warnings": [w.to_dict() for w in self.warnings],
+                "likelihood": LIKELIHOOD,
             }
         )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
-        names = set(FitStats.__dataclass_fields__)
         fits, stats = {}, {}
         for label, entry in data["fits"].items():
             fits[label] = FitResult.from_dict(entry)
-            kw = {k: entry.get(k) for k in names if k not in ("label", "fixed", "notes")}
-            for key in ("objective", "r2", "rmse", "rss_log", "log_lik", "aic", "bic"):
-                kw[key] = math.nan if kw[key] is None else float(kw[key])
-            stats[label] = FitStats(
-                label=label,
-                fixed=dict(entry.get("fixed", {})),
-                notes=list(entry.get("comparison_notes", [])),
-                **kw,
+            stats[label] = FitStats.from_dict(
+                {**entry, "label": label, "warnings": entry.get("comparison_warnings") or []}
             )
         return cls(
             fits=fits,
@@ -209,71 +225,8 @@ class Comparison:
             n_runs=int(data["n_runs"]),
             budgets=list(data.get("budgets", [])),
             rule=data.get("verdict_rule", VERDICT_RULE),
-            notes=list(data.get("notes", [])),
+            warnings=[Caution.from_dict(w, source="compare") for w in data.get("warnings") or []],
         )
-
-
-def _p_text(p: float | None) -> str:
-    if p is None:
-        return "-"
-    if p < 1e-16:
-        return "<1e-16"
-    return f"{p:.2g}"
-
-
-def _budget_order(runs: RunTable) -> list[Any]:
-    """Budgets from smallest to largest (numeric order, or by mean FLOPs for labels)."""
-    col = runs.frame["budget"]
-    values = list(col.unique())
-    numeric = [v for v in values if isinstance(v, (int, float, np.integer, np.floating))]
-    if len(numeric) == len(values):
-        return sorted(values)
-    if "flops" in runs.frame.columns:
-        means = runs.frame.groupby("budget")["flops"].mean()
-        return sorted(values, key=lambda v: float(means[v]))
-    return sorted(values, key=str)
-
-
-def _predict(result: FitResult, runs: RunTable) -> np.ndarray:
-    return np.exp(log_loss(result.theta, runs.design))
-
-
-def _label(fixed: Mapping[str, float]) -> str:
-    return LawSpec(fixed=dict(fixed)).label()
-
-
-def _fit(
-    runs: RunTable, spec: LawSpec, method: str, seed: int, n_starts: int, profile: bool = True
-) -> FitResult:
-    options: dict[str, Any] = {"seed": seed, "n_starts": n_starts}
-    if method == "lsq":
-        options["profile"] = profile
-    return fit_law(runs, method=method, spec=spec, **options)
-
-
-def _out_of_sample(
-    runs: RunTable, spec: LawSpec, method: str, seed: int, n_starts: int, order: list[Any]
-) -> tuple[float, dict[str, float], float, list[str]]:
-    """(cv_rmse, per-budget RMSE, extrapolation RMSE, notes) for one specification."""
-    budget = runs.frame["budget"].to_numpy()
-    sq = np.full(len(runs), np.nan)
-    per: dict[str, float] = {}
-    notes: list[str] = []
-    for b in order:
-        held = budget == b
-        train = runs.subset(~held)
-        res = _fit(train, spec, method, seed, n_starts, profile=False)
-        if not res.phi_identified and "phi" not in spec.fixed:
-            notes.append(f"without budget {b} phi is not identifiable; that fold used phi = 0")
-        err = runs.loss[held] - _predict(res, runs.subset(held))
-        sq[held] = err**2
-        per[str(b)] = float(np.sqrt(np.mean(err**2)))
-    cv = float(np.sqrt(np.mean(sq)))
-    largest = order[-1]
-    held = budget == largest
-    res = _fit(runs.subset(~held), spec, method, seed, n_starts, profile=False)
-    err = runs.loss[held] - _predict(res, runs.subset(held))
-    return cv, per, float(np.sqrt(np.mean(err**2))), notes
 
 
 def _check_fixes(fixes: Sequence[Mapping[str, float]]) -> list[dict[str, float]]:
@@ -286,7 +239,7 @@ def _check_fixes(fixes: Sequence[Mapping[str, float]]) -> list[dict[str, float]]
         fx = {str(k): float(v) for k, v in fx.items()}
         for k, v in fx.items():
             to_internal(k, v)
-        label = _label(fx)
+        label = spec_label(fx)
         if label not in seen:
             seen.add(label)
             out.append(fx)
@@ -329,88 +282,74 @@ def compare_fits(
             "compare: phi is not identifiable from these runs (no looped runs, or "
             "a single value of r), so restrictions on phi cannot be tested"
         )
-    notes: list[str] = []
+    notes: list[Caution] = []
     order: list[Any] = []
     do_cv = False
     if cv:
         if "budget" not in runs.frame.columns:
             notes.append(
-                "no 'budget' column: no leave-one-budget-out or extrapolation error; "
-                "the verdict rests on the likelihood-ratio test alone"
+                caution(
+                    "compare",
+                    "no_budget",
+                    "no 'budget' column: no leave-one-budget-out or extrapolation error; "
+                    "the verdict rests on the likelihood-ratio test alone",
+                    level="note",
+                )
             )
         else:
-            order = _budget_order(runs)
+            order = budget_order(runs)
             if len(order) < 3:
                 notes.append(
-                    f"only {len(order)} budget(s): out-of-sample errors need at least 3; "
-                    f"the verdict rests on the likelihood-ratio test alone"
+                    caution(
+                        "compare",
+                        "few_budgets",
+                        f"only {len(order)} budget(s): out-of-sample errors need at least 3; "
+                        f"the verdict rests on the likelihood-ratio test alone",
+                        level="note",
+                        n_budgets=len(order),
+                    )
                 )
             else:
                 do_cv = True
-    n = len(runs)
+    if method == "huber":
+        notes.append(caution("compare", "approximate_lr", APPROXIMATE, level="note"))
     specs = {"free": base_spec}
     for fx in fixes:
-        specs[_label(fx)] = LawSpec(fixed=fx)
+        specs[spec_label(fx)] = LawSpec(fixed=fx)
     fits: dict[str, FitResult] = {}
     stats: dict[str, FitStats] = {}
-    free_ll = free_k = None
+    free_score: GaussianScore | None = None
     for label, spec in specs.items():
-        res = _fit(runs, spec, method, seed, n_starts)
+        res = fit_spec(runs, spec, method, seed, n_starts)
         fits[label] = res
-        log_resid = runs.log_loss - log_loss(res.theta, runs.design)
-        ll, rss = gaussian_log_lik(log_resid)
-        k = int(effective_spec(runs, spec)[0].free_mask.sum()) + 1
-        aic = -2 * ll + 2 * k
-        bic = -2 * ll + k * math.log(n)
-        st_notes: list[str] = []
-        lr = df = p = ref = None
+        k_law = int(effective_spec(runs, spec)[0].free_mask.sum())
+        score = GaussianScore.from_residuals(runs.log_loss - log_loss(res.theta, runs.design), k_law)
+        st_notes: list[Caution] = []
+        lr = None
         if label == "free":
-            free_ll, free_k = ll, k
+            free_score = score
             if res.at_bounds:
                 st_notes.append(
-                    f"the free fit has {', '.join(res.at_bounds)} at a box bound: "
-                    f"the chi-square reference of the LR tests is doubtful"
+                    caution(
+                        "compare",
+                        "free_fit_at_bound",
+                        f"free: the free fit has {', '.join(res.at_bounds)} at a box bound: "
+                        f"the chi-square reference of the LR tests is doubtful",
+                        parameters=list(res.at_bounds),
+                    )
                 )
         else:
-            df = int(free_k - k)
-            lr_raw = 2.0 * (free_ll - ll) if np.isfinite(free_ll) and np.isfinite(ll) else math.inf
-            if np.isnan(lr_raw):
-                lr_raw = 0.0
-            if lr_raw < 0:
-                st_notes.append(
-                    f"LR = {lr_raw:.3g} < 0 (this restricted fit has the smaller "
-                    f"log-RSS: the fits are not ML fits); reported as 0"
-                )
-            lr = max(lr_raw, 0.0)
-            p = float(chi2.sf(lr, df)) if df > 0 else float("nan")
-            ref = f"chi2({df})"
-            on_bound = []
-            for name, value in spec.fixed.items():
-                coord, internal = to_internal(name, value)
-                lo, hi = spec.bounds[coord]
-                if math.isclose(internal, lo, abs_tol=1e-12) or math.isclose(internal, hi, abs_tol=1e-12):
-                    on_bound.append(name)
-            if on_bound:
-                if df == 1:
-                    p *= 0.5
-                    ref = "0.5 chi2(0) + 0.5 chi2(1)"
-                    st_notes.append(
-                        f"{', '.join(on_bound)} is fixed at a bound of its box: the "
-                        f"null is on the boundary, p from the 50:50 mixture "
-                        f"0.5 chi2(0) + 0.5 chi2(1)"
-                    )
-                else:
-                    st_notes.append(
-                        f"{', '.join(on_bound)} is fixed at a bound of its box: the "
-                        f"chi2({df}) reference is conservative there"
-                    )
-            if method == "huber":
-                st_notes.append("LR from Gaussian scores of Huber fits (not ML): approximate")
-        cv_rmse = extrap = None
-        per = None
-        extrap_b = None
+            lr = lr_test(
+                free_score,
+                score,
+                free_score.n_params - score.n_params,
+                on_boundary=_on_bound(spec),
+                label=label,
+            )
+            st_notes += lr.warnings
+        cv_rmse = extrap = per = extrap_b = None
         if do_cv:
-            cv_rmse, per, extrap, cv_notes = _out_of_sample(runs, spec, method, seed, n_starts, order)
+            cv_rmse, per, extrap, cv_notes = out_of_sample(runs, spec, method, seed, n_starts, order)
             st_notes += cv_notes
             extrap_b = str(order[-1])
         stats[label] = FitStats(
@@ -419,21 +358,21 @@ def compare_fits(
             objective=res.objective,
             r2=res.r2,
             rmse=res.rmse,
-            rss_log=rss,
-            log_lik=ll,
-            n_params=k,
-            aic=aic,
-            bic=bic,
-            lr_stat=lr,
-            lr_df=df,
-            lr_p_value=p,
-            lr_reference=ref,
+            rss_log=score.rss,
+            log_lik=score.log_lik,
+            n_params=score.n_params,
+            aic=score.aic,
+            bic=score.bic,
+            lr_stat=None if lr is None else lr.statistic,
+            lr_df=None if lr is None else lr.df,
+            lr_p_value=None if lr is None else lr.p_value,
+            lr_reference=None if lr is None else lr.reference,
             cv_rmse=cv_rmse,
             cv_rmse_by_budget=per,
             extrap_rmse=extrap,
             extrap_budget=extrap_b,
             rejected=None,
-            notes=st_notes,
+            warnings=st_notes,
         )
     stats = _decide(stats, do_cv)
     verdict = _verdict(fits, stats, do_cv)
@@ -442,10 +381,21 @@ def compare_fits(
         stats=stats,
         verdict=verdict,
         method=method,
-        n_runs=n,
+        n_runs=len(runs),
         budgets=[str(b) for b in order],
-        notes=notes,
+        warnings=collect(notes, *(st.warnings for st in stats.values())),
     )
+
+
+def _on_bound(spec: LawSpec) -> list[str]:
+    """Parameters the spec fixes on a bound of their box (a null on the boundary)."""
+    out = []
+    for name, value in spec.fixed.items():
+        coord, internal = to_internal(name, value)
+        lo, hi = spec.bounds[coord]
+        if math.isclose(internal, lo, abs_tol=1e-12) or math.isclose(internal, hi, abs_tol=1e-12):
+            out.append(name)
+    return out
 
 
 def _decide(stats: dict[str, FitStats], use_cv: bool) -> dict[str, FitStats]:
@@ -456,12 +406,12 @@ def _decide(stats: dict[str, FitStats], use_cv: bool) -> dict[str, FitStats]:
         if label == "free":
             out[label] = st
             continue
-        significant = st.lr_p_value is not None and st.lr_p_value < ALPHA
+        significant = st.lr_p_value is not None and st.lr_p_value < SIGNIFICANCE
         if use_cv and st.cv_rmse is not None and free.cv_rmse is not None:
             rejected = significant and st.cv_rmse >= free.cv_rmse
         else:
             rejected = significant
-        out[label] = FitStats(**{**st.__dict__, "rejected": bool(rejected)})
+        out[label] = dataclasses.replace(st, rejected=bool(rejected))
     return out
 
 
@@ -482,7 +432,7 @@ def _verdict(fits: dict[str, FitResult], stats: dict[str, FitStats], use_cv: boo
     kept = [lbl for lbl, st in stats.items() if lbl != "free" and not st.rejected]
 
     def evidence(lbls: list[str]) -> str:
-        ps = _join([f"p = {_p_text(stats[lbl].lr_p_value)}".replace("= <", "< ") for lbl in lbls])
+        ps = _join([f"p = {p_text(stats[lbl].lr_p_value)}".replace("= <", "< ") for lbl in lbls])
         text = f"likelihood-ratio {ps} at the 5% level"
         if use_cv:
             cvs = _join([f"{stats[lbl].cv_rmse:.4f}" for lbl in lbls])
@@ -504,7 +454,7 @@ def _verdict(fits: dict[str, FitResult], stats: dict[str, FitStats], use_cv: boo
             parts.append(f"{_join(names)} are {both}rejected: {evidence(rejected)}")
     for lbl in kept:
         st = stats[lbl]
-        significant = st.lr_p_value is not None and st.lr_p_value < ALPHA
+        significant = st.lr_p_value is not None and st.lr_p_value < SIGNIFICANCE
         why = (
             "in-sample evidence only: it predicts held-out budgets no worse than the free fit"
             if significant
@@ -516,4 +466,4 @@ def _verdict(fits: dict[str, FitResult], stats: dict[str, FitStats], use_cv: boo
     return ". ".join(parts) + "."
 
 
-__all__ = ["Comparison", "FitStats", "compare_fits", "gaussian_log_lik", "VERDICT_RULE"]
+__all__ = ["Comparison", "FitStats", "VERDICT_RULE", "compare_fits", "gaussian_log_lik"]
