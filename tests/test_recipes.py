@@ -119,15 +119,67 @@ def test_joint_fit_with_a_phi_per_recipe(different):
     assert j.r2 > j.shared.r2 and "rejected" in j.verdict
 
 
-def test_result_round_trips_through_json(different):
+def test_result_round_trips_through_json(different, tmp_path):
     from phifit.recipes import RecipeComparison
 
-    data = json.loads(json.dumps(different.to_dict(), allow_nan=False))
-    again = RecipeComparison.from_dict(data)
-    assert again.delta_phi == data["delta_phi"]
-    assert again.joint.phi == different.joint.phi
+    different.to_json(tmp_path / "recipes.json")
+    again = RecipeComparison.from_json(tmp_path / "recipes.json")
+    assert again.to_dict() == different.to_dict()
+    assert again.warnings == different.warnings
+    assert again.joint.phi == different.joint.phi and again.joint.lr == different.joint.lr
     assert again.fits["probe"].params == different.fits["probe"].params
     assert again.summary() == different.summary()
+
+
+def test_cautions_are_data(different):
+    """Every note of the recipes is a Caution (source "recipes", or "joint" from the joint
+    fitter), reachable as data for results.json["warnings"]."""
+    from phifit.cautions import Caution
+
+    assert all(isinstance(w, Caution) for w in different.warnings)
+    borrowed = [w for w in different.warnings if w.kind == "borrowed_r1"]
+    assert len(borrowed) == 1 and borrowed[0].source == "recipes" and borrowed[0].values["n_runs"] == 29
+    assert any(w.kind == "approximate_lr" for w in different.warnings)
+    assert different.notes == [w.message for w in different.warnings]
+
+
+# -- the joint fit runs through the refit engine ----------------------------------------------
+
+#: The joint fit of the code before issue #11 (recipes._joint_fit: its own box, LM call and
+#: polish), Huber objective on two_recipes(0.45, 0.65, seed=1), seed 0, 100 starts.
+OLD_JOINT_OBJECTIVE = 0.0005528146274186778
+
+
+def test_joint_fit_through_the_engine_is_no_worse_than_the_old_one():
+    from phifit.fitters.engine import huber
+    from phifit.fitters.joint import JointOptions, fit_joint, joint_log_loss
+
+    runs = table_from_frame(two_recipes(0.45, 0.65, seed=1))
+    fit = fit_joint(runs, "variant", reference="baseline", options=JointOptions(n_starts=100, seed=0))
+    assert fit.objective <= OLD_JOINT_OBJECTIVE * (1 + 1e-12)
+    assert fit.objective == pytest.approx(OLD_JOINT_OBJECTIVE, rel=1e-9)
+    # the objective is the engine's summed Huber at the reported parameters
+    res = joint_log_loss(fit, runs, "variant") - runs.log_loss
+    assert fit.objective == pytest.approx(huber(res, 1e-3).sum(), rel=1e-12)
+    # a FitResult that says how to refit it: box, loss, delta; per-recipe phi in extras
+    assert fit.method == "joint" and fit.loss == "huber" and fit.delta == 1e-3 and fit.loss_delta == 1e-3
+    assert fit.bounds["phi"] == [-3.0, 3.0] and fit.spec.bounds["a"] == (-5.0, 35.0)
+    assert set(fit.extras["phi"]) == {"baseline", "probe"} and fit.phi == fit.extras["phi"]["baseline"]
+    assert fit.n_runs == len(runs) and fit.converged
+    # the shared-phi null goes through the same path, and a phi per recipe can only fit better
+    shared = fit_joint(runs, "variant", shared_phi=True, options=JointOptions(n_starts=100, seed=0))
+    assert shared.objective > fit.objective and len(set(shared.extras["phi"].values())) == 1
+    again = type(fit).from_json(fit.to_json())
+    assert again.extras["phi"] == fit.extras["phi"] and again.bounds == fit.bounds
+
+
+def test_joint_fit_least_squares_carries_its_loss():
+    from phifit.fitters.joint import JointOptions, fit_joint
+
+    runs = table_from_frame(two_recipes(0.45, 0.65, seed=1))
+    fit = fit_joint(runs, "variant", method="lsq", options=JointOptions(n_starts=50))
+    assert fit.loss == "squares" and fit.delta is None and fit.extras["fit_method"] == "lsq"
+    assert fit.extras["phi"]["probe"] - fit.extras["phi"]["baseline"] == pytest.approx(0.2, abs=0.07)
 
 
 def test_json_contract_via_cli(tmp_path, capsys):

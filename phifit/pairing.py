@@ -1,0 +1,199 @@
+"""The tables Delta-phi compares, and the blocks its paired bootstrap resamples.
+
+A *recipe* is one value of a column (``variant`` by default).  For a variant v and the
+baseline, the *paired tables* are v's runs and the baseline's runs on the budgets both have
+(all runs when there is no ``budget`` column); a variant without r = 1 runs borrows the
+baseline's r = 1 runs on those budgets (a loop-only change leaves r = 1 unchanged, as in the
+study).  :func:`select_recipe` picks one recipe out of a mixed table for the single-law
+analyses; :func:`paired_block_weights` draws bootstrap weights that resample the same
+(budget, r) cells in both tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .cautions import Caution, caution
+from .runs import SINGLE_RUNS, RunTable
+
+
+def recipe_table(frame: pd.DataFrame, source: str, looped: bool) -> RunTable:
+    """A run table of some rows of a validated table (index reset)."""
+    return RunTable(frame.reset_index(drop=True), source=source, looped=looped)
+
+
+@dataclass(frozen=True)
+class PairedTables:
+    """A variant's and the baseline's runs on their common budgets (see the module docstring):
+    ``budgets`` (None without a budget column), ``borrowed_r1`` the baseline's r = 1 runs the
+    variant borrowed, ``dropped_variant_runs`` its runs on budgets the baseline lacks."""
+
+    variant: RunTable
+    baseline: RunTable
+    budgets: list[str] | None
+    borrowed_r1: int
+    dropped_variant_runs: int
+
+
+def pair_tables(runs: RunTable, by: str, variant: Any, baseline: Any) -> PairedTables:
+    frame = runs.frame
+    v = frame[frame[by] == variant]
+    b = frame[frame[by] == baseline]
+    budgets = None
+    dropped = 0
+    if "budget" in frame.columns:
+        common = sorted(set(v["budget"]) & set(b["budget"]), key=lambda x: (str(type(x)), x))
+        if not common:
+            raise ValueError(
+                f"recipes: variant {variant!r} and baseline {baseline!r} share no "
+                f"budget; a like-for-like Delta-phi needs common budgets"
+            )
+        dropped = int((~v["budget"].isin(common)).sum())
+        v = v[v["budget"].isin(common)]
+        b = b[b["budget"].isin(common)]
+        budgets = [str(x) for x in common]
+    borrowed = 0
+    if not (v["r"] == 1).any():
+        r1 = b[b["r"] == 1]
+        borrowed = len(r1)
+        v = pd.concat([v, r1], ignore_index=True)
+    src = runs.source
+    return PairedTables(
+        variant=recipe_table(v, f"{src}[{by}={variant}]", runs.looped),
+        baseline=recipe_table(b, f"{src}[{by}={baseline}]", runs.looped),
+        budgets=budgets,
+        borrowed_r1=borrowed,
+        dropped_variant_runs=dropped,
+    )
+
+
+@dataclass(frozen=True)
+class RecipeSelection:
+    """The runs of one recipe picked out of a table that holds several, and why."""
+
+    runs: RunTable
+    recipe: str | None  # None: the table holds a single recipe (or has no ``by`` column)
+    note: str | None  # what was selected, from how many runs, and how to choose otherwise
+
+    @property
+    def caution(self) -> Caution | None:
+        """The note as a :class:`~phifit.cautions.Caution` (source "recipes", a note)."""
+        if self.note is None:
+            return None
+        return caution("recipes", "recipe_selected", self.note, level="note", recipe=self.recipe)
+
+
+def select_recipe(runs: RunTable, recipe: Any = None, *, by: str = "variant") -> RecipeSelection:
+    """The runs of one recipe, for single-law analyses (fit, compare, equivalence) of a mixed table.
+
+    The joint law holds for one training recipe; pooling recipes with different phi fits
+    neither.  When column ``by`` holds several values, ``recipe`` picks one (default: the
+    value "baseline"; an error when there is none).  A recipe other than the baseline that
+    has no r = 1 runs borrows the baseline's r = 1 runs on its budgets, as in Delta-phi
+    (a loop-only change leaves r = 1 unchanged).  A table with one recipe is returned whole.
+    """
+    if by not in runs.frame.columns or runs.frame[by].nunique() < 2:
+        if recipe is not None:
+            present = sorted(map(str, runs.frame[by].unique())) if by in runs.frame else []
+            if str(recipe) not in present:
+                raise ValueError(
+                    f"{runs.source}: recipe {str(recipe)!r} asked for, but column {by!r} "
+                    + (f"holds only {', '.join(map(repr, present))}" if present else "is absent")
+                )
+        return RecipeSelection(runs=runs, recipe=None, note=None)
+    counts = runs.frame[by].astype(str).value_counts().sort_index()
+    listing = ", ".join(f"{k} {v}" for k, v in counts.items())
+    key = "baseline" if recipe is None else str(recipe)
+    if key not in counts:
+        raise ValueError(
+            f"{runs.source}: column {by!r} holds several recipes ({listing} runs) and "
+            + ("none is named 'baseline'" if recipe is None else f"none is {key!r}")
+            + "; pick one with --variant NAME, or compare them with --by "
+            + by
+        )
+    values = {str(v): v for v in runs.frame[by].unique()}
+    frame = runs.frame[runs.frame[by].astype(str) == key]
+    borrowed = 0
+    if key != "baseline" and not (frame["r"] == 1).any() and "baseline" in values:
+        pair = pair_tables(runs, by, values[key], values["baseline"])
+        frame, borrowed = pair.variant.frame, pair.borrowed_r1
+    selected = recipe_table(frame, f"{runs.source}[{by}={key}]", runs.looped)
+    note = (
+        f"{runs.source}: column {by!r} holds several recipes ({listing} runs); this analysis "
+        f"uses {key!r} ({len(selected)} runs"
+        + (f", {borrowed} of them the baseline's r = 1 runs" if borrowed else "")
+        + f"); --variant NAME picks another, --by {by} compares them"
+    )
+    return RecipeSelection(runs=selected, recipe=key, note=note)
+
+
+def cell_labels(table: RunTable, cols: list[str]) -> np.ndarray:
+    """One text label per run naming its block: its values of ``cols``, or the run itself."""
+    if cols == [SINGLE_RUNS]:
+        return np.array([f"run{i}" for i in range(len(table))], dtype=object)
+    parts = [table.frame[c].astype(str).to_numpy() for c in cols]
+    return np.array(["\x1f".join(p) for p in zip(*parts)], dtype=object)
+
+
+def block_columns(runs: RunTable, block: str | Sequence[str] | None) -> list[str]:
+    """The block columns: (budget, r) by default (single runs without a budget column)."""
+    if block is None:
+        return ["budget", "r"] if "budget" in runs.frame.columns else [SINGLE_RUNS]
+    cols = [c.strip() for c in block.split(",")] if isinstance(block, str) else list(block)
+    cols = [c for c in cols if c]
+    if not cols:
+        raise ValueError("block: give at least one column name (or 'run' for single runs)")
+    if cols != [SINGLE_RUNS]:
+        missing = [c for c in cols if c not in runs.frame.columns]
+        if missing:
+            raise ValueError(f"block: no column(s) {', '.join(map(repr, missing))} in the run table")
+    return cols
+
+
+def paired_block_weights(
+    tables: Sequence[RunTable], cols: list[str], n_boot: int, rng: np.random.Generator
+) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """Bootstrap weights that resample the same blocks in every table.
+
+    The blocks are the cells of ``cols`` (e.g. budget, r), pooled over the tables: G cells
+    in the union are drawn with replacement and each table's run gets the number of times
+    its cell was drawn, so a cell present in several tables (and runs shared between
+    them, such as borrowed r = 1 runs) moves together.  Returns the (n_boot, n_runs) weights per
+    table, and the delete-one-cell jackknife weights (G, n_runs) per table.  With
+    ``cols == ["run"]`` nothing pairs the tables: each is resampled run by run,
+    independently, and no jackknife is returned.
+    """
+    if cols == [SINGLE_RUNS]:
+        out = []
+        for t in tables:
+            m = len(t)
+            w = np.zeros((n_boot, m))
+            np.add.at(w, (np.repeat(np.arange(n_boot), m), rng.integers(0, m, (n_boot, m)).ravel()), 1.0)
+            out.append(w)
+        return out, None
+    labels = [cell_labels(t, cols) for t in tables]
+    cells = np.unique(np.concatenate(labels))
+    codes = [np.searchsorted(cells, lab) for lab in labels]
+    g = len(cells)
+    draws = rng.integers(0, g, size=(n_boot, g))
+    counts = np.zeros((n_boot, g))
+    np.add.at(counts, (np.repeat(np.arange(n_boot), g), draws.ravel()), 1.0)
+    jack = np.ones((g, g)) - np.eye(g)
+    return [counts[:, c] for c in codes], [jack[:, c] for c in codes]
+
+
+__all__ = [
+    "PairedTables",
+    "RecipeSelection",
+    "block_columns",
+    "cell_labels",
+    "pair_tables",
+    "paired_block_weights",
+    "recipe_table",
+    "select_recipe",
+]
