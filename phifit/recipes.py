@@ -46,17 +46,13 @@ import numpy as np
 
 from .cautions import Caution, caution, collect
 from .fitters import fit as fit_law
-from .fitters.common import effective_spec
-from .fitters.engine import identifiable_rows, refit_weighted
-from .intervals import bootstrap_interval, bootstrap_p_value
 from .jsonio import JsonIO
-from .law import LawSpec
 from .pairing import (
     RecipeSelection,
     block_columns,
-    cell_labels,
     pair_tables,
     paired_block_weights,
+    paired_delta_phi,
     select_recipe,
 )
 from .plain import to_plain
@@ -186,38 +182,6 @@ class RecipeComparison(JsonIO):
 
 
 # -- the public entry point -----------------------------------------------------------------
-
-
-def _refit_many(
-    table: RunTable,
-    point: FitResult,
-    weights: np.ndarray,
-    seed: np.random.Generator,
-    n_jobs: int,
-    progress: bool,
-    desc: str,
-) -> np.ndarray:
-    """phi per weighting of ``table`` (NaN where the refit failed or phi is unidentifiable),
-    refitting with the point fit's own loss (:attr:`FitResult.loss_delta`)."""
-    spec, _ = effective_spec(table, LawSpec())
-    if "phi" in spec.fixed:
-        raise ValueError(f"{table.source}: phi is not identifiable (no looped runs or a single r)")
-    x_hat = point.theta[spec.free_mask]
-    out = refit_weighted(
-        table,
-        spec,
-        weights,
-        x_hat,
-        delta=point.loss_delta,
-        seed=seed,
-        n_jobs=n_jobs,
-        progress=progress,
-        desc=desc,
-    )
-    ok = out["converged"] & np.isfinite(out["objective"]) & identifiable_rows(table, weights)
-    ok &= (weights > 0).sum(axis=1) > int(spec.free_mask.sum())
-    phi = spec.full_theta(out["x"])[:, 5]
-    return np.where(ok, phi, np.nan)
 
 
 def _note(kind: str, message: str, level: str = "note", **values: Any) -> Caution:
@@ -362,7 +326,7 @@ def compare_recipes(
         if n_boot:
             rng = np.random.default_rng(seeds[i])
             entry.update(
-                _paired_bootstrap(
+                paired_delta_phi(
                     pair, fv, fb, cols, n_boot, rng, n_jobs, progress, level, seed, key, baseline_key
                 )
             )
@@ -420,44 +384,6 @@ def compare_recipes(
         method=method,
         warnings=collect(notes, joint_fit.warnings if joint_fit is not None else []),
     )
-
-
-def _paired_bootstrap(pair, fv, fb, cols, n_boot, rng, n_jobs, progress, level, seed, key, baseline_key):
-    """Delta-phi replicates of one variant (module docstring, step 3): the entry's interval
-    fields {ci, ci_bca, n_blocks, p_value, mc_error, n_boot, n_failed, bootstrap_sd}."""
-    (w_v, w_b), jack = paired_block_weights([pair.variant, pair.baseline], cols, n_boot, rng)
-    phi_v = _refit_many(pair.variant, fv, w_v, rng, n_jobs, progress, f"bootstrap {key}")
-    phi_b = _refit_many(pair.baseline, fb, w_b, rng, n_jobs, progress, f"bootstrap {baseline_key}")
-    d = phi_v - phi_b
-    jack_d = None
-    if jack is not None:
-        jw_v, jw_b = jack
-        jack_d = _refit_many(pair.variant, fv, jw_v, rng, 1, False, "") - _refit_many(
-            pair.baseline, fb, jw_b, rng, 1, False, ""
-        )
-    estimate = fv.phi - fb.phi
-    pct = bootstrap_interval(d, level=level, kind="percentile", mc_seed=seed)
-    bca = (
-        bootstrap_interval(d, level=level, kind="bca", estimate=estimate, jackknife=jack_d, mc_seed=seed)
-        if jack_d is not None
-        else None
-    )
-    paired = cols != [SINGLE_RUNS]
-    n_blocks = (
-        len(set(cell_labels(pair.variant, cols)) | set(cell_labels(pair.baseline, cols)))
-        if paired
-        else len(pair.variant) + len(pair.baseline)
-    )
-    return {
-        "ci": pct.to_list(),
-        "ci_bca": bca.to_list() if bca else None,
-        "n_blocks": n_blocks,
-        "p_value": bootstrap_p_value(d),
-        "mc_error": list(pct.mc_error),
-        "n_boot": int(n_boot),
-        "n_failed": int(np.sum(~np.isfinite(d))),
-        "bootstrap_sd": float(np.nanstd(d, ddof=1)),
-    }
 
 
 __all__ = [
