@@ -460,7 +460,7 @@ def test_auto_falls_back_to_pymc_which_agrees(table, default_fit, monkeypatch):
 
 # -- acceptance 3: LOO ---------------------------------------------------------------------
 def test_loo_prefers_free_model_when_phi_is_046(table):
-    from phifit.bayes_compare import LooComparison, compare_loo
+    from phifit.fitters.bayes import LooComparison, compare_loo
 
     cmp = compare_loo(table, draws=500, tune=500, chains=4, progressbar=False)
     assert cmp.preferred == "free"
@@ -478,7 +478,7 @@ def test_loo_prefers_free_model_when_phi_is_046(table):
 
 
 def test_loo_does_not_prefer_free_when_phi_is_0():
-    from phifit.bayes_compare import compare_loo
+    from phifit.fitters.bayes import compare_loo
 
     runs = paper_table(noise=0.005, seed=4, phi=0.0)
     cmp = compare_loo(runs, draws=500, tune=500, chains=4, progressbar=False)
@@ -489,7 +489,7 @@ def test_loo_does_not_prefer_free_when_phi_is_0():
 
 
 def test_compare_loo_rejects_bad_input(table):
-    from phifit.bayes_compare import compare_loo
+    from phifit.fitters.bayes import compare_loo
 
     with pytest.raises(ValueError, match="must not fix phi"):
         compare_loo(table, spec=LawSpec(fixed={"phi": 0.5}))
@@ -533,7 +533,8 @@ import json, os, sys
 import phifit.fitters.bayes as B
 state = {"flags_after_import": os.environ.get("PYTENSOR_FLAGS"), "pytensor_imported": "pytensor" in sys.modules}
 from conftest import paper_table
-res = B.fit_bayes(paper_table(noise=0.005, seed=1, phi=0.46), draws=30, tune=30, chains=1, progressbar=False)
+res = B.fit_bayes(paper_table(noise=0.005, seed=1, phi=0.46), draws=30, tune=30, chains=1, sampler="pymc",
+                 progressbar=False)  # PyMC: C code compiled into (and reused from) the compile directory
 import pytensor
 state.update(base=str(pytensor.config.base_compiledir), compiledir=str(pytensor.config.compiledir),
              recorded=res.extras["pytensor_compiledir"], flags_after_fit=os.environ.get("PYTENSOR_FLAGS"))

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ...cache import use_pytensor_cache
 from ...law import LawSpec
 from .model import STORED_VARS, build_model, model_structure
 
@@ -153,7 +154,11 @@ def draws_and_stats(trace, *, lp: str, tree_depth: str) -> tuple[dict, dict]:
 
 
 def run_sampler(name: str, data: Mapping[str, np.ndarray], spec: LawSpec, **settings: Any) -> SamplerOutput:
-    """Dispatch to :func:`sample_nutpie` or :func:`sample_pymc` by resolved ``name``."""
+    """Dispatch to :func:`sample_nutpie` or :func:`sample_pymc` by resolved ``name``.
+
+    First points PyTensor at phifit's compile cache (importing PyMC imports PyTensor).
+    """
+    use_pytensor_cache()
     if name == "nutpie":
         return sample_nutpie(data, spec, **settings)
     if name == "pymc":

@@ -74,6 +74,12 @@ def _compiledir() -> str | None:
         return None
 
 
+def _finite_extreme(pick, values) -> float:
+    """max or min of the finite values; NaN when there are none (e.g. R-hat of one chain)."""
+    finite = [float(v) for v in values if np.isfinite(v)]
+    return float(pick(finite)) if finite else float("nan")
+
+
 def sample_posterior(
     runs: RunTable,
     *,
@@ -168,9 +174,9 @@ def sample_posterior(
         "hdi_prob": float(hdi_prob),
         "posterior": summary,
         "diagnostics": {
-            "max_r_hat": float(np.nanmax([s["r_hat"] for s in summary.values()] + [np.nan])),
-            "min_ess_bulk": float(np.nanmin([s["ess_bulk"] for s in summary.values()] + [np.nan])),
-            "min_ess_tail": float(np.nanmin([s["ess_tail"] for s in summary.values()] + [np.nan])),
+            "max_r_hat": _finite_extreme(max, [s["r_hat"] for s in summary.values()]),
+            "min_ess_bulk": _finite_extreme(min, [s["ess_bulk"] for s in summary.values()]),
+            "min_ess_tail": _finite_extreme(min, [s["ess_tail"] for s in summary.values()]),
             "divergences": n_div,
             "r_hat_max": RHAT_MAX,
             "ess_min": ESS_MIN,
