@@ -197,7 +197,14 @@ class FitResult:
         return cls.from_dict(json.loads(text))
 
     def summary(self) -> str:
-        """Readable multi-section text: fit statistics, parameters, notes."""
+        """Readable multi-section text: fit statistics, parameters, notes.
+
+        A Bayesian fit prints the posterior's own table (median, mean, sd, HDI, MCSE, ESS,
+        R-hat per parameter; :func:`phifit.fitters.bayes.bayes_summary`)."""
+        if self.method == "bayes" and self.extras.get("posterior"):
+            from .fitters.bayes import bayes_summary
+
+            return bayes_summary(self)
         lines = [
             f"[[phifit: joint law, method={self.method}]]",
             "L = E + A * (N_once + r**phi * N_rec)**(-alpha) + B * D**(-beta)",

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.json, args.force)
     runs = load_recipe_runs(args)
     if args.method == "bayes":
-        from ..bayes_compare import compare_loo
+        from ..fitters.bayes import compare_loo
 
         comparison = compare_loo(runs, fixes=fixes, **bayes_options(args))
     else:
