@@ -18,7 +18,8 @@ import tempfile
 import time
 
 from phifit import fit
-from phifit.report import ReportOptions, build_report
+from phifit.analysis import AnalysisOptions
+from phifit.report import build_report
 from phifit.runs import load_runs, table_from_frame
 from phifit.simulation import simulate
 
@@ -43,7 +44,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             files = build_report(
-                runs, os.path.join(tmp, "report"), options=ReportOptions(n_boot=args.bootstrap)
+                runs, os.path.join(tmp, "report"), options=AnalysisOptions(n_boot=args.bootstrap)
             )
             total = time.perf_counter() - t0
         steps = ", ".join(f"{key} {value:.1f} s" for key, value in files.timings.items())

@@ -140,7 +140,7 @@ def isoflop_figure(
     """One panel per r: loss vs unique parameters, one colour per budget, fitted curves.
 
     ``points``: {"r", "budget", "n_unique", "loss"} per run; ``curves``: the cells of
-    :class:`phifit.derived.IsoflopCurves` ({budget, r, n_unique, loss}).
+    :class:`phifit.frontier.IsoflopCurves` ({budget, r, n_unique, loss}).
     """
     r = np.asarray(points["r"], int)
     budget = np.asarray(points["budget"], object)
@@ -320,8 +320,11 @@ def bootstrap_figure(
     *,
     interval_bca: Sequence[float] | None = None,
     reference_interval: Sequence[float] | None = None,
+    level: float = 0.95,
 ) -> Figure:
-    """Histogram of the bootstrap distribution of phi, with the estimate and intervals."""
+    """Histogram of the bootstrap distribution of phi, with the estimate and the percentile
+    (and BCa) intervals, labelled at their ``level``."""
+    pct = f"{100 * level:g}%"
     phis = np.asarray([p for p in phis if p is not None and math.isfinite(p)], float)
     fig = _figure(6.0, 3.2)
     ax = fig.subplots()
@@ -336,7 +339,7 @@ def bootstrap_figure(
             [],
             color=OKABE_ITO[5],
             linestyle="--",
-            label=f"95% percentile [{interval[0]:.3f}, {interval[1]:.3f}]",
+            label=f"{pct} percentile [{interval[0]:.3f}, {interval[1]:.3f}]",
         )
     if interval_bca is not None and None not in interval_bca:
         for x in interval_bca:
@@ -346,7 +349,7 @@ def bootstrap_figure(
             [],
             color=OKABE_ITO[4],
             linestyle=":",
-            label=f"95% BCa [{interval_bca[0]:.3f}, {interval_bca[1]:.3f}]",
+            label=f"{pct} BCa [{interval_bca[0]:.3f}, {interval_bca[1]:.3f}]",
         )
     if reference_interval is not None:
         ax.axvspan(
@@ -632,8 +635,9 @@ def posterior_figure(
 
 
 @_styled
-def recipes_figure(rows: Sequence[Mapping[str, Any]], *, baseline: str) -> Figure:
-    """Δφ of each recipe against the baseline with its interval (one row per variant)."""
+def recipes_figure(rows: Sequence[Mapping[str, Any]], *, baseline: str, level: float | None = None) -> Figure:
+    """Δφ of each recipe against the baseline with its interval (one row per variant; the
+    x label names the interval's ``level`` when given)."""
     fig = _figure(6.0, 0.6 + 0.45 * max(len(rows), 2))
     ax = fig.subplots()
     for i, row in enumerate(rows):
@@ -654,7 +658,7 @@ def recipes_figure(rows: Sequence[Mapping[str, Any]], *, baseline: str) -> Figur
     ax.set_yticks(range(len(rows)), [str(r["variant"]) for r in rows])
     ax.set_ylim(-0.6, len(rows) - 0.2)
     ax.set_xlabel(f"Δφ against '{baseline}' refitted on the same budgets (> 0: each recurrence worth more)")
-    ax.set_title("recipes compared by φ")
+    ax.set_title("recipes compared by φ" + (f" ({100 * level:g}% bootstrap intervals)" if level else ""))
     _style(ax)
     return fig
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -14,8 +15,10 @@ import numpy as np
 import pytest
 from conftest import paper_table
 
+from phifit import plots
+from phifit.analysis import AnalysisOptions, analyse
 from phifit.cli import main
-from phifit.report import ReportOptions, build_report, check_report_dir
+from phifit.report import build_report, check_report_dir, write_report
 from phifit.runs import table_from_frame
 from phifit.simulation import simulate
 
@@ -34,10 +37,14 @@ SECTIONS = (
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def analysis():
+    return analyse(paper_table(noise=0.004, seed=1), AnalysisOptions(n_boot=100, n_starts=200))
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory, analysis):
     out = tmp_path_factory.mktemp("rep") / "paper"
-    runs = paper_table(noise=0.004, seed=1)
-    files = build_report(runs, out, options=ReportOptions(n_boot=100, n_starts=200))
+    files = write_report(analysis, out)
     return out, files
 
 
@@ -58,15 +65,16 @@ def test_every_file_is_written(report):
     assert all((out / f).is_file() for f in listed)
 
 
-def test_results_json_holds_the_numbers(report):
+def test_results_json_holds_the_numbers(report, analysis):
     out, _ = report
     data = json.loads((out / "results.json").read_text())
+    assert data["warnings"] == json.loads(json.dumps([c.to_dict() for c in analysis.cautions]))
     assert data["generator"] == "phifit" and data["kind"] == "report"
     fit = data["fit"]
     assert fit["n_runs"] == 116 and 0.40 < fit["params"]["phi"] < 0.52
     lo, hi = fit["ci"]["phi"]
     assert lo < fit["params"]["phi"] < hi
-    assert data["bootstrap"]["n"] == 100 and len(data["bootstrap"]["phi_draws"]) == 100
+    assert data["bootstrap"]["n_boot"] == 100 and len(data["bootstrap"]["phi_draws"]) == 100
     d = data["diagnostics"]
     assert [g["group"] for g in d["residuals"]["by_r"]] == [1, 2, 4, 8]
     assert len(d["influence"]["runs"]) == 116
@@ -118,11 +126,16 @@ def test_cli_report_rewrites_a_previous_report_and_refuses_strangers(tmp_path, c
     (out / "results.json").write_text(json.dumps(data))
     stale.write_bytes(b"old")
     (out / "figures" / "mine.png").write_bytes(b"not listed: kept")
-    args = ["report", str(csv), "--out", str(out), "--bootstrap", "20", "--starts", "50"]
+    args = ["report", str(csv), "--out", str(out), "--bootstrap", "20", "--starts", "50", "--level", "0.9"]
     assert main(args) == 0
     assert "phi = " in capsys.readouterr().out
     assert not stale.exists() and (out / "figures" / "mine.png").exists()
-    assert json.loads((out / "results.json").read_text())["fit"]["n_runs"] == 36
+    data = json.loads((out / "results.json").read_text())
+    assert data["fit"]["n_runs"] == 36 and data["fit"]["ci_level"] == 0.9 and data["options"]["level"] == 0.9
+    assert data["derived"]["frontier"]["level"] == 0.9 and data["derived"]["equivalence"]["level"] == 0.9
+    html = (out / "index.html").read_text()
+    for label in ("percentile", "BCa", "interval"):  # table headers name the level used
+        assert f">90% {label}</th>" in html and f">95% {label}</th>" not in html, label
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x.txt").write_text("x")
     assert main(["report", str(csv), "--out", str(tmp_path / "other")]) == 2
@@ -212,7 +225,7 @@ def test_variant_table_gets_the_recipes_section_or_says_why(tmp_path):
     import pandas as pd
 
     runs = table_from_frame(pd.concat([base, other], ignore_index=True))
-    files = build_report(runs, tmp_path / "rep", options=ReportOptions(n_boot=20, n_starts=50))
+    files = build_report(runs, tmp_path / "rep", options=AnalysisOptions(n_boot=20, n_starts=50))
     data = json.loads((tmp_path / "rep" / "results.json").read_text())
     html = (tmp_path / "rep" / "index.html").read_text()
     assert '<section id="recipes">' in html and "recipes" in files.figures
@@ -319,7 +332,7 @@ def test_bayes_section_with_posterior_file(tmp_path):
     """--bayes adds the posterior figure, table and the netCDF posterior (compiles PyMC)."""
     pytest.importorskip("phifit.fitters.bayes")
     runs = paper_table(noise=0.004, seed=1)
-    files = build_report(runs, tmp_path / "rep", options=ReportOptions(n_boot=20, n_starts=100, bayes=True))
+    files = build_report(runs, tmp_path / "rep", options=AnalysisOptions(n_boot=20, n_starts=100, bayes=True))
     data = json.loads((tmp_path / "rep" / "results.json").read_text())
     assert "posterior" in files.figures and "posterior.nc" in files.files
     assert (tmp_path / "rep" / "posterior.nc").stat().st_size > 10_000
@@ -334,7 +347,7 @@ def test_tables_without_phi_or_budgets_get_a_report_that_says_what_is_missing(tm
     plain = frame[frame["r"] == 1].drop(columns=["r", "n_rec", "budget"])  # non-looped
     plain["n_once"] = frame.loc[frame["r"] == 1, "n_rec"] + frame.loc[frame["r"] == 1, "n_once"]
     files = build_report(
-        table_from_frame(plain), tmp_path / "plain", options=ReportOptions(n_boot=0, n_starts=100)
+        table_from_frame(plain), tmp_path / "plain", options=AnalysisOptions(n_boot=0, n_starts=100)
     )
     data = json.loads((tmp_path / "plain" / "results.json").read_text())
     html = (tmp_path / "plain" / "index.html").read_text()
@@ -345,7 +358,7 @@ def test_tables_without_phi_or_budgets_get_a_report_that_says_what_is_missing(tm
     labelled = frame.copy()
     labelled["budget"] = labelled["budget"].map(lambda c: f"C{c:.0e}")  # labels, not FLOPs
     files = build_report(
-        table_from_frame(labelled), tmp_path / "labels", options=ReportOptions(n_boot=0, n_starts=100)
+        table_from_frame(labelled), tmp_path / "labels", options=AnalysisOptions(n_boot=0, n_starts=100)
     )
     data = json.loads((tmp_path / "labels" / "results.json").read_text())
     assert len(data["derived"]["frontier"]["budgets"]) == 6  # spread over the runs' compute
@@ -361,3 +374,64 @@ def test_report_creates_missing_parent_folders(tmp_path):
     out = tmp_path / "reports" / "sim"
     assert main(["report", str(runs), "--out", str(out), "--bootstrap", "20", "--starts", "50"]) == 0
     assert (out / "index.html").exists() and (out / "results.json").exists()
+
+
+def test_cautions_of_the_comparison_and_the_recipes_reach_results_json(tmp_path):
+    """Bug 4: every caution of the analysis is in results.json["warnings"] and on the page,
+    the comparison's and the recipes' included (they were dropped: called ``notes`` there)."""
+    frame = simulate("paper", noise=0.003, seed=2)
+    frame = frame[frame["budget"] <= 1e18].drop(columns=["budget"])  # no budgets: the comparison says so
+    frame["variant"] = "baseline"
+    other = frame[frame["r"] > 1].copy()
+    other["variant"], other["run_id"] = "hc", other["run_id"] + "_hc"
+    import pandas as pd
+
+    runs = table_from_frame(pd.concat([frame, other], ignore_index=True))
+    build_report(runs, tmp_path / "rep", options=AnalysisOptions(n_boot=0, n_starts=30))
+    data = json.loads((tmp_path / "rep" / "results.json").read_text())
+    warnings = data["warnings"]
+    assert all(set(w) == {"source", "kind", "level", "message", "values"} for w in warnings)
+    compare = [w for w in warnings if w["source"] == "compare"]
+    assert any("no 'budget' column" in w["message"] for w in compare), warnings
+    recipes = [w for w in warnings if w["source"] == "recipes"]
+    assert any("baseline not given" in w["message"] for w in recipes), warnings
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert "no &#x27;budget&#x27; column: no leave-one-budget-out" in html
+
+
+def test_the_profile_figure_names_the_interval_it_draws(analysis, tmp_path, monkeypatch):
+    """Bug 3: the bootstrap interval was drawn on the phi profile labelled "profile interval"."""
+    seen = []
+    original = plots.profile_figure
+
+    def spy(profile, phi_hat, interval, consistency=None, **kwargs):
+        seen.append((interval, kwargs.get("interval_label")))
+        return original(profile, phi_hat, interval, consistency, **kwargs)
+
+    monkeypatch.setattr(plots, "profile_figure", spy)
+    write_report(analysis, tmp_path / "boot")
+    assert seen == [(analysis.fit.ci["phi"], "95% percentile bootstrap interval")]
+    html = (tmp_path / "boot" / "index.html").read_text()
+    assert "band: 95% percentile bootstrap interval" in html
+    # without a bootstrap the profile's own interval is drawn, saying what it assumes
+    no_boot = dataclasses.replace(analysis, fit=analysis.fit.with_updates(ci=None, ci_bca=None))
+    write_report(no_boot, tmp_path / "profile")
+    ident = analysis.diagnostics.identifiability
+    assert seen[1] == (ident.profile_interval, "profile interval (assumes independent runs)")
+
+
+def test_interval_labels_follow_the_fit_level(analysis, tmp_path):
+    """Headers, captions and the headline name the level the intervals were computed at."""
+    fit = analysis.fit.with_updates(ci_level=0.8)
+    files = write_report(dataclasses.replace(analysis, fit=fit), tmp_path / "rep")
+    html = (tmp_path / "rep" / "index.html").read_text()
+    for label in (
+        "80% percentile</th>",
+        "80% BCa</th>",
+        "80% percentile interval</td>",
+        "dashed: 80% percentile",
+    ):
+        assert label in html, label
+    assert ">95% percentile" not in html and ">95% BCa" not in html
+    assert "(80% percentile [" in files.headline
+    assert json.loads((tmp_path / "rep" / "results.json").read_text())["fit"]["ci_level"] == 0.8

@@ -122,9 +122,9 @@ def run(args: argparse.Namespace) -> int:
         fit = fit_huber(runs)
         if fit.phi is None:
             raise ValueError(f"{runs_path}: phi is not identifiable from these runs")
-        boot = block_bootstrap(runs, n=args.bootstrap, seed=args.seed, point=fit, progress=True)
+        boot = block_bootstrap(runs, n_boot=args.bootstrap, seed=args.seed, point=fit, progress=True)
         result = equivalence(args.n_once, args.n_rec, args.r, phi=fit.phi, thetas=boot.thetas)
-        source = f"fit of {runs_path} ({boot.n - boot.n_failed} bootstrap replicates)"
+        source = f"fit of {runs_path} ({boot.n_boot - boot.n_failed} bootstrap replicates)"
     print(f"phi from {source}")
     print(result.summary())
     if args.json:

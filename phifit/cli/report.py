@@ -1,6 +1,6 @@
 """``phifit report``: fit, bootstrap, compare, diagnose, and write an HTML report folder.
 
-    phifit report RUNS.csv --out DIR [--bootstrap N] [--bayes] [--seed S] [--columns MAP]
+    phifit report RUNS.csv --out DIR [--bootstrap N] [--level 0.95] [--bayes] [--seed S] [--columns MAP]
 
 writes ``DIR/index.html`` (opens offline: figures embedded), ``DIR/results.json`` and
 ``DIR/figures/*.png|svg``.  DIR must be absent, empty, or hold a previous phifit report,
@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..report import ReportOptions, build_report, check_report_dir
+from ..analysis import AnalysisOptions
+from ..report import build_report, check_report_dir
 from ._common import add_runs_argument, load_runs_from_args
 
 
@@ -34,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="block-bootstrap replicates (default 1000; 0 turns it off)",
     )
     p.add_argument("--starts", type=int, default=500, help="random starts of each fit (default 500)")
+    p.add_argument(
+        "--level", type=float, default=0.95, help="level of the bootstrap intervals (default 0.95)"
+    )
     p.add_argument("--bayes", action="store_true", help="add the Bayesian posterior (slow)")
     p.add_argument("--baseline", default=None, help="baseline recipe when the table has a 'variant' column")
     p.add_argument("--seed", type=int, default=0, help="seed of every random step (default 0)")
@@ -45,13 +49,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    options = ReportOptions(
+    options = AnalysisOptions(
         n_boot=args.bootstrap,
         n_starts=args.starts,
         bayes=args.bayes,
         seed=args.seed,
         n_jobs=args.jobs,
         baseline=args.baseline,
+        level=args.level,
     )
     check_report_dir(args.out, args.force)
     runs = load_runs_from_args(args)
