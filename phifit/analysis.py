@@ -289,11 +289,18 @@ def analyse(runs: RunTable, options: AnalysisOptions | None = None) -> Analysis:
 
     bayes = bayes_draws = idata = None
     if options.bayes:
-        from .fitters.bayes import posterior_draws, sample_posterior  # PyMC: imported only when asked
+        from .fitters.bayes import sample_posterior  # PyMC: imported only when asked
 
-        sampled = _timed(timings, "bayes", sample_posterior, main_runs, seed=options.seed, progressbar=False)
-        bayes, idata = sampled.result, sampled.idata
-        bayes_draws = {k: np.asarray(v) for k, v in posterior_draws(sampled).items()}
+        sampled = _timed(
+            timings,
+            "bayes",
+            sample_posterior,
+            main_runs,
+            seed=options.seed,
+            hdi_prob=options.level,
+            progressbar=False,
+        )
+        bayes, idata, bayes_draws = sampled.result, sampled.idata, sampled.draws
 
     cautions = collect(
         fit.warnings,  # the bootstrap's too, once attached
