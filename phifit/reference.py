@@ -41,6 +41,10 @@ STUDY_PHI_CI = (0.41, 0.53)
 STUDY_R2: Mapping[str, float] = MappingProxyType({"free": 0.9972, "phi=0": 0.9858, "phi=1": 0.9552})
 #: Case studies on the four lower budgets (Table 3): the baseline refit there, and the two recipes.
 STUDY_CASE_PHI: Mapping[str, float] = MappingProxyType({"baseline": 0.453, "tbptt": 0.380, "hc": 0.646})
+#: Compute-optimal frontier gap to r = 1 in nats, the range over the six budgets (section 4.2).
+STUDY_GAP_RANGES: Mapping[int, tuple[float, float]] = MappingProxyType(
+    {2: (0.03, 0.06), 4: (0.05, 0.08), 8: (0.09, 0.12)}
+)
 #: Number of runs of the main grid.
 STUDY_N_RUNS = 116
 #: Named designs that `phifit simulate --design` knows ("paper": the study's 116-run grid).

@@ -45,10 +45,6 @@ from .analysis import Analysis, AnalysisOptions, analyse
 from .result import GENERATOR
 from .runs import RunTable
 
-#: The name of :class:`~phifit.analysis.AnalysisOptions` before the analysis/report split.
-ReportOptions = AnalysisOptions
-STUDY_GAP_RANGES = R.STUDY_GAP_RANGES
-
 __all__ = [
     "ReportFiles",
     "write_report",
@@ -59,7 +55,6 @@ __all__ = [
     # re-exported from phifit.analysis
     "Analysis",
     "AnalysisOptions",
-    "ReportOptions",
     "analyse",
 ]
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from . import report_template as T
 from .analysis import Analysis
-from .reference import STUDY_PHI
+from .reference import STUDY_GAP_RANGES, STUDY_PHI
 from .report_sections import Fig, caution_list, pct
 
 #: The study's headline frontier gaps (per-cell parabola minima, paper §4.2), nats.
-STUDY_GAP_RANGES = {2: (0.03, 0.06), 4: (0.05, 0.08), 8: (0.09, 0.12)}
 
 
 def section_isoflop(a: Analysis, fig: Fig) -> str:

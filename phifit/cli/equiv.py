@@ -22,10 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..equivalence import equivalence, paper_example
-from ..plain import to_plain
 from ..reference import REFERENCE_PARAMS, STUDY_PHI_CI
-from ..result import FitResult
 from ._common import add_recipe_argument, check_output_file, load_recipe_runs, write_json
 
 _SUFFIX = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
@@ -94,6 +91,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..equivalence import equivalence, paper_example
+    from ..plain import to_plain
+    from ..result import FitResult
+
     if args.json:
         check_output_file(args.json, args.force)
     if args.r < 1:

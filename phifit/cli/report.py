@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..analysis import AnalysisOptions
-from ..report import build_report, check_report_dir
 from ._common import add_runs_argument, load_runs_from_args
 
 
@@ -49,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..analysis import AnalysisOptions
+    from ..report import build_report, check_report_dir
+
     options = AnalysisOptions(
         n_boot=args.bootstrap,
         n_starts=args.starts,
