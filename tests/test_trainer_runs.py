@@ -383,7 +383,8 @@ def test_dry_run_prints_the_grid(tmp_path: Path, capsys: pytest.CaptureFixture) 
     assert "6 runs" in text and "calibrated constant 10.0 GFLOP/s" in text and "n_once" in text
     assert text.count("baseline-r") == 6 and seconds > 0
     dry_run(spec, ["hc"], None, estimate="measure")
-    assert "measured now" in capsys.readouterr().out
+    probed = capsys.readouterr().out
+    assert "probed now, median of" in probed and "timed steps per width" in probed
 
 
 def test_dry_run_of_a_partly_finished_sweep(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

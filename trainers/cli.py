@@ -158,9 +158,18 @@ def register(subparsers: Any) -> None:
     )
     s.add_argument(
         "--estimate",
-        choices=("measure", "constant"),
-        default="measure",
-        help="dry-run time from a quick measured throughput (default) or the spec's calibrated constant",
+        choices=("auto", "measure", "table", "constant"),
+        default="auto",
+        help="dry-run time: auto (default) = the median speed of finished runs of the same shape in --out "
+        "and --timings, and a probe (median of >= 10 timed steps per width) for widths without any; "
+        "measure = probe every width; table = recorded runs only; constant = the spec's [estimate]",
+    )
+    s.add_argument(
+        "--timings",
+        action="append",
+        metavar="CSV",
+        help="a run table recorded on this machine whose wall times calibrate the dry-run estimate "
+        "(repeatable; e.g. data/cpu_small_runs.csv for the bundled cpu_small spec)",
     )
     s.add_argument(
         "--status",
@@ -270,7 +279,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if overrides:
         spec = type(spec)(**{**spec.__dict__, "settings": {**spec.settings, **overrides}})
     if args.dry_run:
-        dry_run(spec, args.grid, args.out, estimate=args.estimate)
+        dry_run(spec, args.grid, args.out, estimate=args.estimate, timings=args.timings)
         return 0
     if not args.out:
         raise ValueError("sweep: --out RUNS.csv is required (or use --dry-run)")

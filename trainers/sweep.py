@@ -6,6 +6,8 @@ Spec layout (see ``sweeps/cpu_small.toml`` for a documented example)::
     [settings]   any ``make_train_config`` key shared by every run (depth, prelude, coda, head_dim, seq_len,
                  batch_size, lr, corpus, tokenizer, val_tokens, threads, device, ...)
     [estimate]   flops_per_second = ...   # calibrated constant for ``--estimate constant``
+    [estimate.recorded]  source, device, widths, flops_per_second, overhead_s   # per-width speeds of
+                 recorded runs (see ``recorded_throughput``), used by the dry run for widths not in --out
     [[budgets]]  flops = 1e13, widths = [64, 96, 128]          # one isoFLOP curve and its widths
     [[grids]]    name, r = [1, 2, 4, 8], variants = ["baseline"], budgets = [...] (default: all),
                  optional = false
@@ -26,7 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .config import TrainConfig, make_train_config
+from .config import MIN_STEPS, TrainConfig, make_train_config
 from .flops import flops_per_token, param_counts, tokens_for_budget
 from .runlog import (
     finish_run,
@@ -35,6 +37,7 @@ from .runlog import (
     make_run_id,
     merge_rows,
     read_finished,
+    read_row_files,
     read_run_ids,
     run_paths,
 )
@@ -65,6 +68,9 @@ class SweepSpec:
     budgets: tuple[tuple[float, tuple[int, ...]], ...]  # (flops, widths)
     grids: tuple[Grid, ...]
     flops_per_second: float | None = None
+    recorded: tuple[tuple[int, float, float], ...] = ()  # (width, FLOP/s, overhead s) of recorded runs
+    recorded_source: str = ""
+    recorded_device: str = "cpu"
 
 
 @dataclass
@@ -138,7 +144,29 @@ def load_spec(spec: str) -> SweepSpec:
     )
     estimate = raw.get("estimate", {})
     _need(
-        set(estimate) <= {"flops_per_second", "note"}, f"{where}: [estimate]", "keys flops_per_second, note"
+        set(estimate) <= {"flops_per_second", "note", "recorded"},
+        f"{where}: [estimate]",
+        "keys flops_per_second, note, recorded",
+    )
+    rec = estimate.get("recorded", {})
+    _need(
+        isinstance(rec, dict)
+        and set(rec) <= {"source", "device", "widths", "flops_per_second", "overhead_s"}
+        and all(isinstance(rec.get(k), list) for k in ("widths", "flops_per_second", "overhead_s"))
+        and len({len(rec[k]) for k in ("widths", "flops_per_second", "overhead_s")}) == 1
+        if rec
+        else True,
+        f"{where}: [estimate.recorded]",
+        "keys source, device and three lists of equal length: widths, flops_per_second, overhead_s",
+    )
+    recorded = tuple(
+        (int(w), float(f), float(o))
+        for w, f, o in zip(rec.get("widths", []), rec.get("flops_per_second", []), rec.get("overhead_s", []))
+    )
+    _need(
+        all(w > 0 and f > 0 and o >= 0 for w, f, o in recorded),
+        f"{where}: [estimate.recorded]",
+        "positive widths and FLOP/s, overheads >= 0",
     )
     fps = estimate.get("flops_per_second")
     _need(
@@ -208,6 +236,9 @@ def load_spec(spec: str) -> SweepSpec:
         budgets=tuple(budgets),
         grids=tuple(grids),
         flops_per_second=fps,
+        recorded=recorded,
+        recorded_source=str(rec.get("source", "")),
+        recorded_device=str(rec.get("device", "cpu")),
     )
     try:
         plan(result, [g.name for g in grids])  # builds every configuration: fails early on a bad setting
@@ -245,20 +276,52 @@ def plan(spec: SweepSpec, grids: list[str] | None = None, world_size: int = 1) -
 
 
 # ---- estimates ---------------------------------------------------------------------------------------------
-def measure_flops_per_second(runs: list[PlannedRun], steps: int = 3) -> dict[int, float]:
-    """Achieved training FLOP/s per width, measured now.
+PROBE_MIN_STEPS = 10  # timed steps per width at least
+PROBE_MAX_STEPS = 40  # and at most
+PROBE_SECONDS = 4.0  # keep timing rounds until this much time is spent (or PROBE_MAX_STEPS)
 
-    A few timed optimiser steps (after one warm-up step) of each width's r = 1 baseline model, with the
-    sweep's batch, threads and device (FLOPs per token are iso across r).
+
+@dataclass(frozen=True)
+class Throughput:
+    """Training FLOP/s of one width (and variant) and the per-run overhead, with where they came from."""
+
+    flops_per_second: float
+    overhead_s: float  # wall time outside the training loop: data, model, evaluations
+    source: str  # "table" (recorded runs), "probe" (timed now) or "constant" (the spec's [estimate])
+    n: int = 0  # recorded runs, or timed steps, behind the numbers
+
+
+def measure_flops_per_second(
+    runs: list[PlannedRun],
+    min_steps: int = PROBE_MIN_STEPS,
+    max_steps: int = PROBE_MAX_STEPS,
+    seconds: float = PROBE_SECONDS,
+) -> dict[int, tuple[float, float, int]]:
+    """Training FLOP/s per width, measured now: width -> (FLOP/s with the cores to itself, FLOP/s by the wall
+    clock now, timed steps).
+
+    The r = 1 baseline model of each width (FLOPs per token are iso across r) with the sweep's batch, threads
+    and device; after two warm-up steps, one timed optimiser step per width per round, round after round,
+    until every width has ``min_steps`` and ``seconds`` have passed (at most ``max_steps``). Each width's
+    FLOP/s come from the median step time: the rounds interleave the widths, so a burst of load on a shared
+    machine hits all of them alike, and the median ignores the steps it slowed.
+
+    A load that lasts the whole probe slows every step by the wall clock (on a 2-core machine shared with a
+    test suite, 30 times was seen), but hardly changes the CPU time the step's threads use. On CPU the first
+    number therefore comes from the median CPU time per step divided by the threads (what the step takes when
+    no other process competes for the cores; it equals the wall time on an idle machine), the second from the
+    wall clock; the dry run estimates with the first and reports the second.
     """
+    import statistics
+
     import torch
 
     from .model import LoopedGPT
     from .optim import optimizers_for
 
-    rates: dict[int, float] = {}
+    probes: dict[int, Any] = {}
     for run in runs:
-        if run.width in rates:
+        if run.width in probes:
             continue
         cfg = run.config
         if cfg.threads:
@@ -273,30 +336,105 @@ def measure_flops_per_second(runs: list[PlannedRun], steps: int = 3) -> dict[int
         model = LoopedGPT(m).to(device)
         opts = optimizers_for(model, cfg)
         x = torch.randint(0, m.vocab_size, (cfg.batch_size, m.seq_len), device=device)
-        for i in range(steps + 1):
-            if i == 1:
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                t0 = time.perf_counter()
-            for _ in range(cfg.grad_accum):
-                _, loss = model(x, x)
-                (loss / cfg.grad_accum).backward()
-            for o in opts:
-                o.step()
-                o.zero_grad(set_to_none=True)
+        probes[run.width] = (cfg, m, device, model, opts, x, [])
+
+    def step(cfg: TrainConfig, device: str, model: Any, opts: list, x: Any) -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(cfg.grad_accum):
+            _, loss = model(x, x)
+            (loss / cfg.grad_accum).backward()
+        for o in opts:
+            o.step()
+            o.zero_grad(set_to_none=True)
         if device == "cuda":
             torch.cuda.synchronize()
-        dt = (time.perf_counter() - t0) / steps
-        rates[run.width] = flops_per_token(m) * cfg.batch_size * cfg.grad_accum * m.seq_len / dt
+        return time.perf_counter() - t0, time.process_time() - c0
+
+    for cfg, _, device, model, opts, x, _ in probes.values():  # warm-up: allocator, kernels
+        step(cfg, device, model, opts, x)
+        step(cfg, device, model, opts, x)
+    t_start = time.perf_counter()
+    n = 0
+    while n < max_steps and (n < min_steps or time.perf_counter() - t_start < seconds):
+        for cfg, _, device, model, opts, x, times in probes.values():
+            times.append(step(cfg, device, model, opts, x))
+        n += 1
+    rates = {}
+    threads = torch.get_num_threads()
+    for width, (cfg, m, device, _, _, _, times) in probes.items():
+        flops = flops_per_token(m) * cfg.batch_size * cfg.grad_accum * m.seq_len
+        wall = statistics.median(t for t, _ in times)
+        # CPU seconds of all threads / threads = the wall time of a step with the cores to itself (on CPU)
+        own = wall if device == "cuda" else min(wall, statistics.median(c for _, c in times) / threads)
+        rates[width] = (flops / own, flops / wall, len(times))
     return rates
 
 
-def estimate_seconds(run: PlannedRun, flops_per_second: float) -> float:
-    """Seconds for training plus the final evaluation (forward only, F/3 per token), plus 2 s of set-up."""
+def recorded_throughput(
+    rows: list[dict[str, str]], runs: list[PlannedRun]
+) -> dict[tuple[int, str], Throughput]:
+    """Throughput per (width, variant) from finished runs of the same shape (their ``wall_s``, ``train_s``).
+
+    A recorded run counts for a planned width when it has the same width, context, batch, gradient
+    accumulation and device. Training FLOP/s = the median over those runs of F * tokens / train_s, overhead =
+    the median of wall_s - train_s. Medians, because a shared machine slows some runs a lot and most not at
+    all (the bundled table has runs at a quarter of their width's usual speed). A variant with no recorded run
+    of its own uses its width's runs of every variant (the key ``(width, "")``).
+    """
+    import statistics
+
+    shapes = {
+        (r.width, r.config.model.seq_len, r.config.batch_size, r.config.grad_accum, r.config.device)
+        for r in runs
+    }
+    samples: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    for row in rows:
+        try:
+            shape = (
+                int(row["d_model"]),
+                int(row["seq_len"]),
+                int(row["batch_size"]),
+                int(row["grad_accum"]),
+                row["device"],
+            )
+            rate = float(row["flops_per_token"]) * float(row["tokens"]) / float(row["train_s"])
+            overhead = max(0.0, float(row["wall_s"]) - float(row["train_s"]))
+        except (KeyError, ValueError, ZeroDivisionError):
+            continue  # a row without timings says nothing about speed
+        if shape not in shapes or not rate > 0:
+            continue
+        for key in ((shape[0], row.get("variant", "")), (shape[0], "")):
+            samples.setdefault(key, []).append((rate, overhead))
+    return {
+        key: Throughput(
+            statistics.median(r for r, _ in v), statistics.median(o for _, o in v), "table", len(v)
+        )
+        for key, v in samples.items()
+    }
+
+
+def estimate_seconds(run: PlannedRun, speed: Throughput | float) -> float:
+    """Seconds for a run: training FLOPs / FLOP/s, plus its evaluations (forward only, F/3 per token: the
+    final one on val_tokens, ~10 intermediate ones on eval_tokens) when probed, plus the overhead.
+
+    Speeds from a table carry their own overhead (set-up and evaluations as recorded); a probe or a constant
+    adds the evaluations and 2 s of set-up.
+    """
+    if not isinstance(speed, Throughput):
+        speed = Throughput(float(speed), 2.0, "constant")
     cfg = run.config
     f = flops_per_token(cfg.model)
-    _, tokens = tokens_for_budget(cfg.model, run.budget, cfg.batch_size * cfg.model.seq_len * cfg.grad_accum)
-    return (f * tokens + f / 3 * cfg.val_tokens) / flops_per_second + 2.0
+    steps, tokens = tokens_for_budget(
+        cfg.model, run.budget, cfg.batch_size * cfg.model.seq_len * cfg.grad_accum
+    )
+    seconds = f * tokens / speed.flops_per_second + speed.overhead_s
+    if speed.source != "table":
+        eval_every, _ = cfg.intervals(steps)
+        n_evals = steps // eval_every if eval_every else 0
+        seconds += (
+            f / 3 * (cfg.val_tokens + n_evals * min(cfg.eval_tokens, cfg.val_tokens)) / speed.flops_per_second
+        )
+    return seconds
 
 
 def _recorded_seconds(row: dict[str, str]) -> float:
@@ -308,30 +446,115 @@ def _recorded_seconds(row: dict[str, str]) -> float:
 
 
 def _duration(s: float) -> str:
-    return f"{s / 3600:.0f}h{s % 3600 / 60:02.0f}m" if s >= 3600 else f"{s // 60:.0f}m{s % 60:02.0f}s"
+    s = round(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def _timing_rows(paths: list[str]) -> list[dict[str, str]]:
+    import csv
+
+    rows: list[dict[str, str]] = []
+    for path in paths:
+        if not Path(path).is_file():
+            raise ValueError(f"--timings {path}: no such file")
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            missing = {"d_model", "seq_len", "batch_size", "flops_per_token", "tokens", "train_s", "wall_s"}
+            missing -= set(reader.fieldnames or [])
+            if missing:
+                raise ValueError(
+                    f"--timings {path}: no column(s) {', '.join(sorted(missing))} to time runs by"
+                )
+            rows.extend(reader)
+    return rows
 
 
 def dry_run(
-    spec: SweepSpec, grids: list[str] | None, out: str | None, estimate: str = "measure", file: Any = None
+    spec: SweepSpec,
+    grids: list[str] | None,
+    out: str | None,
+    estimate: str = "auto",
+    file: Any = None,
+    timings: list[str] | None = None,
 ) -> float:
-    """Print the grid (counts, tokens, FLOPs/token, estimated time); return the estimated seconds left."""
+    """Print the grid (counts, tokens, FLOPs/token, estimated time); return the estimated seconds left.
+
+    ``estimate``: ``auto`` (default) times each width from the finished runs of the same shape in ``out`` and
+    the ``timings`` tables (``recorded_throughput``) and probes only the widths that have none
+    (``measure_flops_per_second``); ``measure`` probes every width; ``table`` uses recorded runs only;
+    ``constant`` the spec's ``[estimate] flops_per_second``. The last line says which it used, and how.
+    """
+    import os as _os
+
     file = file or sys.stdout
+    if estimate not in ("auto", "measure", "table", "constant"):
+        raise ValueError(f"--estimate {estimate!r}: expected 'auto', 'measure', 'table' or 'constant'")
     runs = plan(spec, grids)
-    done = read_finished(out) if out else {}
-    if estimate == "measure":
-        rates = measure_flops_per_second([r for r in runs if r.run_id not in done] or runs)
-        how = (
-            "measured now: 3 timed steps per width (r = 1 model, sweep batch and threads); "
-            + ", ".join(f"d{w} {v / 1e9:.1f}" for w, v in sorted(rates.items()))
-            + " GFLOP/s"
-        )
-    elif estimate == "constant":
+    done = {**read_row_files(out), **read_finished(out)} if out else {}  # read only: a dry run writes nothing
+    todo = [r for r in runs if r.run_id not in done] or runs
+    speeds: dict[tuple[int, str], Throughput] = {}
+    how: list[str] = []
+    if estimate == "constant":
         if spec.flops_per_second is None:
             raise ValueError(f"{spec.path}: --estimate constant needs estimate.flops_per_second in the spec")
-        rates = {r.width: spec.flops_per_second for r in runs}
-        how = f"calibrated constant {spec.flops_per_second / 1e9:.1f} GFLOP/s from the spec's [estimate]"
-    else:
-        raise ValueError(f"--estimate {estimate!r}: expected 'measure' or 'constant'")
+        speeds = {(r.width, ""): Throughput(spec.flops_per_second, 2.0, "constant") for r in runs}
+        how.append(
+            f"calibrated constant {spec.flops_per_second / 1e9:.1f} GFLOP/s from the spec's [estimate]"
+        )
+    if estimate in ("auto", "table"):
+        rows = list(done.values()) + _timing_rows(list(timings or []))
+        speeds = recorded_throughput(rows, runs)
+        widths = sorted({w for (w, v) in speeds if v == ""})
+        if widths:
+            rates = ", ".join(f"d{w} {speeds[(w, '')].flops_per_second / 1e9:.1f}" for w in widths)
+            overheads = ", ".join(f"{speeds[(w, '')].overhead_s:.1f}" for w in widths)
+            n_used = sum(speeds[(w, "")].n for w in widths)
+            how.append(
+                f"median training FLOP/s of {n_used} recorded runs of the same shape ({rates} GFLOP/s) and "
+                f"their median overhead ({overheads} s)"
+            )
+    missing = sorted({r.width for r in todo if (r.width, "") not in speeds})
+    from_spec = [
+        (w, f, o)
+        for w, f, o in spec.recorded
+        if w in missing and all(r.config.device == spec.recorded_device for r in todo if r.width == w)
+    ]
+    if from_spec and estimate in ("auto", "table"):
+        for w, f, o in from_spec:
+            speeds[(w, "")] = Throughput(f, o, "table")
+        how.append(
+            "the spec's [estimate.recorded] speeds ("
+            + ", ".join(f"d{w} {f / 1e9:.1f}" for w, f, _ in from_spec)
+            + f" GFLOP/s, overheads {', '.join(f'{o:.1f}' for _, _, o in from_spec)} s): "
+            + spec.recorded_source
+        )
+        missing = [w for w in missing if w not in {w for w, _, _ in from_spec}]
+    if missing and estimate == "table":
+        raise ValueError(
+            f"--estimate table: no recorded run of width(s) {', '.join(map(str, missing))} with this shape "
+            "in "
+            f"{out or '-'} or --timings; use --estimate auto to time them now"
+        )
+    if missing:
+        probed = measure_flops_per_second([r for r in todo if r.width in missing])
+        for w, (rate, _, n) in probed.items():
+            speeds[(w, "")] = Throughput(rate, 2.0, "probe", n)
+        load = _os.getloadavg()[0] if hasattr(_os, "getloadavg") else float("nan")
+        steps = sorted({n for _, _, n in probed.values()})
+        how.append(
+            f"probed now, median of {steps[0]}{'' if len(steps) == 1 else f'-{steps[-1]}'} timed steps per "
+            "width (r = 1 model, sweep batch and threads, widths interleaved), from the CPU time of the "
+            "step's threads: "
+            + ", ".join(f"d{w} {v[0] / 1e9:.1f}" for w, v in sorted(probed.items()))
+            + " GFLOP/s; by the wall clock now "
+            + ", ".join(f"d{w} {v[1] / 1e9:.1f}" for w, v in sorted(probed.items()))
+            + f" GFLOP/s (load average {load:.1f} on {_os.cpu_count()} CPUs; a sweep started on a machine "
+            "this busy takes longer by that ratio)"
+        )
+
+    def speed_of(run: PlannedRun) -> Throughput:
+        return speeds.get((run.width, run.variant)) or speeds[(run.width, "")]
+
     head = (
         f"{'grid':<8} {'budget':>7} {'width':>5} {'r':>2} {'variant':<9} {'n_once':>9} {'n_rec':>9} "
         f"{'tokens':>10} {'F/token':>9} {'steps':>6} {'est.':>7}  run_id"
@@ -339,6 +562,7 @@ def dry_run(
     print(head, file=file)
     total = left = 0.0
     flops_left = 0.0
+    short = 0
     for run in runs:
         cfg = run.config
         pc = param_counts(cfg.model)
@@ -349,10 +573,13 @@ def dry_run(
             sec = _recorded_seconds(done[run.run_id])
             status = " (done)"
         else:
-            sec = estimate_seconds(run, rates[run.width])
+            sec = estimate_seconds(run, speed_of(run))
             left += sec
             flops_left += flops_per_token(cfg.model) * tokens
             status = ""
+        if steps < MIN_STEPS:
+            status += f" (short: < {MIN_STEPS} steps)"
+            short += 1
         total += sec
         print(
             f"{run.grid:<8} {format_budget(run.budget):>7} {run.width:>5} {run.r:>2} {run.variant:<9} "
@@ -367,7 +594,13 @@ def dry_run(
         f"estimated {_duration(left)} (all {len(runs)}, finished ones as recorded: {_duration(total)}).",
         file=file,
     )
-    print(f"estimate: {how}.", file=file)
+    if short:
+        print(
+            f"warning: {short} run(s) have fewer than {MIN_STEPS} optimiser steps; their losses say little "
+            "(raise the budget or lower batch_size)",
+            file=file,
+        )
+    print(f"estimate: {'; '.join(how)}.", file=file)
     return left
 
 
