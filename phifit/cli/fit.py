@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         boot = block_bootstrap(
             runs,
             spec=LawSpec(fixed=fixed),
-            n=args.bootstrap,
+            n_boot=args.bootstrap,
             block=args.block,
             seed=args.seed,
             n_jobs=args.n_jobs,
