@@ -1,0 +1,130 @@
+"""The refit engine's vectorised finish (active-set LM) and blocked evaluation.
+
+Problems: the paper design (116 runs) with losses from a law whose E lies below the box
+(log E = log 0.01 < -3), so the optimum of every weighting has log E pinned at its lower
+bound, plus 0.3% log-noise; bootstrap-like integer weights.  Reference optimum: scipy's
+``least_squares`` polish (:func:`phifit.fitters.engine.polish`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import phifit.fitters.engine as engine
+from phifit.fitters.engine import (
+    RefitProblem,
+    batched_weighted_lm,
+    law_model,
+    loss_terms,
+    polish,
+    polish_unconverged,
+)
+from phifit.law import LawSpec, log_loss
+from phifit.runs import load_runs
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+# a, alpha, b, beta, e, phi: log E = log(0.01) lies below the box's lower bound -3
+THETA_TRUE = np.array([6.0, 0.35, 7.0, 0.3, np.log(0.01), 0.5])
+
+
+@pytest.fixture(scope="module")
+def problem() -> RefitProblem:
+    design = load_runs(ROOT / "data" / "paper_design_simulated.csv").design
+    rng = np.random.default_rng(3)
+    y = log_loss(THETA_TRUE, design) + 0.003 * rng.standard_normal(len(design))
+    spec = LawSpec()
+    return RefitProblem(
+        design=design, y=y, fixed=dict(spec.fixed), bounds=dict(spec.bounds), delta=engine.DELTA
+    )
+
+
+@pytest.fixture(scope="module")
+def weights(problem) -> np.ndarray:
+    rng = np.random.default_rng(5)
+    return rng.multinomial(len(problem.y), np.full(len(problem.y), 1 / len(problem.y)), size=6).astype(float)
+
+
+def objective(problem: RefitProblem, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    res = log_loss(problem.spec.full_theta(x), problem.design) - problem.y
+    return (w * loss_terms(res, problem.delta)).sum(-1)
+
+
+def starts(problem: RefitProblem, m: int, seed: int) -> np.ndarray:
+    """Starts around the truth with log E inside the box, where the plain LM creeps."""
+    rng = np.random.default_rng(seed)
+    x = np.tile(THETA_TRUE, (m, 1)) + 0.05 * rng.standard_normal((m, 6))
+    x[:, 4] = -1.0
+    return x
+
+
+def test_finish_pins_e_and_matches_scipy_without_fallback(problem, weights, monkeypatch):
+    """Optimum with log E at its bound: finished by the vectorised path, no scipy call,
+    to scipy's objective (rtol 1e-9), with e exactly at the bound."""
+    x0 = starts(problem, len(weights), seed=1)
+    reference = [
+        polish(x0[i], problem.spec, problem.design, problem.y, problem.delta, weights[i])
+        for i in range(len(x0))
+    ]
+    f_ref = np.array([objective(problem, sol.x, w) for sol, w in zip(reference, weights)])
+
+    def no_scipy(*args, **kwargs):
+        raise AssertionError("the vectorised finish fell back to scipy")
+
+    monkeypatch.setattr(engine, "polish", no_scipy)
+    x, f = x0.copy(), objective(problem, x0, weights)
+    converged = np.zeros(len(x), dtype=bool)
+    # far_drop=1: no safety polish for rows that fell far (these starts are ~10% above)
+    finished = polish_unconverged(problem, weights, x, f, converged, far_drop=1.0)
+    assert finished.all() and converged.all()
+    np.testing.assert_allclose(f, f_ref, rtol=1e-9)
+    np.testing.assert_allclose(f, objective(problem, x, weights), rtol=1e-12)
+    assert np.all(x[:, 4] == problem.spec.lower[4])
+
+
+def test_plain_lm_creeps_where_active_set_converges(problem, weights):
+    """The stopping rule needs the reduced system: the plain projected LM does not converge
+    on these rows within 300 steps, the active-set LM does, to a lower objective."""
+    model = law_model(problem.spec, problem.design)
+    x0 = starts(problem, len(weights), seed=2)
+    lo, hi = problem.spec.lower, problem.spec.upper
+    plain = batched_weighted_lm(model, x0, problem.y, weights, lo, hi, max_iter=300)
+    active = batched_weighted_lm(model, x0, problem.y, weights, lo, hi, max_iter=300, active_set=True)
+    assert active.converged.all()
+    assert (~plain.converged).sum() >= 1
+    assert np.all(active.objective <= plain.objective * (1 + 1e-12))
+
+
+def test_finish_never_raises_the_objective_and_stays_in_the_box(problem):
+    """From random points of the box (some on its faces), with random weights: every row's
+    objective goes down or stays, and the end points lie in the box."""
+    rng = np.random.default_rng(11)
+    spec = problem.spec
+    lo, hi = spec.lower, spec.upper
+    m = 24
+    x0 = lo + (hi - lo) * rng.random((m, 6))
+    x0[::3, 4] = lo[4]
+    x0[1::4, 5] = hi[5]
+    x0[2::5, 1] = lo[1]
+    w = rng.integers(0, 3, size=(m, len(problem.y))).astype(float)
+    f0 = objective(problem, x0, w)
+    x, f = x0.copy(), f0.copy()
+    converged = np.zeros(m, dtype=bool)
+    polish_unconverged(problem, w, x, f, converged)
+    assert np.all(f <= f0 * (1 + 1e-12))
+    assert np.all((x >= lo) & (x <= hi))
+    np.testing.assert_allclose(f, objective(problem, x, w), rtol=1e-12)
+
+
+def test_blocked_evaluation_gives_identical_results(problem, weights):
+    """Blocks of rows change the memory traffic, not the arithmetic: bit-identical ends."""
+    model = law_model(problem.spec, problem.design)
+    rng = np.random.default_rng(7)
+    lo, hi = problem.spec.lower, problem.spec.upper
+    x0 = lo + (hi - lo) * rng.random((40, 6))
+    w = weights[rng.integers(0, len(weights), 40)]
+    whole = batched_weighted_lm(model, x0, problem.y, w, lo, hi, max_iter=30, block_bytes=2**40)
+    rows_of_3 = batched_weighted_lm(model, x0, problem.y, w, lo, hi, max_iter=30, block_bytes=3 * 8 * 6 * 116)
+    np.testing.assert_array_equal(whole.x, rows_of_3.x)
+    np.testing.assert_array_equal(whole.objective, rows_of_3.objective)
+    np.testing.assert_array_equal(whole.n_iter, rows_of_3.n_iter)
