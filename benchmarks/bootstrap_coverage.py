@@ -1,133 +1,222 @@
-"""Coverage of the block-bootstrap interval for phi on simulated study-like tables.
+"""Coverage of phi's intervals and size of the phi = 0 tests, under the noise real sweeps have.
 
-Each table is the reference study's 116-run design (24 (budget, r) cells) with losses from
-the study's joint fit (phi = 0.459) times log-normal noise.  The default noise sd 0.004
-gives R^2 ~ 0.997 on raw nats, as in the study (sd 0.005 gives ~0.9956).  Per table:
-the Huber fit (500 starts), then a block bootstrap of the (budget, r) cells with
-``--replicates`` replicates; record whether the 95% percentile and BCa intervals cover the
-true phi.  Prints the coverage (with its binomial standard error), the bias and RMSE of the
-phi estimate, the mean interval width, the failed replicates and the runtime.
+A rerunnable Monte-Carlo study.  Conditions (tables simulated from a known law):
 
-Run:  python benchmarks/bootstrap_coverage.py [--tables 200] [--replicates 300] [--noise 0.004]
-                                    [--block budget,r | run] [--n-jobs 2]
+- ``independent``: the study's 116-run design (24 (budget, r) cells), its fitted law
+  (phi = 0.459), log-noise sd 0.004 per run (R^2 ~ 0.997, as in the study);
+- ``cell-shared``: the same, with sd 0.003 shared by each (budget, r) cell plus 0.003 per
+  run (one data order, one seed, one learning-rate choice per cell, as real sweeps have);
+- ``t3``: Student-t noise with 3 degrees of freedom, sd 0.004 per run;
+- ``small``: a 44-run, 12-cell design like the bundled CPU table (its budgets, r values and
+  parameter counts; the baseline recipe of ``data/cpu_small_runs.csv``), phi = 0.459 and the
+  other parameters from that table's fit, log-noise sd 0.004.
+
+Per table, the same simulated table for every method (coverage, at the true phi):
+
+- the reference Huber fit;
+- the (budget, r) cell bootstrap: 95% percentile interval (the default) and BCa;
+- the single-run bootstrap: 95% percentile interval.
+
+Per table, for size (a second table from the same condition with true phi = 0):
+
+- the chi-square likelihood-ratio test of phi = 0 (``phifit compare``'s, assumes
+  independent runs) and the restricted wild cluster bootstrap test (:mod:`phifit.wild`),
+  each rejecting at the 5% level.
+
+Reported per condition: coverage +- its binomial standard error, the mean width against the
+ideal 3.92 x sd(phi_hat) (the width of a normal interval with the true spread), the mean
+phi_hat with a flag when its bias exceeds 2 standard errors, intervals that reach the search
+box, and the size of each test +- its binomial standard error.
+
+Results are appended, one JSON line per table, to ``--out`` (default
+``benchmarks/results/coverage.jsonl``, not tracked); a rerun skips the tables already there,
+so the study resumes where it stopped.  Tables run in parallel processes (joblib).
+
+    python benchmarks/bootstrap_coverage.py --tables 600 --n-jobs 2            # the study
+    python benchmarks/bootstrap_coverage.py --summary                         # print the table
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import time
+from pathlib import Path
 
 import numpy as np
-from joblib import Parallel, delayed
 
-from phifit.bootstrap import block_bootstrap
-from phifit.fitters.huber import HuberOptions, fit_huber
-from phifit.law import REFERENCE_PARAMS
-from phifit.runs import table_from_frame
-from phifit.simulation import simulate
+CONDITIONS = {
+    "independent": {"design": "paper", "noise": 0.004},
+    "cell-shared": {"design": "paper", "noise": 0.003, "cell_noise": 0.003},
+    "t3": {"design": "paper", "noise": 0.004, "noise_df": 3.0},
+    "small": {"design": "small", "noise": 0.004},
+}
+TRUE_PHI = 0.459
+LEVEL = 0.95
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "coverage.jsonl"
 
 
-def one_table(index: int, noise: float, replicates: int, block: str | None, phi: float) -> dict:
-    """Simulate table ``index``, fit, bootstrap; the numbers the study needs."""
-    frame = simulate("paper", params={**REFERENCE_PARAMS, "phi": phi}, noise=noise, seed=10_000 + index)
-    runs = table_from_frame(frame, source=f"coverage table {index}")
-    point = fit_huber(runs, options=HuberOptions(seed=index))
-    boot = block_bootstrap(runs, n=replicates, block=block, seed=index, n_jobs=1, progress=False, point=point)
-    phis = boot.params["phi"]
-    return {
-        "table": index,
-        "phi_hat": point.phi,
-        "r2": point.r2,
-        "ci": boot.ci["phi"],
-        "ci_bca": boot.ci_bca["phi"],
-        "n_failed": boot.n_failed,
-        "boot_sd": float(np.nanstd(phis, ddof=1)),
-        "boot_median_shift": float(np.nanmedian(phis) - point.phi),
-    }
+def _design(name: str):
+    """(design frame, true params) of a condition."""
+    from phifit.fitters.huber import fit_huber
+    from phifit.pairing import select_recipe
+    from phifit.reference import REFERENCE_PARAMS
+    from phifit.runs import load_runs
+
+    if name == "paper":
+        return "paper", dict(REFERENCE_PARAMS)
+    runs = select_recipe(load_runs(ROOT / "data" / "cpu_small_runs.csv")).runs
+    params = dict(fit_huber(runs, n_starts=500).params)
+    params["phi"] = TRUE_PHI
+    frame = runs.frame[["run_id", "budget", "r", "n_once", "n_rec", "tokens"]].copy()
+    return frame, params
+
+
+def one_table(condition: str, index: int, replicates: int, wild_replicates: int) -> dict:
+    """Simulate, fit, bootstrap and test one table pair of ``condition``; plain numbers."""
+    from phifit.bootstrap import block_bootstrap
+    from phifit.fitters.huber import fit_huber
+    from phifit.law import LawSpec, log_loss
+    from phifit.likelihood import GaussianScore, lr_test
+    from phifit.runs import table_from_frame
+    from phifit.simulation import simulate
+    from phifit.wild import wild_cluster_test
+
+    settings = dict(CONDITIONS[condition])
+    design, params = _design(settings.pop("design"))
+    seed = 1_000_003 * (list(CONDITIONS).index(condition) + 1) + index
+    out: dict = {"condition": condition, "table": index}
+
+    # coverage at the true phi: every method on the same table
+    frame = simulate(design, params={**params, "phi": TRUE_PHI}, seed=seed, **settings)
+    runs = table_from_frame(frame, source=f"{condition} {index}")
+    point = fit_huber(runs, n_starts=200, seed=index)
+    out["phi_hat"] = point.phi
+    for label, block in (("cell", None), ("run", "run")):
+        boot = block_bootstrap(
+            runs,
+            n_boot=replicates,
+            block=block,
+            seed=index,
+            n_jobs=1,
+            progress=False,
+            point=point,
+            jackknife=label == "cell",
+        )
+        out[f"{label}_percentile"] = boot.ci["phi"]
+        if label == "cell":
+            out["cell_bca"] = boot.ci_bca["phi"]
+        out[f"{label}_failed"] = boot.n_failed
+
+    # size at phi = 0: a table where phi = 0 is true
+    frame0 = simulate(design, params={**params, "phi": 0.0}, seed=seed + 500_000, **settings)
+    runs0 = table_from_frame(frame0, source=f"{condition} {index} (phi = 0)")
+    free = fit_huber(runs0, n_starts=200, seed=index)
+    null = fit_huber(runs0, n_starts=200, seed=index, spec=LawSpec(fixed={"phi": 0.0}))
+    scores = [
+        GaussianScore.from_residuals(runs0.log_loss - log_loss(f.theta, runs0.design), 6 - len(f.spec.fixed))
+        for f in (free, null)
+    ]
+    out["chi2_p"] = lr_test(scores[0], scores[1], 1).p_value
+    out["wild_p"] = wild_cluster_test(runs0, free, null, n_boot=wild_replicates, seed=index).p_value
+    return out
+
+
+def _done(path: Path) -> set[tuple[str, int]]:
+    if not path.exists():
+        return set()
+    keys = set()
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            keys.add((row["condition"], row["table"]))
+    return keys
+
+
+def run(args: argparse.Namespace) -> None:
+    from joblib import Parallel, delayed
+
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done = _done(path)
+    todo = [(c, i) for c in args.conditions for i in range(args.tables) if (c, i) not in done]
+    print(f"{len(done)} tables done, {len(todo)} to go -> {path}", flush=True)
+    start = time.perf_counter()
+    jobs = (delayed(one_table)(c, i, args.replicates, args.wild_replicates) for c, i in todo)
+    with path.open("a", encoding="utf-8") as fh:
+        for k, row in enumerate(Parallel(n_jobs=args.n_jobs, return_as="generator")(jobs), 1):
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            if k % 20 == 0 or k == len(todo):
+                rate = (time.perf_counter() - start) / k
+                print(f"  {k}/{len(todo)} tables, {rate:.1f} s each", flush=True)
+
+
+def _share(hits: np.ndarray) -> str:
+    n = len(hits)
+    p = float(np.mean(hits)) if n else math.nan
+    return f"{100 * p:5.1f} ± {100 * math.sqrt(p * (1 - p) / n):.1f}%" if n else "n/a"
+
+
+def summarise(path: Path, conditions: list[str]) -> str:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [
+        f"{'condition':<12} {'tables':>6} {'method':<16} {'coverage':>14} {'width/ideal':>11} "
+        f"{'at bound':>8}",
+    ]
+    size_lines = [f"{'condition':<12} {'tables':>6} {'chi2 LR size':>14} {'wild size':>14}"]
+    for condition in conditions:
+        sub = [r for r in rows if r["condition"] == condition]
+        if not sub:
+            continue
+        phi_hat = np.array([r["phi_hat"] for r in sub])
+        sd = float(np.std(phi_hat, ddof=1))
+        ideal = 2 * 1.959964 * sd
+        bias = float(np.mean(phi_hat) - TRUE_PHI)
+        bias_se = sd / math.sqrt(len(sub))
+        flag = "  BIAS > 2 SE" if abs(bias) > 2 * bias_se else ""
+        for key, label in (
+            ("cell_percentile", "cell percentile"),
+            ("cell_bca", "cell BCa"),
+            ("run_percentile", "run percentile"),
+        ):
+            ci = np.array([r[key] if r[key] and None not in r[key] else [np.nan, np.nan] for r in sub], float)
+            cover = (ci[:, 0] <= TRUE_PHI) & (TRUE_PHI <= ci[:, 1])
+            width = float(np.nanmean(ci[:, 1] - ci[:, 0]))
+            at_bound = int(np.sum((ci[:, 0] <= -3 + 1e-6) | (ci[:, 1] >= 3 - 1e-6)))
+            lines.append(
+                f"{condition:<12} {len(sub):>6} {label:<16} {_share(cover):>14} "
+                f"{width / ideal:>11.2f} {at_bound:>8}"
+            )
+        lines.append(
+            f"{'':<12} {'':>6} mean phi_hat {np.mean(phi_hat):.4f} (bias {bias:+.4f} ± {bias_se:.4f}), "
+            f"sd(phi_hat) {sd:.4f}{flag}"
+        )
+        chi2 = np.array([r["chi2_p"] < 0.05 for r in sub])
+        wild = np.array([r["wild_p"] < 0.05 for r in sub])
+        size_lines.append(f"{condition:<12} {len(sub):>6} {_share(chi2):>14} {_share(wild):>14}")
+    return "\n".join(
+        lines + ["", "size at 5% of the tests of phi = 0 (tables where phi = 0 is true):"] + size_lines
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", type=int, default=200)
-    parser.add_argument("--replicates", type=int, default=300)
-    parser.add_argument("--noise", type=float, default=0.004)
-    parser.add_argument("--phi", type=float, default=REFERENCE_PARAMS["phi"])
-    parser.add_argument(
-        "--block", default=None, help="bootstrap blocks (default (budget, r) cells; 'run' for single runs)"
-    )
-    parser.add_argument("--n-jobs", type=int, default=2, help="tables fitted in parallel")
-    parser.add_argument(
-        "--save",
-        metavar="CSV",
-        default=None,
-        help="also write one row per table (estimate, intervals, bootstrap sd)",
-    )
+    parser.add_argument("--tables", type=int, default=600, help="tables per condition (default 600)")
+    parser.add_argument("--replicates", type=int, default=300, help="bootstrap replicates per interval")
+    parser.add_argument("--wild-replicates", type=int, default=199, help="wild bootstrap replicates per test")
+    parser.add_argument("--conditions", nargs="*", default=list(CONDITIONS), choices=list(CONDITIONS))
+    parser.add_argument("--n-jobs", type=int, default=2, help="tables in parallel (processes)")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="JSON lines, one per table (resumable)")
+    parser.add_argument("--summary", action="store_true", help="only summarise what --out holds")
     args = parser.parse_args()
-
-    t0 = time.perf_counter()
-    rows = Parallel(n_jobs=args.n_jobs)(
-        delayed(one_table)(i, args.noise, args.replicates, args.block, args.phi) for i in range(args.tables)
-    )
-    wall = time.perf_counter() - t0
-
-    truth = args.phi
-    phi_hat = np.array([r["phi_hat"] for r in rows])
-    ci = np.array([r["ci"] for r in rows])
-    bca = np.array([r["ci_bca"] for r in rows], dtype=float)
-    cover = (ci[:, 0] <= truth) & (truth <= ci[:, 1])
-    cover_bca = (bca[:, 0] <= truth) & (truth <= bca[:, 1])
-    n = len(rows)
-    se = np.sqrt(cover.mean() * (1 - cover.mean()) / n)
-    se_bca = np.sqrt(cover_bca.mean() * (1 - cover_bca.mean()) / n)
-    boot_sd = np.array([r["boot_sd"] for r in rows])
-    print(
-        f"cpu cores: {os.cpu_count()}   tables: {n}   replicates per table: {args.replicates}"
-        f"   noise sd (log): {args.noise}   blocks: {args.block or 'budget,r (cells)'}"
-    )
-    print(f"true phi: {truth}   mean R^2 of the fits: {np.mean([r['r2'] for r in rows]):.5f}")
-    print(
-        f"coverage of the 95% percentile interval: {cover.mean():.3f}  (+/- {se:.3f} binomial se)"
-        f"   misses below/above: {int(np.sum(ci[:, 1] < truth))}/"
-        f"{int(np.sum(ci[:, 0] > truth))}"
-    )
-    print(
-        f"coverage of the 95% BCa interval:        {cover_bca.mean():.3f}  (+/- {se_bca:.3f})"
-        f"   misses below/above: {int(np.sum(bca[:, 1] < truth))}/"
-        f"{int(np.sum(bca[:, 0] > truth))}"
-    )
-    rmse = np.sqrt(np.mean((phi_hat - truth) ** 2))
-    print(
-        f"phi estimate: bias {phi_hat.mean() - truth:+.4f}   RMSE {rmse:.4f}"
-        f"   sd {phi_hat.std(ddof=1):.4f}   mean bootstrap sd {boot_sd.mean():.4f}"
-    )
-    print(
-        f"mean width: percentile {np.mean(ci[:, 1] - ci[:, 0]):.4f}   "
-        f"BCa {np.nanmean(bca[:, 1] - bca[:, 0]):.4f}"
-    )
-    print(f"failed bootstrap replicates: {sum(r['n_failed'] for r in rows)} of {n * args.replicates}")
-    shift = np.array([r["boot_median_shift"] for r in rows])
-    z = (phi_hat - truth) / boot_sd
-    print(
-        f"(phi_hat - truth) / bootstrap sd: sd {z.std(ddof=1):.3f}, share |z| > 1.96: "
-        f"{np.mean(np.abs(z) > 1.96):.3f}   median(phi*) - phi_hat: mean {shift.mean():+.4f}"
-    )
-    if args.save:
-        import pandas as pd
-
-        pd.DataFrame(
-            [
-                {
-                    **{k: v for k, v in r.items() if k not in ("ci", "ci_bca")},
-                    "lo": r["ci"][0],
-                    "hi": r["ci"][1],
-                    "bca_lo": r["ci_bca"][0],
-                    "bca_hi": r["ci_bca"][1],
-                }
-                for r in rows
-            ]
-        ).to_csv(args.save, index=False)
-    print(f"runtime: {wall:.1f} s wall ({wall / n:.2f} s per table on {args.n_jobs} worker(s))")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if not args.summary:
+        run(args)
+    print(summarise(Path(args.out), args.conditions))
 
 
 if __name__ == "__main__":

@@ -196,7 +196,10 @@ def batched_weighted_lm(
 
     Minimises, separately for every row s,
 
-        F_s(x) = sum_i w_si Huber_delta(f_i(x) - y_i)     (delta = inf: least squares)
+        F_s(x) = sum_i w_si Huber_delta(f_i(x) - y_si)     (delta = inf: least squares)
+
+    ``y`` is one response vector (n,) shared by every row, or one per row (m, n) (the
+    wild bootstrap refits many responses at once).
 
     inside the box [lower, upper].  ``model(x)`` maps x (m, k) to predictions (m, n)
     and their *transposed* Jacobian (m, k, n).  Each iteration solves
@@ -238,16 +241,21 @@ def batched_weighted_lm(
     """
     x = np.clip(np.array(x0, dtype=float, copy=True), lower, upper)
     m, k = x.shape
-    weights = np.broadcast_to(np.asarray(weights, dtype=float), (m, len(y)))
+    y = np.asarray(y, dtype=float)
+    per_row_y = y.ndim == 2
+    n_runs = y.shape[-1]
+    if per_row_y and y.shape[0] != m:
+        raise ValueError(f"y has {y.shape[0]} rows for {m} starts")
+    weights = np.broadcast_to(np.asarray(weights, dtype=float), (m, n_runs))
     lower = np.asarray(lower, dtype=float)
     upper = np.asarray(upper, dtype=float)
     eye = np.eye(k)
     finite_delta = bool(np.isfinite(delta))
-    block = max(1, int(block_bytes) // (8 * k * max(len(y), 1)))
+    block = max(1, int(block_bytes) // (8 * k * max(n_runs, 1)))
 
-    def evaluate_block(xs, ws, curv):
+    def evaluate_block(xs, ws, ys, curv):
         pred, jac_t = model(xs)
-        res = pred - y
+        res = pred - ys
         obj = (ws * loss_terms(res, delta)).sum(-1)
         if finite_delta:
             ares = np.abs(res)
@@ -260,14 +268,15 @@ def batched_weighted_lm(
         hess = np.matmul(jac_t * (ws * omega)[..., None, :], np.swapaxes(jac_t, -1, -2))
         return obj, grad, hess
 
-    def evaluate(xs, ws, curv):
+    def evaluate(xs, ws, ys, curv):
         rows = len(xs)
         if rows <= block:
-            return evaluate_block(xs, ws, curv)
+            return evaluate_block(xs, ws, ys, curv)
         obj, grad, hess = np.empty(rows), np.empty((rows, k)), np.empty((rows, k, k))
         for s in range(0, rows, block):
             part = slice(s, s + block)
-            obj[part], grad[part], hess[part] = evaluate_block(xs[part], ws[part], curv[part])
+            y_part = ys[part] if per_row_y else ys
+            obj[part], grad[part], hess[part] = evaluate_block(xs[part], ws[part], y_part, curv[part])
         return obj, grad, hess
 
     def projected(xs, grad, hess):
@@ -292,12 +301,13 @@ def batched_weighted_lm(
 
     curv = np.ones(m)
     floor = atol * weights.sum(-1)
-    obj, grad_a, hess_a = evaluate(x, weights, curv)
+    obj, grad_a, hess_a = evaluate(x, weights, y, curv)
     converged = np.zeros(m, dtype=bool)
     n_iter = np.full(m, max_iter)
     idx = np.flatnonzero(np.isfinite(obj))
     n_iter[~np.isfinite(obj)] = 0
     xa, wa, obj_a, curv, floor = x[idx], weights[idx], obj[idx], curv[idx], floor[idx]
+    ya = y[idx] if per_row_y else y
     grad_a, hess_a = grad_a[idx], hess_a[idx]
     lam = np.full(len(idx), 1e-3)
     for it in range(max_iter):
@@ -326,12 +336,15 @@ def batched_weighted_lm(
                 floor[keep],
             )
             grad_a, hess_a, switch = grad_a[keep], hess_a[keep], switch[keep]
+            if per_row_y:
+                ya = ya[keep]
             if len(idx) == 0:
                 break
         if switch.any():
             curv[switch] = near_curvature
             lam[switch] = 1e-3
-            _, grad_a[switch], hess_a[switch] = evaluate(xa[switch], wa[switch], curv[switch])
+            y_switch = ya[switch] if per_row_y else ya
+            _, grad_a[switch], hess_a[switch] = evaluate(xa[switch], wa[switch], y_switch, curv[switch])
         g_step, h_step = projected(xa, grad_a, hess_a) if active_set else (grad_a, hess_a)
         diag = np.einsum("skk->sk", h_step)
         damped = h_step + lam[:, None, None] * (diag[:, :, None] * eye) + 1e-300 * eye
@@ -341,7 +354,7 @@ def batched_weighted_lm(
             step = -g_step / np.maximum(diag, 1e-300)
         step = np.nan_to_num(step, nan=0.0, posinf=0.0, neginf=0.0)
         x_new = np.clip(xa + step, lower, upper)
-        obj_new, grad_new, hess_new = evaluate(x_new, wa, curv)
+        obj_new, grad_new, hess_new = evaluate(x_new, wa, ya, curv)
         better = np.isfinite(obj_new) & (obj_new < obj_a)
         xa[better], obj_a[better] = x_new[better], obj_new[better]
         grad_a[better], hess_a[better] = grad_new[better], hess_new[better]
