@@ -18,13 +18,14 @@ from phifit.runs import table_from_frame
 from phifit.simulation import simulate
 
 STARTS = 100  # enough for this well-posed problem; keeps the suite fast
+WILD = 199  # wild cluster bootstrap replicates: p-values to 0.005, enough for 5% verdicts
 
 
 @pytest.fixture(scope="module")
 def study_like():
     """phi = 0.46 with the study's noise level (R^2 ~ 0.997)."""
     runs = paper_table(noise=0.004, seed=21, phi=0.46)
-    return runs, compare_fits(runs, n_starts=STARTS)
+    return runs, compare_fits(runs, n_starts=STARTS, n_wild=WILD)
 
 
 def test_gaussian_log_likelihood_with_sigma_profiled_out():
@@ -58,7 +59,7 @@ def test_does_not_reject_phi_0_when_phi_is_0():
     kept = 0
     for seed in range(5):
         runs = paper_table(noise=0.004, seed=seed, phi=0.0)
-        cmp = compare_fits(runs, n_starts=STARTS)
+        cmp = compare_fits(runs, n_starts=STARTS, n_wild=WILD)
         assert cmp.stats["phi=1"].rejected
         if not cmp.stats["phi=0"].rejected:
             kept += 1
@@ -114,7 +115,7 @@ def test_cautions_are_data(study_like):
 
 def test_restriction_at_a_bound_uses_the_mixture():
     runs = paper_table(noise=0.004, seed=23)
-    cmp = compare_fits(runs, fixes=({"phi": 3.0},), cv=False, n_starts=STARTS)
+    cmp = compare_fits(runs, fixes=({"phi": 3.0},), cv=False, n_starts=STARTS, n_wild=0)
     st = cmp.stats["phi=3"]
     assert st.lr_reference == "0.5 chi2(0) + 0.5 chi2(1)"
     assert st.lr_p_value == pytest.approx(0.5 * stats.chi2.sf(st.lr_stat, 1))
@@ -124,16 +125,16 @@ def test_restriction_at_a_bound_uses_the_mixture():
 
 def test_without_budgets_the_test_alone_decides():
     frame = simulate("paper", noise=0.004, seed=24).drop(columns=["budget"])
-    cmp = compare_fits(table_from_frame(frame), n_starts=STARTS)
+    cmp = compare_fits(table_from_frame(frame), n_starts=STARTS, n_wild=WILD)
     assert cmp.stats["free"].cv_rmse is None and cmp.stats["phi=0"].rejected
-    assert "likelihood-ratio test alone" in cmp.verdict
+    assert "decided by the test alone" in cmp.verdict and "wild cluster bootstrap p" in cmp.verdict
     assert any(w.kind == "no_budget" and "no 'budget' column" in w.message for w in cmp.warnings)
 
 
 def test_lsq_method_and_extra_restrictions():
     runs = paper_table(noise=0.004, seed=25)
     cmp = compare_fits(
-        runs, fixes=({"phi": 0.0}, {"phi": 0.5, "E": 1.6}), method="lsq", cv=False, n_starts=STARTS
+        runs, fixes=({"phi": 0.0}, {"phi": 0.5, "E": 1.6}), method="lsq", cv=False, n_starts=STARTS, n_wild=0
     )
     assert set(cmp.fits) == {"free", "phi=0", "phi=0.5,E=1.6"}
     assert cmp.stats["phi=0.5,E=1.6"].lr_df == 2
@@ -166,11 +167,28 @@ def test_cli_compare(tmp_path, capsys):
     runs, out = tmp_path / "runs.csv", tmp_path / "cmp.json"
     assert main(["simulate", "--noise", "0.004", "--seed", "3", "--out", str(runs)]) == 0
     assert (
-        main(["compare", str(runs), "--fix", "phi=0.5", "--starts", "50", "--no-cv", "--json", str(out)]) == 0
+        main(
+            [
+                "compare",
+                str(runs),
+                "--fix",
+                "phi=0.5",
+                "--starts",
+                "50",
+                "--no-cv",
+                "--wild",
+                "199",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
     )
     text = capsys.readouterr().out
-    # this table (seed 3, phi = 0.459) gives p = 0.011 for phi = 0.5: all three are rejected
-    assert "Verdict: phi = 0, phi = 1 and phi = 0.5 are all rejected" in text
+    # this table (seed 3, phi = 0.459): the chi-square LR gives p = 0.011 for phi = 0.5, the wild
+    # cluster bootstrap p = 0.065 (199 replicates), so the verdict keeps phi = 0.5
+    assert "Verdict: phi = 0 and phi = 1 are both rejected: wild cluster bootstrap p = 0.005" in text
+    assert "phi = 0.5 is not rejected" in text and "chi2 p" in text
     data = json.loads(out.read_text())
     assert data["generator"] == "phifit" and set(data["fits"]) == {"free", "phi=0", "phi=1", "phi=0.5"}
     assert main(["compare", str(runs), "--fix", "gamma=1"]) == 2

@@ -57,6 +57,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", metavar="OUT", help="write the comparison as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
+    p.add_argument(
+        "--wild",
+        type=int,
+        default=999,
+        metavar="N",
+        help="replicates of the restricted wild cluster bootstrap test of each restriction, which "
+        "holds when runs share noise within (budget, r) cells (default 999; 0: only the chi-square "
+        "likelihood-ratio test, which assumes independent runs)",
+    )
+    p.add_argument(
+        "--block",
+        metavar="COL[,COL]",
+        default=None,
+        help="clusters of the wild bootstrap: default (budget, r) cells when a budget column exists",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     add_bayes_arguments(p)
     p.set_defaults(func=run)
@@ -67,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.starts < 1:
         raise ValueError(f"--starts must be >= 1, got {args.starts}")
+    if args.wild and args.wild < 19:
+        raise ValueError(f"--wild must be 0 (off) or >= 19 replicates, got {args.wild}")
     fixes = list(DEFAULT_FIXES) + [parse_fix([item]) for item in (args.fix or [])]
     if args.json:
         check_output_file(args.json, args.force)
@@ -77,7 +94,14 @@ def run(args: argparse.Namespace) -> int:
         comparison = compare_loo(runs, fixes=fixes, **bayes_options(args))
     else:
         comparison = compare_fits(
-            runs, fixes=fixes, method=args.method, seed=args.seed, cv=not args.no_cv, n_starts=args.starts
+            runs,
+            fixes=fixes,
+            method=args.method,
+            seed=args.seed,
+            cv=not args.no_cv,
+            n_starts=args.starts,
+            n_wild=args.wild,
+            block=args.block,
         )
     print(comparison.summary())
     if args.json:

@@ -1,0 +1,78 @@
+"""The restricted wild cluster bootstrap test (phifit.wild) and the engine's per-row responses."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from phifit.fitters.engine import batched_weighted_lm, law_model
+from phifit.fitters.huber import fit_huber
+from phifit.law import LawSpec
+from phifit.runs import table_from_frame
+from phifit.simulation import simulate
+from phifit.wild import WildTest, wild_cluster_test
+
+
+def _fits(phi: float, seed: int, **noise):
+    runs = table_from_frame(simulate("paper", params={"phi": phi}, seed=seed, **noise), source="sim")
+    free = fit_huber(runs, n_starts=100)
+    null = fit_huber(runs, n_starts=100, spec=LawSpec(fixed={"phi": 0.0}))
+    return runs, free, null
+
+
+def test_batched_lm_with_one_response_per_row_equals_separate_fits():
+    runs, free, _ = _fits(0.459, 1, noise=0.004)
+    spec = free.spec
+    model = law_model(spec, runs.design)
+    rng = np.random.default_rng(0)
+    ys = runs.log_loss + rng.normal(0, 0.004, (3, len(runs)))
+    x0 = np.tile(free.theta[spec.free_mask], (3, 1))
+    together = batched_weighted_lm(model, x0, ys, 1.0, spec.lower, spec.upper)
+    for i in range(3):
+        alone = batched_weighted_lm(model, x0[i : i + 1], ys[i], 1.0, spec.lower, spec.upper)
+        np.testing.assert_allclose(together.x[i], alone.x[0], rtol=1e-10, atol=1e-12)
+        assert together.objective[i] == pytest.approx(alone.objective[0], rel=1e-12)
+    with pytest.raises(ValueError, match="y has 2 rows for 3 starts"):
+        batched_weighted_lm(model, x0, ys[:2], 1.0, spec.lower, spec.upper)
+
+
+def test_a_false_restriction_gets_the_smallest_p_and_a_true_one_does_not():
+    runs, free, null = _fits(0.459, 2, noise=0.004)
+    false = wild_cluster_test(runs, free, null, n_boot=99, seed=0)
+    assert false.p_value == pytest.approx(1 / 100) and false.n_failed == 0
+    assert false.statistic == pytest.approx(null.objective - free.objective, rel=1e-9)
+    assert false.block == "budget,r" and false.n_blocks == 24
+    runs0, free0, null0 = _fits(0.0, 3, noise=0.003, cell_noise=0.003)
+    true = wild_cluster_test(runs0, free0, null0, n_boot=99, seed=0)
+    assert true.p_value > 0.1
+    # the bootstrap statistics are drops of the objective: never negative
+    assert all(v >= 0 for v in true.null_quantiles.values())
+
+
+def test_signs_are_drawn_per_cell_and_the_result_reloads(tmp_path):
+    runs, free, null = _fits(0.0, 4, noise=0.004)
+    by_run = wild_cluster_test(runs, free, null, n_boot=49, block="run", seed=1)
+    assert by_run.block == "run" and by_run.n_blocks == 116
+    data = json.loads(json.dumps(by_run.to_dict()))
+    back = WildTest.from_dict(data)
+    assert back.to_dict() == by_run.to_dict() and "wild cluster bootstrap p" in back.summary()
+
+
+def test_few_cells_are_flagged():
+    frame = simulate("paper", params={"phi": 0.0}, noise=0.004, seed=5)
+    frame = frame[frame["budget"] <= 1.0e18]  # 2 budgets x 4 r = 8 cells
+    runs = table_from_frame(frame.reset_index(drop=True))
+    free = fit_huber(runs, n_starts=100)
+    null = fit_huber(runs, n_starts=100, spec=LawSpec(fixed={"phi": 0.0}))
+    test = wild_cluster_test(runs, free, null, n_boot=49, seed=0)
+    assert test.n_blocks == 8 and [w.kind for w in test.warnings] == ["few_clusters"]
+
+
+def test_bad_arguments():
+    runs, free, null = _fits(0.459, 6, noise=0.004)
+    with pytest.raises(ValueError, match="n_boot must be >= 19"):
+        wild_cluster_test(runs, free, null, n_boot=10)
+    with pytest.raises(ValueError, match="must hold fixed every parameter"):
+        wild_cluster_test(runs, null, free, n_boot=49)
