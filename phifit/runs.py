@@ -26,24 +26,51 @@ N = ``n_once``.  Other column names map onto these through ``columns``
 This is the only module that knows column names.  Every problem is reported
 with the file, the row (1-based data row and the line in the file) and the
 column, and nothing is dropped silently.
+
+Input conveniences (each stated, none silent):
+
+- the separator is detected from the header line (``,``, ``;`` as in Excel exports
+  with a decimal comma, or a tab as in TSV), or given (``sep``);
+- count columns (``n_once``, ``n_rec``, ``tokens``, ``flops``) accept K/M/B/T suffixes
+  (``200M``, ``20B``, as ``phifit equiv`` does on the command line) and thousands
+  separators (``1,000,000`` quoted in a CSV, ``1_000_000``); ``loss`` and ``r`` accept
+  a decimal comma (``2,85``) in a ``;`` or tab separated file;
+- a table without ``r``/``n_rec`` but with columns that look like them (a loop-count
+  name such as ``num_loops`` with integer values >= 1) is refused with the
+  ``--columns`` to use, unless ``non_looped=True`` says it is non-looped on purpose.
+
+Things that load but deserve a look are :class:`~phifit.cautions.Caution` records
+(source "runs") in :attr:`RunTable.warnings`: exact duplicate runs (kind
+"duplicate_rows"), runs the trainer finished in fewer than :data:`MIN_STEPS` optimiser
+steps ("short_runs", from a ``steps``/``iterations`` column or the trainer's ``notes``),
+no ``budget`` column ("no_budget": the bootstrap then resamples single runs).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from .cautions import Caution, caution
 from .law import Design
 
 REQUIRED = ("n_once", "tokens", "loss")
 LOOP_COLUMNS = ("r", "n_rec")
 OPTIONAL = ("run_id", "flops", "budget", "variant", "size", "seed")
 CANONICAL = ("r", "n_once", "n_rec", "tokens", "loss") + OPTIONAL
+#: Columns holding counts (parameters, tokens, FLOPs): K/M/B/T suffixes and thousands separators allowed.
+COUNT_COLUMNS = ("n_once", "n_rec", "tokens", "flops")
+#: Separators a run table may use (detected from the header line unless given).
+SEPARATORS = {",": "comma", ";": "semicolon", "\t": "tab"}
+#: A run the trainer finished in fewer optimiser steps than this is flagged (kind "short_runs"):
+#: its loss reflects the warm-up more than the model (the trainer's own threshold).
+MIN_STEPS = 20
 _MAX_LISTED = 5
 
 
@@ -70,11 +97,14 @@ class RunTable:
     ``frame`` holds the canonical columns (``r``, ``n_once``, ``n_rec``, ``tokens``,
     ``loss`` always present, as numbers) plus every other column of the file.
     ``looped`` is False for a table that had no ``r``/``n_rec`` columns.
+    ``warnings`` are :class:`~phifit.cautions.Caution` records (source "runs") about a
+    table that loads but deserves a look (duplicate runs, short runs, no budget column).
     """
 
     frame: pd.DataFrame
     source: str = "<table>"
     looped: bool = True
+    warnings: list[Caution] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -187,7 +217,9 @@ class RunTable:
     def subset(self, mask) -> RunTable:
         """The runs selected by a boolean mask or integer positions (order kept)."""
         frame = self.frame.iloc[np.flatnonzero(mask) if np.asarray(mask).dtype == bool else np.asarray(mask)]
-        return RunTable(frame.reset_index(drop=True), source=self.source, looped=self.looped)
+        return RunTable(
+            frame.reset_index(drop=True), source=self.source, looped=self.looped, warnings=list(self.warnings)
+        )
 
     def groups(self, column: str) -> dict[object, RunTable]:
         """Split into sub-tables by the values of ``column``, in sorted order."""
@@ -219,7 +251,83 @@ def parse_column_mapping(text: str | None) -> dict[str, str]:
     return mapping
 
 
-def load_runs(path: str | os.PathLike, *, columns: Mapping[str, str] | None = None) -> RunTable:
+_SUFFIX = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d*)?$")
+_DECIMAL_COMMA = re.compile(r"^[+-]?\d+,\d+([eE][+-]?\d+)?$")
+
+
+def parse_count(text: str) -> float:
+    """A count as people write it: ``'410M'`` -> 4.1e8, ``'1.2B'`` -> 1.2e9, ``'20B'``,
+    ``'3e8'``, ``'1,000,000'``, ``'1_000_000'`` (K = 1e3, M = 1e6, B = G = 1e9, T = 1e12).
+
+    Raises ``ValueError`` for anything else (the caller names file, row and column)."""
+    t = str(text).strip().replace("_", "").replace("\u202f", "").replace("\u2009", "")
+    if _THOUSANDS.match(t):
+        t = t.replace(",", "")
+    scale = 1.0
+    if t and t[-1].upper() in _SUFFIX and not t[-2:-1].isalpha():
+        scale = _SUFFIX[t[-1].upper()]
+        t = t[:-1].strip()
+    return float(t) * scale
+
+
+def parse_separator(text: str | None) -> str | None:
+    """``--sep`` value to the separator: ``,``, ``;``, ``tab`` or ``\\t``; None = detect."""
+    if text is None or text == "":
+        return None
+    if text in ("tab", "\\t", "\t", "TAB"):
+        return "\t"
+    if text in (",", ";", "|"):
+        return text
+    raise ValueError(f"--sep: expected ',', ';', '|' or 'tab', got {text!r}")
+
+
+def detect_separator(header: str) -> str:
+    """The separator of a table from its header line: the most frequent of ``,``, ``;``,
+    tab outside quotes (a comma when none occurs)."""
+    counts = {sep: 0 for sep in (",", ";", "\t")}
+    quoted = False
+    for ch in header:
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted and ch in counts:
+            counts[ch] += 1
+    best = max(counts, key=lambda k: counts[k])
+    return best if counts[best] > 0 else ","
+
+
+def _read_raw(source: str, sep: str | None, empty_hint: str) -> tuple[pd.DataFrame, str]:
+    """Read every cell as text; returns (frame, separator used)."""
+    if not os.path.exists(source):
+        raise RunTableError(source, ["file not found"])
+    if os.path.isdir(source):
+        raise RunTableError(source, ["is a directory; expected a CSV file"])
+    if sep is None:
+        try:
+            with open(source, encoding="utf-8-sig", errors="replace") as fh:
+                header = next((line for line in fh if line.strip()), "")
+        except OSError as err:
+            raise RunTableError(source, [f"cannot read ({err.strerror})"]) from None
+        sep = detect_separator(header)
+    try:
+        raw = pd.read_csv(
+            source, sep=sep, dtype=str, keep_default_na=False, skipinitialspace=True, encoding="utf-8-sig"
+        )
+    except pd.errors.EmptyDataError:
+        raise RunTableError(source, [f"file is empty; {empty_hint}"]) from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+        msg = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        raise RunTableError(source, [f"not a readable CSV file ({msg})"]) from None
+    return raw, sep
+
+
+def load_runs(
+    path: str | os.PathLike,
+    *,
+    columns: Mapping[str, str] | None = None,
+    sep: str | None = None,
+    non_looped: bool = False,
+) -> RunTable:
     """Load and validate a run CSV.
 
     Parameters
@@ -228,6 +336,11 @@ def load_runs(path: str | os.PathLike, *, columns: Mapping[str, str] | None = No
         CSV file, one row per finished run.
     columns
         Optional mapping canonical name -> column name in the file.
+    sep
+        Field separator (``","``, ``";"``, ``"\\t"``); None detects it from the header line.
+    non_looped
+        The table is non-looped on purpose: do not refuse it when it has no ``r``/``n_rec``
+        but columns that look like them.
 
     Raises
     ------
@@ -235,26 +348,152 @@ def load_runs(path: str | os.PathLike, *, columns: Mapping[str, str] | None = No
         (a ``ValueError``) listing every problem with file, row and column.
     """
     source = os.fspath(path)
-    if not os.path.exists(source):
-        raise RunTableError(source, ["file not found"])
-    if os.path.isdir(source):
-        raise RunTableError(source, ["is a directory; expected a CSV file"])
-    try:
-        raw = pd.read_csv(source, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except pd.errors.EmptyDataError:
-        raise RunTableError(
-            source, ["file is empty; expected a CSV header with columns r, n_once, n_rec, tokens, loss"]
-        ) from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as err:
-        msg = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        raise RunTableError(source, [f"not a readable CSV file ({msg})"]) from None
-    return table_from_frame(raw, source=source, columns=columns)
+    raw, used = _read_raw(source, sep, "expected a CSV header with columns r, n_once, n_rec, tokens, loss")
+    return table_from_frame(
+        raw, source=source, columns=columns, decimal_comma=used != ",", non_looped=non_looped
+    )
+
+
+# -- hints for tables whose columns are not mapped ------------------------------------------
+_R_NAME = re.compile(r"loop|recur|repeat|iter_block|^r_|_r$|^num_r$|^n_r$|^rr$", re.IGNORECASE)
+_REC_NAME = re.compile(r"shared|rec|loop|tied|block", re.IGNORECASE)
+_BUDGET_NAME = re.compile(r"budget|compute|flop_budget|^c$|isoflop", re.IGNORECASE)
+
+
+def _as_numbers(values: pd.Series) -> np.ndarray | None:
+    out = []
+    for v in values.tolist():
+        try:
+            out.append(parse_count(v))
+        except ValueError:
+            return None
+    arr = np.asarray(out, float)
+    return arr if np.all(np.isfinite(arr)) else None
+
+
+def _looped_hint(raw: pd.DataFrame) -> tuple[str, str | None] | None:
+    """(r column, n_rec column or None) when a table without r/n_rec has a column that looks
+    like a loop count: a loop/recurrence name and integer values >= 1, several distinct."""
+    r_col = None
+    for col in raw.columns:
+        if col in CANONICAL or not _R_NAME.search(col):
+            continue
+        x = _as_numbers(raw[col])
+        if x is not None and np.all(x >= 1) and np.all(x == np.round(x)) and len(np.unique(x)) >= 2:
+            r_col = col
+            break
+    if r_col is None:
+        return None
+    rec_col = None
+    for col in raw.columns:
+        if col in CANONICAL or col == r_col or not _REC_NAME.search(col):
+            continue
+        x = _as_numbers(raw[col])
+        if x is not None and np.all(x >= 0) and np.any(x > 0):
+            rec_col = col
+            break
+    return r_col, rec_col
+
+
+def _budget_hint(raw: pd.DataFrame) -> str | None:
+    for col in raw.columns:
+        if col not in CANONICAL and _BUDGET_NAME.search(col):
+            return col
+    return None
+
+
+def _table_warnings(frame: pd.DataFrame, source: str, budget_hint: str | None) -> list[Caution]:
+    """Cautions about a valid table: duplicate runs, short runs, no budget column."""
+    out: list[Caution] = []
+    name = os.path.basename(source)
+    ids = frame["run_id"].astype(str).tolist() if "run_id" in frame else None
+
+    def label(i: int) -> str:
+        return f"row {i + 1}" + (f" ({ids[i]})" if ids else "")
+
+    # exact duplicates of the fitted quantities (and the recipe): the fit would count one run twice
+    key_cols = [c for c in ("r", "n_once", "n_rec", "tokens", "loss", "variant") if c in frame]
+    dup = frame.duplicated(subset=key_cols, keep=False)
+    if dup.any():
+        groups = frame[dup].groupby(key_cols, sort=False).groups
+        pairs = [[int(i) for i in idx] for idx in groups.values()]
+        shown = "; ".join(" = ".join(label(i) for i in g) for g in pairs[:3])
+        more = f"; and {len(pairs) - 3} more" if len(pairs) > 3 else ""
+        n_extra = sum(len(g) - 1 for g in pairs)
+        out.append(
+            caution(
+                "runs",
+                "duplicate_rows",
+                f"{name}: {n_extra} duplicate run{'s' * (n_extra != 1)} (same r, n_once, n_rec, tokens "
+                f"and loss under different rows{' and run ids' if ids else ''}): {shown}{more}; the fit "
+                "counts each copy as another run: drop the copies unless they are real repeats",
+                rows=[[i + 1 for i in g] for g in pairs],
+                run_ids=[[ids[i] for i in g] for g in pairs] if ids else None,
+            )
+        )
+
+    # runs the trainer finished in very few optimiser steps
+    short: dict[int, str] = {}
+    for col in ("steps", "iterations", "iters", "num_steps"):
+        if col in frame:
+            steps = pd.to_numeric(frame[col], errors="coerce").to_numpy(float)
+            for i in np.flatnonzero(np.isfinite(steps) & (steps < MIN_STEPS)):
+                short.setdefault(int(i), f"{int(steps[i])} steps")
+            break
+    if "notes" in frame:
+        for i, note in enumerate(frame["notes"].astype(str).tolist()):
+            if "short run" in note.lower():
+                short.setdefault(i, "trainer note 'short run'")
+    if short:
+        rows = sorted(short)
+        shown = ", ".join(f"{label(i)}: {short[i]}" for i in rows[:_MAX_LISTED])
+        more = f", and {len(rows) - _MAX_LISTED} more" if len(rows) > _MAX_LISTED else ""
+        out.append(
+            caution(
+                "runs",
+                "short_runs",
+                f"{name}: {len(rows)} run{'s' * (len(rows) != 1)} finished in fewer than {MIN_STEPS} "
+                f"optimiser steps ({shown}{more}); their loss says more about warm-up than about the model: "
+                "train them longer or leave them out",
+                rows=[i + 1 for i in rows],
+                min_steps=MIN_STEPS,
+            )
+        )
+
+    if "budget" not in frame:
+        how = (
+            f"map column {budget_hint!r} with --columns budget={budget_hint}"
+            if budget_hint
+            else "add a 'budget' column (the FLOP budget of each isoFLOP curve)"
+        )
+        out.append(
+            caution(
+                "runs",
+                "no_budget",
+                f"{name}: no 'budget' column, so a bootstrap resamples single runs rather than the "
+                f"study's (budget, r) cells, and noise shared within a cell is ignored; {how}, "
+                "or choose blocks with --block COL",
+                level="note",
+                candidate=budget_hint,
+            )
+        )
+    return out
 
 
 def table_from_frame(
-    raw: pd.DataFrame, *, source: str = "<table>", columns: Mapping[str, str] | None = None
+    raw: pd.DataFrame,
+    *,
+    source: str = "<table>",
+    columns: Mapping[str, str] | None = None,
+    decimal_comma: bool = False,
+    non_looped: bool = True,
 ) -> RunTable:
-    """Validate a frame of raw values (strings or numbers) into a :class:`RunTable`."""
+    """Validate a frame of raw values (strings or numbers) into a :class:`RunTable`.
+
+    ``decimal_comma``: accept ``2,85`` in ``loss`` and ``r`` (a ``;`` or tab separated
+    file).  ``non_looped=False`` refuses a table without ``r``/``n_rec`` that has columns
+    looking like them (:func:`load_runs` passes the user's choice; frames built in code
+    default to accepting it)."""
     columns = dict(columns or {})
     raw = raw.copy()
     raw.columns = [str(c).strip() for c in raw.columns]
@@ -276,6 +515,20 @@ def table_from_frame(
     raw = raw.rename(columns={src: canon for canon, src in columns.items()})
 
     has_r, has_rec = "r" in raw.columns, "n_rec" in raw.columns
+    if not (has_r or has_rec) and not non_looped:
+        hint = _looped_hint(raw)
+        if hint is not None:
+            r_col, rec_col = hint
+            mapping = f"r={r_col},n_rec={rec_col or 'SHARED_PARAMS_COLUMN'}"
+            raise RunTableError(
+                source,
+                [
+                    f"no 'r'/'n_rec' columns, but column {r_col!r} looks like the loop count"
+                    + (f" and {rec_col!r} like the shared block's parameters" if rec_col else "")
+                    + f"; map them with --columns {mapping} (or pass --non-looped to fit a "
+                    "non-looped law on purpose)"
+                ],
+            )
     missing = [c for c in REQUIRED if c not in raw.columns]
     if missing:
         raise RunTableError(
@@ -294,10 +547,18 @@ def table_from_frame(
 
     def numbers(col: str) -> np.ndarray:
         out = np.full(len(raw), np.nan)
+        count = col in COUNT_COLUMNS
         for i, v in enumerate(raw[col].tolist()):
             text = "" if v is None else str(v).strip()
             try:
-                x = float(text)
+                if count and decimal_comma and _DECIMAL_COMMA.match(text) and not _THOUSANDS.match(text):
+                    x = parse_count(text.replace(",", "."))
+                elif count:
+                    x = parse_count(text)
+                elif decimal_comma and _DECIMAL_COMMA.match(text):
+                    x = float(text.replace(",", "."))
+                else:
+                    x = float(text)
             except ValueError:
                 problems.append(
                     f"{where(i, col)}: expected a number, got {text!r}"
@@ -376,11 +637,14 @@ def table_from_frame(
             if numeric.notna().all():
                 frame[col] = numeric
     ordered = [c for c in CANONICAL if c in frame.columns]
-    frame = frame[ordered + [c for c in frame.columns if c not in ordered]]
-    return RunTable(frame.reset_index(drop=True), source=source, looped=has_r or has_rec)
+    frame = frame[ordered + [c for c in frame.columns if c not in ordered]].reset_index(drop=True)
+    warnings = _table_warnings(frame, source, _budget_hint(raw))
+    return RunTable(frame, source=source, looped=has_r or has_rec, warnings=warnings)
 
 
-def load_design(path: str | os.PathLike, *, columns: Mapping[str, str] | None = None) -> RunTable:
+def load_design(
+    path: str | os.PathLike, *, columns: Mapping[str, str] | None = None, sep: str | None = None
+) -> RunTable:
     """Load a design (r, n_once, n_rec, tokens; ``loss`` optional) for simulation.
 
     Validated like a run table; when the file has no ``loss`` column the returned
@@ -389,11 +653,8 @@ def load_design(path: str | os.PathLike, *, columns: Mapping[str, str] | None = 
     source = os.fspath(path)
     if not os.path.isfile(source):
         raise RunTableError(source, ["file not found"])
-    try:
-        raw = pd.read_csv(source, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except pd.errors.EmptyDataError:
-        raise RunTableError(source, ["file is empty; expected columns r, n_once, n_rec, tokens"]) from None
+    raw, used = _read_raw(source, sep, "expected columns r, n_once, n_rec, tokens")
     mapped = dict(columns or {})
     if "loss" not in raw.columns and "loss" not in mapped:
         raw["loss"] = "1.0"
-    return table_from_frame(raw, source=source, columns=mapped)
+    return table_from_frame(raw, source=source, columns=mapped, decimal_comma=used != ",")

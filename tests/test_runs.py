@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import string
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from phifit.cli import main
 from phifit.runs import RunTableError, load_runs, parse_column_mapping
 
+DATA = Path(__file__).resolve().parents[1] / "data"
 GOOD = "run_id,r,n_once,n_rec,tokens,loss\na,1,100,900,1e9,3.1\nb,2,100,400,1e9,3.2\n"
 
 
@@ -146,3 +148,71 @@ def test_loader_fuzz_never_crashes_or_drops_rows(tmp_path, rows, header):
     assert np.all(np.isfinite(runs.frame[["r", "n_once", "n_rec", "tokens", "loss"]].to_numpy(float)))
     assert np.all(runs.loss > 0) and np.all(runs.tokens > 0) and np.all(runs.r >= 1)
     assert np.all((runs.r == 1) | (runs.n_rec > 0))
+
+
+# -- input conveniences and guards ------------------------------------------------------------
+def test_semicolon_and_tab_separators_detected(tmp_path):
+    semi = "r;n_once;n_rec;tokens;loss\n1;100;900;1e9;3,1\n2;100;400;1e9;3,2\n"
+    runs = load_runs(write(tmp_path, semi, "excel.csv"))
+    assert list(runs.loss) == [3.1, 3.2] and list(runs.r) == [1, 2]
+    tsv = GOOD.replace(",", "\t")
+    runs = load_runs(write(tmp_path, tsv, "runs.tsv"))
+    assert runs.run_ids == ["a", "b"] and list(runs.n_rec) == [900, 400]
+    # an explicit separator wins over detection
+    with pytest.raises(RunTableError, match="missing required column"):
+        load_runs(write(tmp_path, GOOD, "plain.csv"), sep=";")
+
+
+def test_counts_accept_suffixes_and_thousands_separators(tmp_path):
+    text = 'r,n_once,n_rec,tokens,loss\n1,200M,"1,000,000",20B,3.1\n4,1_000,2.5K,1.5e9,3.2\n'
+    runs = load_runs(write(tmp_path, text))
+    np.testing.assert_allclose(runs.n_once, [2e8, 1000])
+    np.testing.assert_allclose(runs.n_rec, [1e6, 2500])
+    np.testing.assert_allclose(runs.tokens, [2e10, 1.5e9])
+    with pytest.raises(RunTableError, match=r"column 'loss': expected a number, got '3M'"):
+        load_runs(write(tmp_path, "n_once,tokens,loss\n1,1,3M\n", "bad.csv"))
+
+
+UNMAPPED = (
+    "run_id,num_loops,p_once,p_shared,tokens,loss\n"
+    "a,1,1e6,9e6,1e9,3.1\nb,2,1e6,4e6,1e9,3.2\nc,4,1e6,2e6,1e9,3.3\n"
+)
+
+
+def test_unmapped_looped_columns_refused_with_the_mapping(tmp_path):
+    path = write(tmp_path, UNMAPPED.replace("p_once", "n_once"))
+    with pytest.raises(RunTableError, match=r"--columns r=num_loops,n_rec=p_shared") as info:
+        load_runs(path)
+    assert str(path) in str(info.value) and "--non-looped" in str(info.value)
+    runs = load_runs(path, columns=parse_column_mapping("r=num_loops,n_rec=p_shared"))
+    assert runs.looped and list(runs.r) == [1, 2, 4]
+    assert not load_runs(path, non_looped=True).looped
+
+
+def test_duplicate_and_short_runs_are_cautions(tmp_path):
+    text = (
+        "run_id,r,n_once,n_rec,tokens,loss,budget,steps\n"
+        "a,1,100,900,1e9,3.1,1e18,500\nb,2,100,400,1e9,3.2,1e18,12\nc,2,100,400,1e9,3.2,1e18,500\n"
+    )
+    runs = load_runs(write(tmp_path, text))
+    kinds = {w.kind: w for w in runs.warnings}
+    assert set(kinds) == {"duplicate_rows", "short_runs"}
+    assert kinds["duplicate_rows"].values["run_ids"] == [["b", "c"]]
+    assert "row 2 (b) = row 3 (c)" in kinds["duplicate_rows"].message
+    assert kinds["short_runs"].values["rows"] == [2] and "12 steps" in kinds["short_runs"].message
+    assert all(w.source == "runs" for w in runs.warnings)
+    # the trainer's note marks a short run too; a table without budget gets a note
+    noted = load_runs(
+        write(
+            tmp_path,
+            GOOD.replace("\n", ",notes\n", 1).replace("3.1\n", "3.1,short run\n").replace("3.2\n", "3.2,\n"),
+            "noted.csv",
+        )
+    )
+    kinds = {w.kind: w for w in noted.warnings}
+    assert "short_runs" in kinds and kinds["no_budget"].level == "note"
+
+
+def test_shipped_tables_load_without_cautions():
+    for name in ("paper_design_simulated.csv", "cpu_small_runs.csv"):
+        assert load_runs(DATA / name).warnings == []
