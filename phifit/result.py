@@ -196,8 +196,20 @@ class FitResult:
                 text = fh.read()
         return cls.from_dict(json.loads(text))
 
-    def summary(self) -> str:
-        """Readable multi-section text: fit statistics, parameters, notes.
+    @property
+    def n_free(self) -> int:
+        """Free law parameters: the six of the law less the fixed ones (and phi when the
+        table cannot identify it)."""
+        return sum(1 for name in PARAM_NAMES if name not in self.fixed and self.params.get(name) is not None)
+
+    def summary(self, *, runs: Any = None) -> str:
+        """Readable multi-section text in the manner of lmfit's ``fit_report``: fit
+        statistics (runs, free parameters, degrees of freedom, objective, R^2, RMSE, AIC/BIC,
+        how the uncertainty was obtained), parameters, correlations (least squares), notes.
+
+        ``runs``: the :class:`~phifit.runs.RunTable` the fit was made on; with it the
+        statistics include AIC and BIC of the Gaussian working likelihood on log-loss
+        residuals (:mod:`phifit.likelihood`, the one ``phifit compare`` uses).
 
         A Bayesian fit prints the posterior's own table (median, mean, sd, HDI, MCSE, ESS,
         R-hat per parameter; :func:`phifit.fitters.bayes.bayes_summary`)."""
@@ -211,31 +223,59 @@ class FitResult:
             "",
         ]
         lines.append("[[Fit statistics]]")
+        k = self.n_free
         stats = [
             ("runs", f"{self.n_runs}"),
+            ("free parameters", f"{k}" + (f" ({', '.join(self.fixed)} fixed)" if self.fixed else "")),
+            ("degrees of freedom", f"{self.n_runs - k}"),
             ("objective", f"{self.objective:.10g}"),
             ("  definition", self.objective_name),
             ("R^2 (raw nats)", f"{self.r2:.5f}"),
             ("RMSE (nats)", f"{self.rmse:.5f}"),
-            ("converged", str(self.converged)),
         ]
         if self.residuals:
             stats.append(("max |resid| (nats)", f"{np.max(np.abs(self.residuals)):.5f}"))
-        for key in ("n_starts", "n_starts_at_best"):
-            if key in self.extras:
-                stats.append((key.replace("_", " "), str(self.extras[key])))
+        score = self._gaussian_score(runs)
+        if score is not None:
+            stats.append(("AIC / BIC", f"{score.aic:.2f} / {score.bic:.2f}"))
+            stats.append(
+                ("  definition", f"Gaussian on log-loss residuals, sigma profiled out (k = {k} + 1 sigma)")
+            )
+        if "sigma_log" in self.extras:
+            stats.append(("sigma (log-loss)", f"{self.extras['sigma_log']:.5g}"))
+        stats.append(("converged", str(self.converged)))
+        if "n_starts" in self.extras:
+            at_best = self.extras.get("n_starts_at_best")
+            stats.append(
+                ("starts", f"{self.extras['n_starts']}" + (f" ({at_best} at the best)" if at_best else ""))
+            )
         if self.stderr and self.extras.get("stderr_method"):
             stats.append(("stderr", str(self.extras["stderr_method"])))
         if self.bootstrap:
             b = self.bootstrap
+            n, failed = b.get("n"), b.get("n_failed", 0)
+            blocks = f"{_plural(b['n_blocks'], 'block')} " if b.get("n_blocks") else "blocks "
             stats.append(
                 (
                     "bootstrap",
-                    f"{b.get('n')} resamples of blocks '{b.get('block')}', {b.get('n_failed', 0)} failed",
+                    f"{_plural(n, 'replicate')} resampling {blocks}'{b.get('block')}'; "
+                    f"{failed} of {n} failed",
+                )
+            )
+        elif self.ci is None and self.loss in ("huber", "squares"):
+            stats.append(
+                (
+                    "interval",
+                    "none computed: add --bootstrap 1000 for percentile and BCa intervals\n"
+                    "that hold under noise shared within a (budget, r) cell"
+                    + ("\n(the stderr column assumes independent runs)" if self.stderr else ""),
                 )
             )
         width = max(len(k) for k, _ in stats)
-        lines += [f"    {k:<{width}}  {v}" for k, v in stats]
+        for key, value in stats:
+            first, *rest = value.split("\n")
+            lines.append(f"    {key:<{width}}  {first}")
+            lines += [f"    {'':<{width}}  {more}" for more in rest]
         lines += ["", "[[Parameters]]"]
         head = f"    {'':<6} {'value':>12}"
         if self.stderr:
@@ -263,11 +303,37 @@ class FitResult:
                 text += "  (fixed)"
             if name in self.at_bounds:
                 text += "  (at bound)"
+            if value is None and name == "phi" and name not in self.fixed:
+                text += "  (not identified: no looped runs, or one r)"
             lines.append(text)
+        profile = self.extras.get("profile_ci", {}).get("phi") if self.extras.get("profile_ci") else None
+        if profile and None not in profile:
+            level = self.extras.get("profile_level", 0.95)
+            lines.append(
+                f"    profile-likelihood {level:.0%} interval for phi: [{profile[0]:.5g}, {profile[1]:.5g}]"
+            )
+        corr = _correlations(self.extras.get("correlation"))
+        if corr:
+            lines += ["", "[[Correlations]] (unreported correlations are < 0.100; A, B, E on log scale)"]
+            width = max(len(label) for label, _ in corr)
+            lines += [f"    {label:<{width}} = {c:+.3f}" for label, c in corr]
         if self.warnings:
             lines += ["", "[[Notes]]"]
             lines += [f"    [{i}] {w}" for i, w in enumerate(self.warnings, 1)]
         return "\n".join(lines)
+
+    def _gaussian_score(self, runs: Any):
+        """The working-likelihood score of this fit on ``runs`` (None without the table, or
+        when the table is not the one fitted)."""
+        if runs is None or len(runs) != self.n_runs or (self.run_ids and list(self.run_ids) != runs.run_ids):
+            return None
+        if any(self.params.get(n) is None for n in ("E", "A", "alpha", "B", "beta")):
+            return None
+        from .law import log_loss
+        from .likelihood import GaussianScore
+
+        log_resid = runs.log_loss - log_loss(self.theta, runs.design)
+        return GaussianScore.from_residuals(log_resid, self.n_free)
 
     def __str__(self) -> str:
         return self.summary()
@@ -276,3 +342,28 @@ class FitResult:
         import html
 
         return f"<pre>{html.escape(self.summary())}</pre>"
+
+
+def _plural(n: Any, word: str) -> str:
+    """'1 replicate', '2 replicates'."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+#: Labels of the internal coordinates in printed tables (a, b, e are log A, log B, log E).
+_COORD_LABELS = {"a": "log A", "b": "log B", "e": "log E"}
+
+
+def _correlations(corr: Mapping[str, Mapping[str, float | None]] | None, min_correl: float = 0.1):
+    """Pairs [(label 'C(log A, alpha)', value)] with |value| >= min_correl, largest first
+    (lmfit's ``fit_report`` convention)."""
+    if not corr:
+        return []
+    names = list(corr)
+    pairs = []
+    for i, x in enumerate(names):
+        for y in names[i + 1 :]:
+            value = (corr.get(x) or {}).get(y)
+            if value is not None and math.isfinite(value) and abs(value) >= min_correl:
+                label = f"C({_COORD_LABELS.get(x, x)}, {_COORD_LABELS.get(y, y)})"
+                pairs.append((label, float(value)))
+    return sorted(pairs, key=lambda p: -abs(p[1]))
