@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,169 @@ def test_fitting_side_never_imports_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- text summaries ---------------------------------------------------------------------------
+DATA = Path(__file__).resolve().parents[1] / "data"
+PAPER = str(DATA / "paper_design_simulated.csv")
+
+
+def test_fit_summary_like_fit_report(capsys):
+    assert main(["fit", PAPER]) == 0
+    out = capsys.readouterr().out
+    for text in (
+        "runs                116",
+        "free parameters     6",
+        "degrees of freedom  110",
+        "AIC / BIC",
+        "assumes independent runs",
+        "add --bootstrap 1000 for percentile and BCa intervals",
+    ):
+        assert text in out, text
+    assert out.rstrip().splitlines()[-1] == "done: no warnings"
+
+
+def test_fit_fixed_and_lsq_correlations_named_like_the_parameters(capsys):
+    assert main(["fit", PAPER, "--fix", "phi=0", "--starts", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "free parameters     5 (phi fixed)" in out and "degrees of freedom  111" in out
+    assert main(["fit", PAPER, "--method", "lsq", "--starts", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "[[Correlations]]" in out and "C(log A, alpha) = +0.99" in out
+    assert "C(a," not in out and "profile-likelihood 95% interval for phi" in out
+
+
+def test_fit_bootstrap_summary_counts(tmp_path, capsys):
+    out_json = tmp_path / "fit.json"
+    assert main(["fit", PAPER, "--bootstrap", "8", "--quiet", "--starts", "50", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "8 replicates resampling 24 blocks 'budget,r'; 0 of 8 failed" in out
+    assert "add --bootstrap" not in out
+    assert json.loads(out_json.read_text())["bootstrap"]["n"] == 8
+
+
+# -- diagnose ---------------------------------------------------------------------------------
+def test_diagnose_prints_every_check_and_writes_json(tmp_path, capsys):
+    out_json = tmp_path / "diag.json"
+    assert main(["diagnose", PAPER, "--starts", "50", "--skip", "consistency", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    for section in (
+        "[[Residuals (actual - predicted, nats)]]",
+        "r=8",
+        "C=4.64e+17",
+        "[[Residual tests (log residuals)]]",
+        "jarque_bera",
+        "[[Identifiability]]",
+        "[[Influence on phi",
+    ):
+        assert section in out, section
+    assert "[[Consistency" not in out
+    data = json.loads(out_json.read_text())
+    assert data["kind"] == "diagnostics" and data["fit"]["n_runs"] == 116
+    assert len(data["diagnostics"]["residuals"]["by_r"]) == 4
+    assert main(["diagnose", PAPER, "--skip", "nothing"]) == 2
+
+
+# -- predict ----------------------------------------------------------------------------------
+def test_predict_from_fit_json_matches_the_law(tmp_path, capsys):
+    fit_json = tmp_path / "fit.json"
+    assert main(["fit", PAPER, "--starts", "50", "--json", str(fit_json)]) == 0
+    capsys.readouterr()
+    out_json = tmp_path / "pred.json"
+    argv = ["predict", "--fit", str(fit_json), "--r", "4", "--n-once", "200M", "--n-rec", "200M"]
+    assert main([*argv, "--tokens", "20B", "--compute", "1e20", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "no interval" in out and "Compute-optimal allocation" in out
+    data = json.loads(out_json.read_text())
+    fit = FitResult.from_json(fit_json)
+    expected = float(fit.law.loss([4], [2e8], [2e8], [2e10])[0])
+    assert data["points"][0]["loss"] == pytest.approx(expected, rel=1e-12)
+    assert {row["r"] for row in data["optimal"]} == {1, 2, 4, 8}  # the study's architectures
+
+
+def test_predict_with_bootstrap_interval_points_file_and_table_family(tmp_path, capsys):
+    points = tmp_path / "points.tsv"
+    points.write_text("r\tn_once\tn_rec\ttokens\n1\t0\t400M\t20B\n4\t200M\t200M\t20B\n")
+    out_json = tmp_path / "pred.json"
+    argv = ["predict", "--runs", PAPER, "--bootstrap", "8", "--points", str(points)]
+    assert main([*argv, "--compute", "1e19", "--r-values", "1,4", "--json", str(out_json)]) == 0
+    data = json.loads(out_json.read_text())
+    assert data["n_draws"] == 8 and len(data["points"]) == 2
+    for row in data["points"] + data["optimal"]:
+        lo, hi = row["interval"]
+        assert lo <= row["loss"] <= hi
+    assert [row["r"] for row in data["optimal"]] == [1, 4]
+    assert "table's architectures" in data["family"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["predict", "--compute", "1e20"], "give the law"),
+        (["predict", "--reference"], "nothing to predict"),
+        (["predict", "--reference", "--n-once", "1M"], "needs at least --n-once and --tokens"),
+        (["predict", "--reference", "--bootstrap", "5", "--compute", "1e20"], "add --runs"),
+        (["predict", "--fit", "nope.json", "--compute", "1e20"], "nope.json: file not found"),
+    ],
+)
+def test_predict_bad_arguments_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+# -- input conveniences and guards ------------------------------------------------------------
+def _paper_text(sep: str) -> str:
+    import pandas as pd
+
+    return pd.read_csv(PAPER).to_csv(sep=sep, index=False)
+
+
+@pytest.mark.parametrize("sep, name", [("\t", "runs.tsv"), (";", "excel.csv")])
+def test_fit_detects_tab_and_semicolon_separators(tmp_path, capsys, sep, name):
+    text = _paper_text(sep)
+    if sep == ";":  # Excel in a decimal-comma locale
+        text = text.replace(".", ",")
+    path = tmp_path / name
+    path.write_text(text)
+    out_json = tmp_path / "fit.json"
+    assert main(["fit", str(path), "--starts", "50", "--json", str(out_json)]) == 0
+    assert json.loads(out_json.read_text())["n_runs"] == 116
+    assert main(["fit", str(path), "--sep", ",", "--starts", "5"]) == 2  # wrong separator named
+    assert "missing required column" in capsys.readouterr().err
+
+
+def test_unmapped_looped_columns_exit_2_with_hint(tmp_path, capsys):
+    import pandas as pd
+
+    frame = pd.read_csv(PAPER).rename(columns={"r": "num_loops", "n_rec": "p_shared"})
+    path = tmp_path / "runs.csv"
+    frame.to_csv(path, index=False)
+    assert main(["fit", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err
+    assert "--columns r=num_loops,n_rec=p_shared" in err
+    assert main(["fit", str(path), "--columns", "r=num_loops,n_rec=p_shared", "--starts", "50"]) == 0
+    assert "phi " in capsys.readouterr().out
+    assert main(["fit", str(path), "--non-looped", "--starts", "20"]) == 0
+
+
+def test_duplicate_rows_and_missing_budget_named_in_notes_and_closing_line(tmp_path, capsys):
+    import pandas as pd
+
+    frame = pd.read_csv(PAPER).drop(columns=["budget"])
+    copy = frame.iloc[[3]].assign(run_id="copy-of-3")
+    path = tmp_path / "runs.csv"
+    pd.concat([frame, copy]).to_csv(path, index=False)
+    out_json = tmp_path / "fit.json"
+    assert main(["fit", str(path), "--starts", "50", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "1 duplicate run" in out and "copy-of-3" in out
+    assert (
+        out.rstrip().splitlines()[-1].startswith("done: 1 warning: duplicate_rows (runs); 1 note: no_budget")
+    )
+    kinds = {w["kind"] for w in json.loads(out_json.read_text())["warnings"]}
+    assert {"duplicate_rows", "no_budget"} <= kinds
+    # other commands show the table's cautions on stderr
+    assert main(["predict", "--runs", str(path), "--n-once", "1M", "--tokens", "1B"]) == 0
+    assert "warning [duplicate_rows]" in capsys.readouterr().err

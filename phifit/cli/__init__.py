@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from .._version import __version__
 
 # Subcommand modules of phifit.cli; each exposes register(subparsers).
-_COMMANDS = ("fit", "compare", "report", "simulate", "equiv")
+_COMMANDS = ("fit", "compare", "diagnose", "report", "simulate", "equiv", "predict")
 
 
 def build_parser() -> argparse.ArgumentParser:

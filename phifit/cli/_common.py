@@ -12,21 +12,57 @@ if TYPE_CHECKING:
     from ..runs import RunTable
 
 
-def add_runs_argument(parser: argparse.ArgumentParser) -> None:
-    """The RUNS.csv positional argument and the --columns mapping."""
-    parser.add_argument("runs", metavar="RUNS.csv", help="run table, one row per finished run")
+def add_runs_argument(parser: argparse.ArgumentParser, *, positional: bool = True) -> None:
+    """The RUNS.csv positional argument (or ``--runs``), the --columns mapping, --sep and
+    --non-looped."""
+    if positional:
+        parser.add_argument("runs", metavar="RUNS.csv", help="run table, one row per finished run")
+    add_table_options(parser)
+
+
+def add_table_options(parser: argparse.ArgumentParser) -> None:
+    """How to read a run table: --columns, --sep, --non-looped."""
     parser.add_argument(
         "--columns",
         metavar="MAP",
         default=None,
         help="map canonical names onto your columns, e.g. r=num_recur,loss=val_loss",
     )
+    parser.add_argument(
+        "--sep",
+        metavar="SEP",
+        default=None,
+        help="field separator of the run table: ',', ';' or 'tab' (default: detected from the header)",
+    )
+    parser.add_argument(
+        "--non-looped",
+        action="store_true",
+        dest="non_looped",
+        help="the table has no r/n_rec on purpose: fit the non-looped law even when a column "
+        "looks like a loop count",
+    )
 
 
-def load_runs_from_args(args: argparse.Namespace) -> RunTable:
-    from ..runs import load_runs, parse_column_mapping
+def table_cautions_text(cautions) -> list[str]:
+    """One line per run-table caution: ``warning [duplicate_rows]: message``."""
+    return [f"{c.level} [{c.kind}]: {c.message}" for c in cautions]
 
-    return load_runs(args.runs, columns=parse_column_mapping(args.columns))
+
+def load_runs_from_args(args: argparse.Namespace, *, show: bool = True) -> RunTable:
+    """The run table named by ``args.runs``; its cautions (duplicate or short runs, no
+    budget column) go to stderr unless ``show=False`` (the caller prints them itself)."""
+    from ..runs import load_runs, parse_column_mapping, parse_separator
+
+    runs = load_runs(
+        args.runs,
+        columns=parse_column_mapping(getattr(args, "columns", None)),
+        sep=parse_separator(getattr(args, "sep", None)),
+        non_looped=bool(getattr(args, "non_looped", False)),
+    )
+    if show:
+        for line in table_cautions_text(runs.warnings):
+            print(line, file=sys.stderr)
+    return runs
 
 
 def add_recipe_argument(parser: argparse.ArgumentParser) -> None:
@@ -41,13 +77,18 @@ def add_recipe_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_recipe_runs(args: argparse.Namespace) -> RunTable:
+def load_recipe_runs(args: argparse.Namespace, *, show: bool = True) -> RunTable:
     """The run table, narrowed to one recipe when it holds several; the choice goes to stderr."""
+    import dataclasses
+
     from ..recipes import select_recipe
 
-    selection = select_recipe(load_runs_from_args(args), getattr(args, "variant", None))
+    runs = load_runs_from_args(args, show=show)
+    selection = select_recipe(runs, getattr(args, "variant", None))
     if selection.note:
         print(f"note: {selection.note}", file=sys.stderr)
+    if selection.runs.warnings != runs.warnings:  # the table's cautions stay with the selection
+        return dataclasses.replace(selection.runs, warnings=list(runs.warnings))
     return selection.runs
 
 

@@ -25,18 +25,14 @@ import json
 from ..reference import REFERENCE_PARAMS, STUDY_PHI_CI
 from ._common import add_recipe_argument, check_output_file, load_recipe_runs, write_json
 
-_SUFFIX = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
-
 
 def parse_count(text: str) -> float:
-    """'410M' -> 4.1e8, '1.2B' -> 1.2e9, '3e8' -> 3e8."""
-    t = str(text).strip().replace("_", "")
-    scale = 1.0
-    if t and t[-1].upper() in _SUFFIX:
-        scale = _SUFFIX[t[-1].upper()]
-        t = t[:-1]
+    """'410M' -> 4.1e8, '1.2B' -> 1.2e9, '3e8' -> 3e8, '1,000,000' -> 1e6 (the run-table rule,
+    :func:`phifit.runs.parse_count`)."""
+    from ..runs import parse_count as parse
+
     try:
-        value = float(t) * scale
+        value = parse(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a count such as 4.1e8 or 410M, got {text!r}") from None
     if not value >= 0:

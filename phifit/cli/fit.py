@@ -10,6 +10,11 @@ Modes:
   JSON has ``fits: {variant: fit JSON}`` and ``delta_phi: {variant: {estimate, ci,
   p_value}}``.
 
+The summary follows lmfit's ``fit_report`` (runs, free parameters, degrees of freedom,
+objective, R^2, RMSE, AIC/BIC, parameters, correlations, notes); the run table's own
+cautions (duplicate or short runs, no budget column) join the fit's notes and its JSON
+``warnings``, and the closing line names every caution.
+
 Progress bars go to stderr, only when it is a terminal, and never with ``--quiet``.
 """
 
@@ -136,6 +141,7 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..cautions import collect
     from ..fitters import fit
     from ..law import LawSpec
 
@@ -166,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
             write_json(args.json, json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
             print(f"\nwrote {args.json}")
         return 0
-    runs = load_recipe_runs(args)
+    runs = load_recipe_runs(args, show=False)
     fixed = parse_fix(args.fix)
     if args.bootstrap is not None:
         from ..bootstrap import block_codes
@@ -188,17 +194,28 @@ def run(args: argparse.Namespace) -> int:
             point=result,
         )
         result = boot.attach(result)
-        print(result.summary())
+    result = result.with_updates(warnings=collect(runs.warnings, result.warnings))
+    print(result.summary(runs=runs))
+    if args.bootstrap is not None:
         print()
         print(boot.summary())
-    else:
-        print(result.summary())
-    if result.method == "lsq":
-        from ..fitters.lsq import lsq_report
-
-        print()
-        print(lsq_report(result))
     if args.json:
         write_json(args.json, result.to_json())
         print(f"\nwrote {args.json}")
+    print()
+    print(closing_line(result.warnings))
     return 0
+
+
+def closing_line(cautions) -> str:
+    """The last line of a fit: every caution by source and kind (the [[Notes]] hold the text)."""
+    if not cautions:
+        return "done: no warnings"
+    warn = [c for c in cautions if c.level == "warning"]
+    notes = [c for c in cautions if c.level != "warning"]
+    parts = []
+    for group, word in ((warn, "warning"), (notes, "note")):
+        if group:
+            kinds = ", ".join(f"{c.kind} ({c.source})" for c in group)
+            parts.append(f"{len(group)} {word}{'s' * (len(group) != 1)}: {kinds}")
+    return "done: " + "; ".join(parts) + " (see [[Notes]])"

@@ -1,0 +1,105 @@
+"""``phifit diagnose``: the residual tests, per-r and per-budget offsets, identifiability and
+influence of a fit, as text (the same numbers the HTML report shows).
+
+    phifit diagnose RUNS.csv [--method huber|lsq] [--fix NAME=VALUE] [--skip influence,consistency]
+                             [--alpha 0.01] [--json OUT]
+
+Fits the table (Huber by default), then runs :func:`phifit.diagnostics.diagnose`: residuals
+per r and per budget with the systematic-offset rule, Jarque-Bera, Breusch-Pagan and trend
+tests on log residuals, the conditioning and correlations of the fit with the profile of
+phi, leave-one-run/cell-out influence on phi and phi on subsets (budget halves, pairs of r).
+``--json OUT`` writes ``{"fit": fit JSON, "diagnostics": ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ._common import (
+    add_recipe_argument,
+    add_runs_argument,
+    check_output_file,
+    load_recipe_runs,
+    parse_fix,
+    write_json,
+)
+
+SKIPPABLE = ("influence", "consistency")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "diagnose",
+        help="residual tests, per-r/per-budget offsets, identifiability and influence as text",
+        description="Fit the joint law and print its diagnostics: residuals per r and per budget, "
+        "residual tests, identifiability of phi, influence of runs and cells, phi on subsets.",
+    )
+    add_runs_argument(p)
+    add_recipe_argument(p)
+    p.add_argument(
+        "--method", choices=("huber", "lsq"), default="huber", help="fit to diagnose (default huber)"
+    )
+    p.add_argument("--fix", action="append", metavar="NAME=VALUE", help="hold a parameter fixed (repeatable)")
+    p.add_argument("--starts", type=int, default=500, help="random starts of the fit (default 500)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the starts (default 0)")
+    p.add_argument("--alpha", type=float, default=0.01, help="level of the residual tests (default 0.01)")
+    p.add_argument(
+        "--skip",
+        metavar="WHAT[,WHAT]",
+        default=None,
+        help="skip the slower refit-based checks: influence, consistency",
+    )
+    p.add_argument("--json", metavar="OUT", help="write the fit and its diagnostics as JSON")
+    p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..cautions import collect
+    from ..diagnostics import diagnose
+    from ..fitters import fit
+    from ..plain import to_plain
+    from .fit import closing_line
+
+    if args.starts < 1:
+        raise ValueError(f"--starts must be >= 1, got {args.starts}")
+    if not 0 < args.alpha < 1:
+        raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
+    skip = [s.strip() for s in (args.skip or "").split(",") if s.strip()]
+    unknown = [s for s in skip if s not in SKIPPABLE]
+    if unknown:
+        raise ValueError(f"--skip: unknown {', '.join(unknown)}; expected {' or '.join(SKIPPABLE)}")
+    if args.json:
+        check_output_file(args.json, args.force)
+    runs = load_recipe_runs(args, show=False)  # the table's cautions go to [[Notes]]
+    result = fit(runs, method=args.method, fix=parse_fix(args.fix), n_starts=args.starts, seed=args.seed)
+    diag = diagnose(runs, result, alpha=args.alpha, seed=args.seed, skip=skip)
+    phi = "n/a" if result.phi is None else f"{result.phi:.4f}"
+    fixed = f", fixed {', '.join(f'{k} = {v:g}' for k, v in result.fixed.items())}" if result.fixed else ""
+    print(
+        f"[[phifit diagnose: {runs.source}, {len(runs)} runs, method={result.method}{fixed}]]\n"
+        f"    phi = {phi}, R^2 = {result.r2:.5f}, RMSE = {result.rmse:.5f} nats, "
+        f"converged = {result.converged}"
+    )
+    print()
+    print(diag.summary())
+    cautions = collect(runs.warnings, result.warnings, diag.warnings)
+    if cautions:
+        print()
+        print("[[Notes]]")
+        for i, c in enumerate(cautions, 1):
+            print(f"    [{i}] {c}")
+    if args.json:
+        out = {
+            "generator": "phifit",
+            "kind": "diagnostics",
+            "fit": result.to_dict(),
+            "diagnostics": diag.to_dict(),
+            "warnings": [c.to_dict() for c in cautions],
+        }
+        write_json(args.json, json.dumps(to_plain(out), indent=2, allow_nan=False))
+        print(f"\nwrote {args.json}")
+    print()
+    print(closing_line(cautions))
+    return 0

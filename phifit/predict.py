@@ -1,0 +1,309 @@
+"""Predictions of a fitted joint law: the loss at given architectures, and the compute-optimal
+allocation at given FLOP budgets, per r.
+
+    L(N_once, N_rec, D, r) = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta     (paper Eq. 3)
+
+**Loss at a point** (r, N_once, N_rec, D): the law at the fitted parameters; with bootstrap
+draws theta_s the percentile interval of L over the draws (:mod:`phifit.draws`).
+
+**Compute-optimal allocation** at a budget C and recurrence r: the size minimising the
+predicted loss with D = C / F (F = training FLOPs per token), found by
+:func:`phifit.frontier.frontier` over a family of architectures:
+
+- from a run table (:class:`~phifit.frontier.TableFamily`: per r, the once-applied share and
+  log F interpolated in log N; F from the ``flops`` column, else 6 (N_once + r N_rec)); the
+  search spans the sizes trained at that r widened by ``widen`` decades each way, and an
+  optimum outside the trained sizes is a caution (kind "extrapolated");
+- without a table, the study's architectures (:class:`~phifit.frontier.PaperFamily`).
+
+The result, :class:`Prediction`, prints :meth:`Prediction.summary` and saves
+:meth:`Prediction.to_dict` (plain JSON types).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .cautions import Caution, caution
+from .draws import clean_thetas, law_theta, percentile_interval
+from .frontier import PaperFamily, TableFamily, frontier
+from .law import Design, JointLaw, log_loss
+from .plain import to_plain
+from .reference import paper_architecture
+from .result import FitResult
+from .runs import RunTable
+
+__all__ = ["Prediction", "predict", "predict_loss", "table_family"]
+
+
+def predict_loss(
+    law: JointLaw | FitResult | Mapping[str, float],
+    r: Sequence[float],
+    n_once: Sequence[float],
+    n_rec: Sequence[float],
+    tokens: Sequence[float],
+    *,
+    thetas: np.ndarray | None = None,
+    level: float = 0.95,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Predicted loss (nats) at each point and, with bootstrap draws ``thetas`` (S, 6), its
+    percentile interval at ``level`` as an (m, 2) array (None without draws)."""
+    design = Design.from_arrays(
+        np.asarray(r, float), np.asarray(n_once, float), np.asarray(n_rec, float), np.asarray(tokens, float)
+    )
+    loss = np.exp(log_loss(law_theta(law), design))
+    draws = clean_thetas(thetas)
+    if draws is None:
+        return loss, None
+    at_draws = np.exp(log_loss(draws, design))  # (S, m)
+    return loss, np.asarray(percentile_interval(at_draws, level)).T
+
+
+def table_family(runs: RunTable, *, widen: float = 1.0, r_values: Sequence[int] | None = None) -> TableFamily:
+    """The table's architecture family, its search widened by ``widen`` decades of N each way
+    (0: only the sizes trained), restricted to ``r_values`` when given."""
+    base = TableFamily.from_runs(runs)
+    pad = widen * math.log(10.0)
+    coef = {}
+    for r, c in base.coef.items():
+        if r_values is not None and r not in r_values:
+            continue
+        c = dict(c)
+        c["trained_x_range"] = list(c["x_range"])
+        c["x_range"] = [c["x_range"][0] - pad, c["x_range"][1] + pad]
+        coef[r] = c
+    if r_values is not None:
+        missing = sorted(set(int(r) for r in r_values) - set(coef))
+        if missing:
+            raise ValueError(
+                f"no runs with r = {', '.join(map(str, missing))} in {runs.source}; "
+                f"the table has r = {', '.join(map(str, sorted(base.coef)))}"
+            )
+    source = "flops / tokens" if runs.has_flops else "6 (n_once + r n_rec)"
+    span = (
+        f"the sizes trained at that r and {widen:g} decade(s) of N beyond" if widen else "the sizes trained"
+    )
+    return TableFamily(
+        coef=coef,
+        description=f"the table's architectures (F per token = {source}; per r, N_once/N linear and "
+        f"log F quadratic in log N), searching {span}",
+    )
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted losses at points and compute-optimal allocations.
+
+    ``points``: per point {r, n_once, n_rec, tokens, n_eff, loss, interval ([lo, hi] or
+    None)}.  ``optimal``: per (budget C, r) {compute, r, n_once, n_rec, n_unique, n_eff,
+    tokens, tokens_per_param, loss, interval, at_edge}.  ``level`` and ``n_draws``: the
+    intervals' level and the bootstrap draws behind them (0: no interval).  ``law``: the
+    parameters used; ``source``: where they come from; ``family``: the architectures searched.
+    """
+
+    law: dict[str, float | None]
+    source: str
+    points: list[dict[str, Any]] = field(default_factory=list)
+    optimal: list[dict[str, Any]] = field(default_factory=list)
+    family: str | None = None
+    level: float = 0.95
+    n_draws: int = 0
+    warnings: list[Caution] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"generator": "phifit", "kind": "prediction", **self.__dict__}
+        out["warnings"] = [w.to_dict() for w in self.warnings]
+        return to_plain(out)
+
+    def summary(self) -> str:
+        p = self.law
+        phi = "n/a" if p.get("phi") is None else f"{p['phi']:.4g}"
+        lines = [
+            "[[phifit predict]]",
+            f"    law from {self.source}: E = {p['E']:.4g}, A = {p['A']:.4g}, alpha = {p['alpha']:.4g}, "
+            f"B = {p['B']:.4g}, beta = {p['beta']:.4g}, phi = {phi}",
+        ]
+        pct = f"{100 * self.level:g}%"
+        interval = (
+            f"{pct} percentile interval over {self.n_draws} bootstrap draws"
+            if self.n_draws
+            else "no interval (no bootstrap draws: pass --runs RUNS.csv --bootstrap N)"
+        )
+        lines.append(f"    interval: {interval}")
+        if self.points:
+            lines += ["", "[[Loss at given points]]"]
+            head = f"    {'r':>3} {'N_once':>10} {'N_rec':>10} {'D':>10} {'N_eff':>10} {'loss':>8}"
+            if self.n_draws:
+                head += f"   {pct + ' interval':>20}"
+            lines.append(head)
+            for row in self.points:
+                text = (
+                    f"    {row['r']:>3} {_count(row['n_once']):>10} {_count(row['n_rec']):>10} "
+                    f"{_count(row['tokens']):>10} {_count(row['n_eff']):>10} {row['loss']:>8.4f}"
+                )
+                if row.get("interval"):
+                    lo, hi = row["interval"]
+                    text += f"   [{lo:>8.4f}, {hi:>8.4f}]"
+                lines.append(text)
+        if self.optimal:
+            lines += ["", f"[[Compute-optimal allocation per r: {self.family}]]"]
+            head = (
+                f"    {'C (FLOPs)':>10} {'r':>3} {'N_once':>10} {'N_rec':>10} {'N_unique':>10} "
+                f"{'N_eff':>10} {'D':>10} {'D/N':>7} {'loss':>8}"
+            )
+            if self.n_draws:
+                head += f"   {pct + ' interval':>20}"
+            lines.append(head)
+            for row in self.optimal:
+                text = (
+                    f"    {row['compute']:>10.3g} {row['r']:>3} {_count(row['n_once']):>10} "
+                    f"{_count(row['n_rec']):>10} {_count(row['n_unique']):>10} {_count(row['n_eff']):>10} "
+                    f"{_count(row['tokens']):>10} {row['tokens_per_param']:>7.1f} {row['loss']:>8.4f}"
+                )
+                if row.get("interval"):
+                    lo, hi = row["interval"]
+                    text += f"   [{lo:>8.4f}, {hi:>8.4f}]"
+                if row["at_edge"]:
+                    text += "  (edge)"
+                lines.append(text)
+        if self.warnings:
+            lines += ["", "[[Notes]]"] + [f"    [{i}] {w}" for i, w in enumerate(self.warnings, 1)]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def _count(x: float) -> str:
+    """4.1e8 -> '410M'; 2e10 -> '20B'."""
+    x = float(x)
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def _split(family: PaperFamily | TableFamily, r: int, n_unique: float, size: float) -> tuple[float, float]:
+    """(N_once, N_rec) of the family's architecture at the optimum."""
+    if isinstance(family, TableFamily):
+        arch = family.at(r, np.array([math.log(n_unique)]))
+        return float(arch["n_once"][0]), float(arch["n_rec"][0])
+    arch = paper_architecture(size, int(r))
+    return float(arch["n_once"]), float(arch["n_rec"])
+
+
+def predict(
+    law: FitResult | JointLaw | Mapping[str, float],
+    *,
+    points: Mapping[str, Sequence[float]] | None = None,
+    budgets: Sequence[float] | None = None,
+    family: PaperFamily | TableFamily | None = None,
+    thetas: np.ndarray | None = None,
+    level: float | None = None,
+    source: str = "",
+) -> Prediction:
+    """Loss at ``points`` (a mapping with ``r, n_once, n_rec, tokens`` arrays) and the
+    compute-optimal allocation per r at each of ``budgets`` (FLOPs) over ``family``
+    (default: the study's architectures).  ``thetas``: bootstrap draws (S, 6) for percentile
+    intervals at ``level`` (default the fit's ``ci_level``, else 0.95)."""
+    if points is None and not budgets:
+        raise ValueError("predict: give points (r, n_once, n_rec, tokens) or budgets (FLOPs), or both")
+    if level is None:
+        level = law.ci_level if isinstance(law, FitResult) else 0.95
+    theta = law_theta(law)
+    jl = theta_law(theta)
+    params = dict(law.params) if isinstance(law, FitResult) else dict(jl.params)
+    draws = clean_thetas(thetas)
+    warnings: list[Caution] = []
+    if isinstance(law, FitResult) and law.phi is None:
+        warnings.append(
+            caution(
+                "predict",
+                "phi_not_identified",
+                "the fit did not identify phi (no looped runs, or one r): looped points are "
+                "predicted with phi = 0, i.e. N_eff = N_once + N_rec",
+                level="warning",
+            )
+        )
+    point_rows: list[dict[str, Any]] = []
+    if points is not None:
+        r = np.asarray(points["r"], float)
+        n_once, n_rec, tokens = (np.asarray(points[k], float) for k in ("n_once", "n_rec", "tokens"))
+        loss, iv = predict_loss(jl, r, n_once, n_rec, tokens, thetas=draws, level=level)
+        n_eff = jl.n_eff(r, n_once, n_rec)
+        for i in range(len(loss)):
+            point_rows.append(
+                {
+                    "r": int(r[i]),
+                    "n_once": float(n_once[i]),
+                    "n_rec": float(n_rec[i]),
+                    "tokens": float(tokens[i]),
+                    "n_eff": float(np.asarray(n_eff)[i]),
+                    "loss": float(loss[i]),
+                    "interval": None if iv is None else [float(iv[i, 0]), float(iv[i, 1])],
+                }
+            )
+    optimal: list[dict[str, Any]] = []
+    family_text = None
+    if budgets:
+        family = family or PaperFamily()
+        family_text = family.description
+        front = frontier(jl, family, budgets, thetas=draws, level=level)
+        warnings += list(front.warnings)
+        outside: dict[int, list[float]] = {}
+        for i, c in enumerate(front.budgets):
+            for r in front.r_values:
+                n_unique = front.n_unique_star[r][i]
+                n_once_r, n_rec_r = _split(family, r, n_unique, front.size_star[r][i])
+                iv = front.l_star_interval[r][i] if front.l_star_interval else None
+                optimal.append(
+                    {
+                        "compute": c,
+                        "r": r,
+                        "n_once": n_once_r,
+                        "n_rec": n_rec_r,
+                        "n_unique": n_unique,
+                        "n_eff": front.n_eff_star[r][i],
+                        "tokens": front.tokens_star[r][i],
+                        "tokens_per_param": front.tokens_star[r][i] / n_unique,
+                        "loss": front.l_star[r][i],
+                        "interval": iv,
+                        "at_edge": bool(front.at_edge[r][i]),
+                    }
+                )
+                trained = family.coef[r].get("trained_x_range") if isinstance(family, TableFamily) else None
+                if trained and not (trained[0] - 1e-9 <= math.log(n_unique) <= trained[1] + 1e-9):
+                    outside.setdefault(r, []).append(c)
+        for r, cs in outside.items():
+            warnings.append(
+                caution(
+                    "predict",
+                    "extrapolated",
+                    f"r = {r}: at C = {', '.join(f'{c:.3g}' for c in cs)} the optimal size lies outside "
+                    "the sizes trained at that r: the law and the architecture family are extrapolated",
+                    r=r,
+                    budgets=cs,
+                )
+            )
+    return Prediction(
+        law=params,
+        source=source,
+        points=point_rows,
+        optimal=optimal,
+        family=family_text,
+        level=level,
+        n_draws=0 if draws is None else len(draws),
+        warnings=warnings,
+    )
+
+
+def theta_law(theta: np.ndarray) -> JointLaw:
+    """The law at internal parameters theta (a, alpha, b, beta, e, phi)."""
+    from .law import theta_to_params
+
+    return JointLaw.from_params(theta_to_params(theta))
