@@ -89,8 +89,9 @@ class Analysis:
 
     ``table`` is the input table; ``runs`` the runs the single-law steps analyse (the whole
     table, or its baseline recipe when it holds several).  ``points``: per analysed run
-    {r, budget, n_unique = N_once + N_rec, compute (RunTable.compute), loss} for the
-    figures.  ``phi_shares``: the shares of bootstrap replicates with phi <= 0 and phi >= 1.
+    {r, budget, n_unique = N_once + N_rec, compute, loss} for the figures, and
+    ``compute_source`` saying which compute they are placed at (:func:`plotted_compute`).
+    ``phi_shares``: the shares of bootstrap replicates with phi <= 0 and phi >= 1.
     ``cautions``: every caution of every step, in order, without repeats.
     """
 
@@ -187,6 +188,27 @@ def _diagnostic_cautions(diag: Diagnostics) -> list[Caution]:
 
 
 # ------------------------------------------------------------------------------ analysis
+def plotted_compute(runs: RunTable) -> tuple[np.ndarray, str]:
+    """The training compute at which the figures place each run, and where it comes from.
+
+    The ``flops`` column when there is one; else a numeric ``budget`` column (the isoFLOP
+    budget the run was trained at: the estimate 6 (N_once + r N_rec) D omits attention and
+    the embedding, and puts a small model's runs well left of its budget); else the estimate
+    (:attr:`phifit.runs.RunTable.compute`).
+    """
+    if runs.has_flops:
+        return runs.compute, runs.compute_source
+    budget = runs.budget
+    if budget is not None:
+        try:
+            values = np.asarray(budget, dtype=float)
+        except (TypeError, ValueError):
+            values = None
+        if values is not None and np.all(np.isfinite(values)) and np.all(values > 0):
+            return values, "the budget column (no flops column)"
+    return runs.compute, runs.compute_source
+
+
 def _timed(timings: dict[str, float], key: str, func: Callable, *args, **kwargs):
     t0 = time.perf_counter()
     try:
@@ -195,17 +217,25 @@ def _timed(timings: dict[str, float], key: str, func: Callable, *args, **kwargs)
         timings[key] = round(time.perf_counter() - t0, 3)
 
 
-def analyse(runs: RunTable, options: AnalysisOptions | None = None) -> Analysis:
-    """Run every step of the analysis (see the module docstring) and gather its cautions."""
+def analyse(
+    runs: RunTable, options: AnalysisOptions | None = None, *, progress: Callable[[str], None] | None = None
+) -> Analysis:
+    """Run every step of the analysis (see the module docstring) and gather its cautions;
+    ``progress`` receives one line as each stage starts (the CLI prints them to stderr)."""
     options = options or AnalysisOptions()
     timings: dict[str, float] = {}
     own: list[Caution] = []
+    say = progress or (lambda _msg: None)
 
     def note(kind: str, message: str, **values: Any) -> None:
         own.append(caution("analysis", kind, message, level="note", **values))
 
     main_runs, recipes = runs, None
     if "variant" in runs.frame and runs.frame["variant"].nunique() > 1:
+        say(
+            f"recipes: joint fit and paired bootstrap of {runs.frame['variant'].nunique()} recipes "
+            f"({options.n_boot} replicates)"
+        )
         recipes = _timed(
             timings,
             "recipes",
@@ -229,6 +259,7 @@ def analyse(runs: RunTable, options: AnalysisOptions | None = None) -> Analysis:
             n_runs=len(main_runs),
         )
 
+    say(f"fitting the law to {len(main_runs)} runs ({options.n_starts} starts)")
     fit = _timed(
         timings,
         "fit",
@@ -238,6 +269,7 @@ def analyse(runs: RunTable, options: AnalysisOptions | None = None) -> Analysis:
     )
     boot = None
     if options.n_boot and not fit.fixed:
+        say(f"block bootstrap ({options.n_boot} replicates, {options.n_jobs} workers)")
         boot = _timed(
             timings,
             "bootstrap",
@@ -260,12 +292,15 @@ def analyse(runs: RunTable, options: AnalysisOptions | None = None) -> Analysis:
 
     comparison = None
     if main_runs.phi_identifiable:
+        say("restricted fits phi = 0 and phi = 1, with leave-one-budget-out refits")
         comparison = _timed(
             timings, "comparison", compare_fits, main_runs, seed=options.seed, n_starts=options.n_starts
         )
 
+    say("diagnostics: residuals, leave-one-out influence, the phi profile")
     diag = _timed(timings, "diagnostics", diagnose, main_runs, fit, seed=options.seed)
 
+    say("derived quantities: equivalence, frontier, isoFLOP curves")
     equiv = example = parab = iso = None
     if fit.phi is not None:
         equiv = _timed(timings, "equivalence", equivalence_table, main_runs, fit, thetas=thetas)
@@ -291,6 +326,8 @@ def analyse(runs: RunTable, options: AnalysisOptions | None = None) -> Analysis:
     if options.bayes:
         from .fitters.bayes import sample_posterior  # PyMC: imported only when asked
 
+        say("Bayesian posterior: compiling the model (about half a minute), then sampling")
+
         sampled = _timed(
             timings,
             "bayes",
@@ -302,6 +339,29 @@ def analyse(runs: RunTable, options: AnalysisOptions | None = None) -> Analysis:
         )
         bayes, idata, bayes_draws = sampled.result, sampled.idata, sampled.draws
 
+    compute, compute_source = plotted_compute(main_runs)
+    if not main_runs.has_flops:
+        ratio = main_runs.compute / compute
+        where = (
+            f"the runs are placed at their budget; the estimate would put them at "
+            f"{ratio.min():.2f}-{ratio.max():.2f}x it"
+            if compute_source.startswith("the budget")
+            else "the runs are placed at that estimate (it omits attention and the embedding)"
+        )
+        note(
+            "compute_estimated",
+            f"no 'flops' column: training compute in the figures is {compute_source}; {where}. "
+            "Record each run's FLOPs in a 'flops' column for exact placement",
+            compute_source=compute_source,
+        )
+    points = {
+        "r": main_runs.r.astype(int).tolist(),
+        "budget": None if main_runs.budget is None else main_runs.budget.tolist(),
+        "n_unique": (main_runs.n_once + main_runs.n_rec).tolist(),
+        "compute": compute.tolist(),
+        "compute_source": compute_source,
+        "loss": main_runs.loss.tolist(),
+    }
     cautions = collect(
         fit.warnings,  # the bootstrap's too, once attached
         None if boot is None else boot.warnings,
@@ -313,13 +373,6 @@ def analyse(runs: RunTable, options: AnalysisOptions | None = None) -> Analysis:
         None if bayes is None else bayes.warnings,
         own,
     )
-    points = {
-        "r": main_runs.r.astype(int).tolist(),
-        "budget": None if main_runs.budget is None else main_runs.budget.tolist(),
-        "n_unique": (main_runs.n_once + main_runs.n_rec).tolist(),
-        "compute": main_runs.compute.tolist(),
-        "loss": main_runs.loss.tolist(),
-    }
     return Analysis(
         table=runs,
         runs=main_runs,

@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import LogFormatterSciNotation, LogLocator
+from matplotlib.ticker import Formatter, LogFormatterSciNotation, LogLocator
+
+from .report_template import interval_text
 
 __all__ = [
     "OKABE_ITO",
@@ -121,12 +123,48 @@ def _category_index(values: Sequence[Any]) -> dict[Any, int]:
     return {v: i for i, v in enumerate(values)}
 
 
+class _MinorLogLabels(Formatter):
+    """Labels for the minor ticks of a log axis that never overlap: at draw time it takes the
+    axis' length and span and labels the densest of the mantissa sets {2..9}, {2, 3, 5},
+    {2, 5}, {3}, {} whose labels (about ``label_pt`` points wide) fit between their neighbours
+    and the decade labels.  A narrow range (under a decade) so still gets numbers."""
+
+    SETS = ((2, 3, 4, 5, 6, 7, 8, 9), (2, 3, 4, 6, 8), (2, 3, 5), (2, 5), (3,), ())
+
+    def __init__(self, label_pt: float = 36.0):
+        self.label_pt = label_pt
+
+    def _subs(self) -> tuple[int, ...]:
+        axis = self.axis
+        lo, hi = sorted(axis.get_view_interval())
+        if not (lo > 0 and hi > lo):
+            return ()
+        ax = axis.axes
+        length_pt = (ax.bbox.width if axis.axis_name == "x" else ax.bbox.height) * 72.0 / ax.figure.dpi
+        per_decade = length_pt / max(math.log10(hi / lo), 1e-9)
+        for subs in self.SETS:
+            marks = sorted({1, 10, *subs})
+            gap = min(math.log10(b / a) for a, b in zip(marks, marks[1:]))
+            if gap * per_decade >= self.label_pt:
+                return subs
+        return ()
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        if x <= 0:
+            return ""
+        exp = math.floor(math.log10(x) + 1e-9)
+        mant = round(x / 10**exp)
+        if mant in (1, 10) or mant not in self._subs():
+            return ""
+        return f"${mant}\\times10^{{{exp}}}$"
+
+
 def _log_x(ax) -> None:
-    """Log x axis; minor ticks are labelled only when the data span about a decade or less
-    (matplotlib's thresholds), so a narrow range of budgets still gets numbers."""
+    """Log x axis whose minor ticks are labelled where the labels fit (:class:`_MinorLogLabels`)."""
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(LogFormatterSciNotation())
     ax.xaxis.set_minor_locator(LogLocator(subs="all"))
-    ax.xaxis.set_minor_formatter(LogFormatterSciNotation(labelOnlyBase=False))
+    ax.xaxis.set_minor_formatter(_MinorLogLabels())
 
 
 # ------------------------------------------------------------------------------ isoFLOP
@@ -205,17 +243,20 @@ def frontier_figure(
     parabola: Mapping[str, Any] | None = None,
     *,
     reference_gaps: Mapping[int, Sequence[float]] | None = None,
+    compute_source: str | None = None,
 ) -> Figure:
     """Left: loss vs training compute with the law's frontier per r.  Right: frontier
     gap to the base r vs compute: the law (line, bootstrap band) and the per-cell
-    parabola minima (markers).
+    parabola minima (markers); the legends sit outside the axes, clear of the markers.
 
-    ``points``: {"r", "compute", "loss"} per run; ``curve``: a Frontier dict over a dense
+    ``points``: {"r", "compute", "loss"} per run (``compute_source`` says where the runs'
+    compute comes from, e.g. "the flops column"; it is named under the left axis);
+    ``curve``: a Frontier dict over a dense
     grid of budgets; ``at_budgets``: a Frontier dict at the table's budgets (with
     ``gap_interval`` when bootstrapped); ``parabola``: a ParabolaMinima dict;
     ``reference_gaps``: optional {r: [lo, hi]} bands to shade (e.g. the study's ranges).
     """
-    fig = _figure(9.0, 3.8)
+    fig = _figure(9.0, 4.3)
     ax1, ax2 = fig.subplots(1, 2)
     r_all = np.asarray(points["r"], int)
     r_values = sorted(set(r_all.tolist()) | {int(r) for r in curve["r_values"]})
@@ -241,10 +282,11 @@ def frontier_figure(
                 cc, curve["l_star"][key], color=color_for(idx[rv]), linewidth=1.6, label=f"r = {rv}", zorder=3
             )
     _log_x(ax1)
-    ax1.set_xlabel("training compute C (FLOPs, log)")
+    where = f"\nruns placed by {compute_source}" if compute_source else ""
+    ax1.set_xlabel(f"training compute C (FLOPs, log){where}")
     ax1.set_ylabel(LOSS_LABEL)
     ax1.set_title("runs and the compute-optimal frontier L*(C)")
-    ax1.legend(frameon=False)
+    ax1.legend(frameon=False, loc="lower left", bbox_to_anchor=(1.0, 0.0), handlelength=1.5)
     _style(ax1)
 
     base = int(curve["base_r"])
@@ -287,7 +329,7 @@ def frontier_figure(
     ax2.set_ylabel(f"frontier gap L*(r) - L*(r={base}) (nats)")
     ax2.set_title("loss cost of looping at matched compute")
     if len(r_values) > 1:
-        ax2.legend(frameon=False, fontsize=7, ncol=1)
+        ax2.legend(frameon=False, fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     else:
         ax2.text(
             0.5,
@@ -321,9 +363,11 @@ def bootstrap_figure(
     interval_bca: Sequence[float] | None = None,
     reference_interval: Sequence[float] | None = None,
     level: float = 0.95,
+    bounds: Sequence[float] | None = None,
 ) -> Figure:
     """Histogram of the bootstrap distribution of phi, with the estimate and the percentile
-    (and BCa) intervals, labelled at their ``level``."""
+    (and BCa) intervals, labelled at their ``level``; an interval end on ``bounds`` (the box
+    searched) is labelled as such (:func:`phifit.report_template.interval_text`)."""
     pct = f"{100 * level:g}%"
     phis = np.asarray([p for p in phis if p is not None and math.isfinite(p)], float)
     fig = _figure(6.0, 3.2)
@@ -339,7 +383,7 @@ def bootstrap_figure(
             [],
             color=OKABE_ITO[5],
             linestyle="--",
-            label=f"{pct} percentile [{interval[0]:.3f}, {interval[1]:.3f}]",
+            label=f"{pct} percentile {interval_text(interval[0], interval[1], bounds)}",
         )
     if interval_bca is not None and None not in interval_bca:
         for x in interval_bca:
@@ -349,7 +393,7 @@ def bootstrap_figure(
             [],
             color=OKABE_ITO[4],
             linestyle=":",
-            label=f"{pct} BCa [{interval_bca[0]:.3f}, {interval_bca[1]:.3f}]",
+            label=f"{pct} BCa {interval_text(interval_bca[0], interval_bca[1], bounds)}",
         )
     if reference_interval is not None:
         ax.axvspan(
@@ -504,21 +548,29 @@ def influence_figure(infl: Mapping[str, Any]) -> Figure:
             label=f"r = {rv}",
             zorder=3,
         )
+    # the runs that move phi most: numbered at their stems, named in a key below the axes
+    # (run ids are long and the largest moves often sit next to each other)
+    key = []
     for k, x in enumerate(infl.get("top", [])[:3]):
         i = next(j for j, y in enumerate(runs) if y["run_id"] == x["run_id"])
+        if not math.isfinite(d[i]):
+            continue
         ax1.annotate(
-            str(x["run_id"]),
+            str(k + 1),
             (i, d[i]),
             fontsize=7,
-            xytext=(4, (3 + 9 * k) * (1 if d[i] >= 0 else -1)),
+            fontweight="bold",
+            xytext=(5, 0),
             textcoords="offset points",
+            ha="left",
             va="center",
         )
+        key.append(f"{k + 1}: {x['run_id']} (Δφ {d[i]:+.3f})")
     ax1.axhline(0, color="0.3", linewidth=0.8)
-    ax1.set_xlabel("run (table order)")
+    ax1.set_xlabel("run (table order)" + ("\n" + "\n".join(key) if key else ""))
     ax1.set_ylabel("Δφ when the run is left out")
-    ax1.set_title("leave-one-run-out")
-    ax1.legend(frameon=False, fontsize=7, ncol=len(r_values))
+    ax1.set_title("leave-one-run-out", pad=18)
+    ax1.legend(frameon=False, fontsize=7, ncol=len(r_values), loc="lower center", bbox_to_anchor=(0.5, 1.06))
     _style(ax1)
     if cells:
         order = sorted(range(len(cells)), key=lambda i: cells[i]["delta_phi"])
@@ -544,13 +596,15 @@ def profile_figure(
     consistency: Mapping[str, Any] | None = None,
     *,
     interval_label: str = "interval",
+    bounds: Sequence[float] | None = None,
 ) -> Figure:
     """Profile deviance of phi (left) and phi refitted on subsets (right).
 
     ``interval`` is drawn as a band on both panels and named in the legend by
     ``interval_label``, which says what it is (e.g. "profile interval (assumes independent
     runs)" or "95% bootstrap interval").  The deviance axis is named by the profile's
-    ``deviance_name`` when it has one.
+    ``deviance_name`` when it has one; an interval end on ``bounds`` (the box searched) is
+    labelled as such.
     """
     fig = _figure(10.0, 3.4)
     ax1, ax2 = fig.subplots(1, 2)
@@ -566,7 +620,7 @@ def profile_figure(
             interval[1],
             color=OKABE_ITO[2],
             alpha=0.2,
-            label=f"{interval_label} [{interval[0]:.3f}, {interval[1]:.3f}]",
+            label=f"{interval_label}\n{interval_text(interval[0], interval[1], bounds)}",
         )
     if finite.any():
         ax1.set_yscale("symlog", linthresh=10)
@@ -649,7 +703,7 @@ def recipes_figure(rows: Sequence[Mapping[str, Any]], *, baseline: str, level: f
             ax.annotate(
                 f"{row['delta_phi']:+.3f} [{iv[0]:+.3f}, {iv[1]:+.3f}]",
                 (row["delta_phi"], i),
-                xytext=(0, 7),
+                xytext=(0, 9),
                 textcoords="offset points",
                 ha="center",
                 fontsize=7,
@@ -665,41 +719,49 @@ def recipes_figure(rows: Sequence[Mapping[str, Any]], *, baseline: str, level: f
 
 @_styled
 def comparison_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
-    """R² (raw nats) of the free fit and the restricted fits, as horizontal bars."""
-    fig = _figure(6.0, 0.8 + 0.45 * max(len(rows), 2))
+    """How much worse each restricted fit is than the free one: the drop in R² (raw nats),
+    R²(restricted) - R²(free), as horizontal bars from zero (the free fit), each labelled with
+    its R².  ``rows``: the free fit first (label "free"), then the restricted fits."""
+    free = next((r for r in rows if str(r["label"]) == "free"), rows[0])
+    others = [r for r in rows if r is not free]
+    n = max(len(others), 1)
+    fig = _figure(6.0, 0.9 + 0.45 * max(n, 2))
     ax = fig.subplots()
-    labels = [str(r["label"]) for r in rows]
-    values = [float(r["r2"]) for r in rows]
-    ax.barh(range(len(rows)), values, color=[color_for(i) for i in range(len(rows))], height=0.6)
-    lo = min(values) - 0.3 * (max(values) - min(values) + 1e-4)
-    ax.set_xlim(max(lo, 0.0), 1.0)
-    for i, v in enumerate(values):
+    base = float(free["r2"])
+    labels = [str(r["label"]).replace("phi", "φ ").replace("=", "= ") for r in others]
+    drops = [float(r["r2"]) - base for r in others]
+    ax.barh(range(len(others)), drops, color=[color_for(i + 1) for i in range(len(others))], height=0.6)
+    worst = min(drops + [-1e-4])
+    ax.set_xlim(1.45 * worst, -0.02 * worst)
+    for i, (r, v) in enumerate(zip(others, drops)):
         ax.annotate(
-            f"{v:.4f}",
+            f"{v:+.4f} (R² {float(r['r2']):.4f})",
             (v, i),
             xytext=(-4, 0),
             textcoords="offset points",
             ha="right",
             va="center",
             fontsize=8,
-            color="white",
-            fontweight="bold",
         )
-    ax.set_yticks(range(len(rows)), labels)
+    ax.axvline(0, color="0.2", linewidth=1.0)
+    ax.set_yticks(range(len(others)), labels)
     ax.invert_yaxis()
-    ax.set_xlabel("R² on raw nats")
-    ax.set_title("free vs restricted fits")
+    ax.set_ylim(len(others) - 0.4, -0.6)
+    ax.set_xlabel(f"R² (raw nats) minus the free fit's R² = {base:.4f}")
+    ax.set_title("loss of fit when φ is held fixed (0 = as good as φ free)")
     _style(ax)
     return fig
 
 
 # ------------------------------------------------------------------------------- output
 @_styled
-def save_figure(fig: Figure, stem: str) -> dict[str, str]:
-    """Write ``stem.png`` (150 dpi) and ``stem.svg``; returns their paths."""
-    paths = {"png": f"{stem}.png", "svg": f"{stem}.svg"}
+def save_figure(fig: Figure, stem: str, *, svg: bool = True) -> dict[str, str]:
+    """Write ``stem.png`` (150 dpi) and, with ``svg``, ``stem.svg``; returns their paths."""
+    paths = {"png": f"{stem}.png"}
     fig.savefig(paths["png"], dpi=150, facecolor="white", metadata=_NO_DATE["png"])
-    fig.savefig(paths["svg"], facecolor="white", metadata=_NO_DATE["svg"])
+    if svg:
+        paths["svg"] = f"{stem}.svg"
+        fig.savefig(paths["svg"], facecolor="white", metadata=_NO_DATE["svg"])
     return paths
 
 

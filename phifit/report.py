@@ -10,11 +10,16 @@ Folder layout::
     DIR/index.html          self-contained page (figures embedded as base64 PNG; no JS)
     DIR/results.json        every number shown (Analysis.to_dict(), plus the files written)
     DIR/figures/NAME.png    each figure at 150 dpi
-    DIR/figures/NAME.svg    and as SVG
+    DIR/figures/NAME.svg    and as SVG, with ``svg=True`` (``--svg``)
     DIR/posterior.nc        the Bayesian posterior (ArviZ InferenceData), with ``bayes=True``
 
 ``results.json["warnings"]`` is :attr:`Analysis.cautions`, every caution of every step
 ({source, kind, level, message, values}); the page lists them under "Data and warnings".
+
+The page opens with the answer (:func:`phifit.report_sections.section_headline`): phi with
+its interval and what kind it is, the verdicts on phi = 0 and phi = 1, Δφ per recipe,
+R² / RMSE and the top warnings.  An interval end on the box searched prints as
+"≤ −3 (search bound: not determined)" (:func:`phifit.report_template.interval_text`).
 
 Sections: data summary and cautions; fitted law with intervals; isoFLOP curves;
 compute-optimal frontier and gaps (law and per-cell parabola minima); bootstrap
@@ -32,6 +37,7 @@ import datetime as _dt
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,17 +122,34 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def build_report(
-    runs: RunTable, out_dir: str | os.PathLike, *, options: AnalysisOptions | None = None, force: bool = False
+    runs: RunTable,
+    out_dir: str | os.PathLike,
+    *,
+    options: AnalysisOptions | None = None,
+    force: bool = False,
+    svg: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> ReportFiles:
-    """Analyse ``runs`` and write the report folder (see the module docstring)."""
+    """Analyse ``runs`` and write the report folder (see the module docstring); ``progress``
+    receives one line per stage as it starts (the CLI prints them to stderr)."""
     check_report_dir(out_dir, force)
-    return write_report(analyse(runs, options), out_dir, force=force)
+    analysis = analyse(runs, options, progress=progress)
+    return write_report(analysis, out_dir, force=force, svg=svg, progress=progress)
 
 
-def write_report(analysis: Analysis, out_dir: str | os.PathLike, *, force: bool = False) -> ReportFiles:
-    """Draw the figures and write ``index.html``, ``results.json`` and ``figures/``."""
+def write_report(
+    analysis: Analysis,
+    out_dir: str | os.PathLike,
+    *,
+    force: bool = False,
+    svg: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> ReportFiles:
+    """Draw the figures and write ``index.html``, ``results.json`` and ``figures/`` (PNG; SVG
+    too with ``svg=True``)."""
     from . import plots
 
+    say = progress or (lambda _msg: None)
     check_report_dir(out_dir, force)
     path = Path(out_dir)
     path.mkdir(parents=True, exist_ok=True)
@@ -136,11 +159,13 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike, *, force: bool 
     t0 = time.perf_counter()
     figures: dict[str, dict[str, str]] = {}
     pngs: dict[str, bytes] = {}
+    say("drawing the figures" + (" (PNG and SVG)" if svg else ""))
     for name, fig in _figures(analysis, plots):
-        plots.save_figure(fig, str(path / "figures" / name))
-        figures[name] = {"png": f"figures/{name}.png", "svg": f"figures/{name}.svg"}
+        written = plots.save_figure(fig, str(path / "figures" / name), svg=svg)
+        figures[name] = {kind: os.path.relpath(p, path).replace(os.sep, "/") for kind, p in written.items()}
         pngs[name] = (path / "figures" / f"{name}.png").read_bytes()
     timings["figures"] = round(time.perf_counter() - t0, 3)
+    say("writing index.html and results.json")
 
     results = analysis.to_dict()
     files = ["index.html", "results.json"] + [p for f in figures.values() for p in f.values()]
@@ -161,14 +186,28 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike, *, force: bool 
 
 
 def headline(a: Analysis) -> str:
-    """One line: phi with its interval (at the fit's level), R^2, RMSE, counts of cautions."""
+    """Plain text: phi with its interval (at the fit's level; an end on the box says so), R^2,
+    RMSE; the verdicts on phi = 0 and phi = 1; then what the warnings are (the first of each
+    kind) and how many notes there are."""
     fit = a.fit
     phi = "phi not identified" if fit.phi is None else f"phi = {fit.phi:.4f}"
     iv = (fit.ci or {}).get("phi")
     if iv:
-        phi += f" ({S.pct(fit.ci_level)} percentile [{iv[0]:.3f}, {iv[1]:.3f}])"
-    n_warn, n_note = len(a.cautions_from(level="warning")), len(a.cautions_from(level="note"))
-    return f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats, {n_warn} warning(s), {n_note} note(s)"
+        phi += (
+            f" ({S.pct(fit.ci_level)} percentile {T.interval_text(iv[0], iv[1], T.param_bounds(fit, 'phi'))})"
+        )
+    lines = [f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats"]
+    for label, rejected, evidence in S.restriction_verdicts(a.comparison):
+        word = "not tested" if rejected is None else ("rejected" if rejected else "not rejected")
+        lines.append(f"{label}: {word} ({evidence})".replace("φ", "phi"))
+    warns = a.cautions_from(level="warning")
+    n_note = len(a.cautions_from(level="note"))
+    if warns:
+        lines.append(f"{len(warns)} warning(s), {n_note} note(s) (all in the report); the warnings:")
+        lines += [f"  - {w}" for w in S.top_warnings(a, n=len(warns))]
+    else:
+        lines.append(f"no warnings, {n_note} note(s) (in the report)")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------ figures
@@ -185,6 +224,7 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
             a.frontier_curve.to_dict(),
             a.frontier.to_dict(),
             None if a.parabola is None else a.parabola.to_dict(),
+            compute_source=pts.get("compute_source"),
         )
         out.append(("frontier", fig))
     if a.bootstrap is not None and fit.phi is not None and "phi" in (fit.ci or {}):
@@ -194,6 +234,7 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
             fit.ci["phi"],
             interval_bca=(fit.ci_bca or {}).get("phi"),
             level=fit.ci_level,
+            bounds=T.param_bounds(fit, "phi"),
         )
         out.append(("bootstrap_phi", fig))
     cmp_rows = S.comparison_rows(a.comparison)
@@ -206,7 +247,14 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
     if ident.profile is not None:
         interval, label = D.profile_band(a)
         consistency = None if diag.consistency is None else diag.consistency.to_dict()
-        fig = plots.profile_figure(ident.profile, fit.phi, interval, consistency, interval_label=label)
+        fig = plots.profile_figure(
+            ident.profile,
+            fit.phi,
+            interval,
+            consistency,
+            interval_label=label,
+            bounds=T.param_bounds(fit, "phi"),
+        )
         out.append(("phi_profile", fig))
     if a.bayes_draws:
         out.append(("posterior", plots.posterior_figure(a.bayes_draws, point=fit.params)))
@@ -249,4 +297,4 @@ def render_html(a: Analysis, pngs: dict[str, bytes], figures: dict[str, dict[str
         f"{T.esc(table.source)} · {len(table)} runs{analysed} · phifit {T.esc(__version__)} · "
         f"{created} · bootstrap {a.options.n_boot} · seed {a.options.seed}"
     )
-    return T.page(f"phifit report: {Path(table.source).name}", meta, sections)
+    return T.page(f"phifit report: {Path(table.source).name}", meta, sections, lead=S.section_headline(a))

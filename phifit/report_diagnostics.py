@@ -159,7 +159,8 @@ def section_influence(a: Analysis, fig: Fig) -> str:
     html += f"<p>Condition number of the unit-diagonal information matrix: {ident.condition_number:.3g}."
     if ident.profile_interval:
         lo, hi = ident.profile_interval
-        html += f" φ {T.esc(ident.profile_interval_label)}, approx. 95%: [{lo:.3f}, {hi:.3f}]."
+        iv = T.interval_text(lo, hi, T.param_bounds(a.fit, "phi"))
+        html += f" φ {T.esc(ident.profile_interval_label)}, approx. 95%: {T.esc(iv)}."
     html += "</p>"
     html += caution_list(ident.warnings, "warnings")
     return html

@@ -17,6 +17,7 @@ from typing import Any
 from . import report_template as T
 from .analysis import Analysis
 from .law import PARAM_NAMES
+from .likelihood import p_text
 from .reference import REFERENCE_PARAMS, STUDY_PHI, STUDY_PHI_CI, STUDY_R2
 
 Fig = Callable[[str, str, str], str]
@@ -90,7 +91,116 @@ def recipe_rows(recipes: Any) -> list[dict[str, Any]]:
     return [r for r in rows if r["delta_phi"] is not None]
 
 
+def phi_interval_kind(a: Analysis) -> str:
+    """What the fit's phi interval is: "95% percentile block bootstrap (200 replicates over 12
+    'budget,r' blocks)"; empty when there is none."""
+    fit = a.fit
+    boot = fit.bootstrap or {}
+    if not (fit.ci or {}).get("phi"):
+        return ""
+    if fit.method == "bayes":
+        return f"{pct(fit.ci_level)} highest-density interval"
+    return (
+        f"{pct(fit.ci_level)} percentile block bootstrap ({boot.get('n', '?')} replicates over "
+        f"{boot.get('n_blocks', '?')} '{boot.get('block', '?')}' blocks)"
+    )
+
+
+def restriction_verdicts(comparison: Any) -> list[tuple[str, bool | None, str]]:
+    """(restriction, rejected, evidence) for phi = 0 and phi = 1, read from the comparison's
+    per-restriction statistics: its test (the wild cluster bootstrap when the comparison ran
+    one, else the likelihood ratio) and the leave-one-budget-out RMSE against the free fit's."""
+    if comparison is None:
+        return []
+    stats = getattr(comparison, "stats", {}) or {}
+    free = stats.get("free")
+    out = []
+    for label in ("phi=0", "phi=1"):
+        st = stats.get(label)
+        if st is None:
+            continue
+        wild = getattr(st, "wild", None)
+        if wild is not None and getattr(wild, "p_value", None) is not None:
+            evidence = [f"wild cluster bootstrap p = {p_text(wild.p_value)}"]
+        else:
+            evidence = [f"likelihood-ratio p = {p_text(st.lr_p_value)}"]
+        if st.cv_rmse is not None and free is not None and free.cv_rmse is not None:
+            evidence.append(f"held-out-budget RMSE {st.cv_rmse:.4f} vs {free.cv_rmse:.4f} nats with φ free")
+        out.append((label.replace("phi", "φ ").replace("=", "= "), st.rejected, "; ".join(evidence)))
+    return out
+
+
+def top_warnings(a: Analysis, n: int = 4) -> list[str]:
+    """The first warning of each (source, kind), up to ``n``, each saying how many alike follow."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for c in a.cautions_from(level="warning"):
+        groups.setdefault((c.source, c.kind), []).append(c.message)
+    out = []
+    for msgs in list(groups.values())[:n]:
+        more = len(msgs) - 1
+        out.append(msgs[0] + (f" (and {more} more like it)" if more else ""))
+    return out
+
+
 # ---------------------------------------------------------------------------- sections
+def section_headline(a: Analysis) -> str:
+    """The answer first: phi with its interval (and what kind), the verdicts on phi = 0 and
+    phi = 1, Δφ per recipe, R² and RMSE, and the top warnings."""
+    fit = a.fit
+    items = []
+    if fit.phi is None:
+        items.append("<b>φ is not identified</b> by these runs (it needs looped runs at two or more r).")
+    else:
+        iv = (fit.ci or {}).get("phi")
+        text = f'<span class="phi">φ = {fit.phi:.3f}</span>'
+        if iv:
+            bounds = T.param_bounds(fit, "phi")
+            text += (
+                f", {T.esc(phi_interval_kind(a))}: <b>{T.interval(iv, lambda v: T.fixed(v, 3), bounds)}</b>"
+            )
+            bca = (fit.ci_bca or {}).get("phi")
+            if bca and None not in bca:
+                text += f" (BCa {T.interval(bca, lambda v: T.fixed(v, 3), bounds)})"
+        else:
+            text += " (no interval: bootstrap off)"
+        items.append(text)
+    verdicts = restriction_verdicts(a.comparison)
+    for label, rejected, evidence in verdicts:
+        word = (
+            "not tested"
+            if rejected is None
+            else ('<span class="bad">rejected</span>' if rejected else '<span class="ok">not rejected</span>')
+        )
+        items.append(f"<b>{T.esc(label)}</b>: {word} ({T.esc(evidence)})")
+    if not verdicts and fit.phi is not None:
+        items.append("φ = 0 and φ = 1: not tested (no restricted-fit comparison).")
+    rows = recipe_rows(a.recipes)
+    if rows:
+        parts = [
+            f"{T.esc(r['variant'])} {T.fixed(r['delta_phi'], 3, signed=True)} "
+            f"{T.interval(r['interval'], lambda v: T.fixed(v, 3, signed=True))}"
+            for r in rows
+        ]
+        items.append(
+            f"<b>Δφ</b> against '{T.esc(a.recipes.baseline)}' ({pct(a.recipes.level)} bootstrap): "
+            + "; ".join(parts)
+        )
+    items.append(
+        f"R² {T.fixed(fit.r2, 4)}, RMSE {T.fixed(fit.rmse, 4)} nats ({fit.n_runs} runs"
+        + (f" of '{T.esc(a.recipes.baseline)}'" if a.recipes is not None else "")
+        + ")"
+    )
+    html = '<div class="headline" id="headline"><ul>' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+    warns = top_warnings(a)
+    n_warn = len(a.cautions_from(level="warning"))
+    if warns:
+        html += f'<p class="hw">Warnings ({n_warn}; all under <a href="#data">Data and warnings</a>):</p>'
+        html += T.bullet_list(warns, "warnings")
+    else:
+        html += '<p class="ok">No warnings.</p>'
+    return html + "</div>"
+
+
 def section_data(a: Analysis) -> str:
     d = a.diagnostics.data
     rows = []
@@ -166,8 +276,8 @@ def section_law(a: Analysis) -> str:
             [
                 T.esc("φ" if name == "phi" else name),
                 "n/a" if v is None else T.num(v, 5) + (" (fixed)" if name in fit.fixed else ""),
-                T.interval((fit.ci or {}).get(name)),
-                T.interval((fit.ci_bca or {}).get(name)),
+                T.interval((fit.ci or {}).get(name), bounds=T.param_bounds(fit, name)),
+                T.interval((fit.ci_bca or {}).get(name), bounds=T.param_bounds(fit, name)),
                 T.num(se.get(name), 3),
                 T.num(REFERENCE_PARAMS[name], 5),
             ]
@@ -214,10 +324,15 @@ def section_bootstrap(a: Analysis, fig: Fig) -> str:
         f"'{T.esc(b.block)}' blocks; dashed: {level} percentile interval, dotted: BCa.",
     )
     shares = a.phi_shares or {}
+    box = T.param_bounds(fit, "phi")
+
+    def three(v):
+        return T.fixed(v, 3)
+
     rows = [
         ["replicates (failed)", f"{b.n_boot} ({b.n_failed})"],
-        [f"{level} percentile interval", T.interval(fit.ci.get("phi"), lambda v: T.fixed(v, 3))],
-        [f"{level} BCa interval", T.interval((fit.ci_bca or {}).get("phi"), lambda v: T.fixed(v, 3))],
+        [f"{level} percentile interval", T.interval(fit.ci.get("phi"), three, box)],
+        [f"{level} BCa interval", T.interval((fit.ci_bca or {}).get("phi"), three, box)],
         ["share of replicates with φ ≤ 0", T.fixed(shares.get("le0"), 3)],
         ["share of replicates with φ ≥ 1", T.fixed(shares.get("ge1"), 3)],
         ["the study's interval (95%, 200 resamples)", f"[{STUDY_PHI_CI[0]}, {STUDY_PHI_CI[1]}]"],

@@ -45,7 +45,15 @@ ul.notes li { color: var(--muted); margin-bottom: 3px; }
 .ok { color: #009E73; font-weight: 600; }
 .bad { color: var(--warn); font-weight: 600; }
 .missing { background: #fff4e5; border-left: 4px solid #E69F00; padding: 6px 12px; }
-pre { background: var(--bg-soft); padding: 10px; overflow-x: auto; font-size: 12.5px; }
+pre { background: var(--bg-soft); padding: 10px; font-size: 12.5px; white-space: pre-wrap;
+      overflow-wrap: anywhere; }
+.headline { border: 2px solid var(--accent); background: #f2f7fb; border-radius: 6px;
+            padding: 8px 18px 6px; margin: 4px 0 14px; font-size: 14.5px; }
+.headline ul { margin: 4px 0; padding-left: 18px; }
+.headline li { margin-bottom: 3px; }
+.headline .phi { font-size: 17px; font-weight: 700; }
+.headline p.hw { margin: 6px 0 0; font-weight: 600; }
+.headline ul.warnings { font-size: 13.5px; }
 @media print { main { max-width: none; padding: 0; } h2 { page-break-after: avoid; }
                figure { page-break-inside: avoid; } }
 """
@@ -92,10 +100,62 @@ def count(value: Any) -> str:
     return f"{x:.3g}"
 
 
-def interval(iv: Sequence[Any] | None, fmt=num) -> str:
+def interval(iv: Sequence[Any] | None, fmt=num, bounds: Sequence[float] | None = None) -> str:
+    """``[lo, hi]``; with ``bounds`` (the box searched) an end on a bound says so (:func:`interval_text`)."""
     if not iv or iv[0] is None or iv[1] is None:
         return ""
+    if bounds is not None:
+        return esc(interval_text(iv[0], iv[1], bounds, fmt=fmt))
     return f"[{fmt(iv[0])}, {fmt(iv[1])}]"
+
+
+#: An interval end within this distance of a box bound (relative, for bounds beyond +-1) is
+#: "at the bound": censored by the search box, not determined by the data.
+BOUND_TOL = 1e-6
+
+
+def _at(value: float, bound: float) -> bool:
+    return math.isfinite(bound) and abs(value - bound) <= BOUND_TOL * max(1.0, abs(bound))
+
+
+def _minus(text: str) -> str:
+    return text.replace("-", "\u2212")
+
+
+def bound_end(value: float, bounds: Sequence[float] | None, *, fmt=None) -> str:
+    """One interval end as text: ``"≤ −3 (search bound: not determined)"`` when it lies within
+    :data:`BOUND_TOL` of the lower bound of ``bounds`` (``"≥ 3 (...)"`` at the upper one), else
+    the number (``fmt``, default 3 decimals)."""
+    fmt = fmt or (lambda v: f"{v:.3f}")
+    if bounds is not None and value is not None and math.isfinite(float(value)):
+        lo, hi = float(bounds[0]), float(bounds[1])
+        if _at(float(value), lo):
+            return f"\u2264 {_minus(f'{lo:g}')} (search bound: not determined)"
+        if _at(float(value), hi):
+            return f"\u2265 {_minus(f'{hi:g}')} (search bound: not determined)"
+    return fmt(value)
+
+
+def interval_text(lo: float, hi: float, bounds: Sequence[float] | None = None, *, fmt=None) -> str:
+    """An interval as plain text, ``"[0.070, 0.844]"``; an end at a bound of the box searched
+    (``bounds``, e.g. ``FitResult.bounds["phi"]`` = [-3, 3]) prints as
+    ``"[≤ −3 (search bound: not determined), 0.793]"``: the resamples ran into the box, so that
+    end is not determined by the data.  ``fmt`` formats the other ends (default 3 decimals).
+    Plain text (not HTML-escaped): the report, the figures and the CLI all print it."""
+    return f"[{bound_end(lo, bounds, fmt=fmt)}, {bound_end(hi, bounds, fmt=fmt)}]"
+
+
+def param_bounds(fit: Any, name: str) -> tuple[float, float] | None:
+    """The box of a law parameter in its own units, from ``FitResult.bounds`` (internal
+    coordinates: log E, log A, log B are mapped back with exp); None when unknown."""
+    bounds = getattr(fit, "bounds", None) or {}
+    key = {"E": "e", "A": "a", "B": "b"}.get(name, name)
+    if key not in bounds:
+        return None
+    lo, hi = (float(v) for v in bounds[key])
+    if key != name:
+        lo, hi = math.exp(lo), math.exp(hi)
+    return lo, hi
 
 
 def table(
@@ -150,8 +210,9 @@ def missing(text: str) -> str:
     return f'<p class="missing">{esc(text)}</p>'
 
 
-def page(title: str, meta: str, sections: Sequence[tuple[str, str, str]]) -> str:
-    """The whole page: ``sections`` are (anchor, heading, body html)."""
+def page(title: str, meta: str, sections: Sequence[tuple[str, str, str]], lead: str = "") -> str:
+    """The whole page: ``lead`` (html, the headline box) under the title, then the table of
+    contents and ``sections``, each (anchor, heading, body html)."""
     nav = "".join(f'<li><a href="#{esc(a)}">{esc(h)}</a></li>' for a, h, _ in sections)
     body = "\n".join(f'<section id="{esc(a)}"><h2>{esc(h)}</h2>\n{b}\n</section>' for a, h, b in sections)
     return f"""<!DOCTYPE html>
@@ -167,6 +228,7 @@ def page(title: str, meta: str, sections: Sequence[tuple[str, str, str]]) -> str
 <main>
 <h1>{esc(title)}</h1>
 <p class="meta">{meta}</p>
+{lead}
 <nav><ol>{nav}</ol></nav>
 {body}
 </main>

@@ -54,12 +54,12 @@ def test_every_file_is_written(report):
     names = set(files.figures)
     # comparison needs phifit.compare; all the others come from this package's own modules
     assert {"isoflop", "frontier", "bootstrap_phi", "residuals", "influence", "phi_profile"} <= names
-    for name in names:
-        for ext in ("png", "svg"):
-            path = out / "figures" / f"{name}.{ext}"
-            assert path.is_file() and path.stat().st_size > 5000, path
-        assert (out / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert b"<svg" in (out / "figures" / f"{name}.svg").read_bytes()[:2000]
+    for name in names:  # PNG only by default (the page embeds them); SVG with svg=True / --svg
+        path = out / "figures" / f"{name}.png"
+        assert path.is_file() and path.stat().st_size > 5000, path
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert not (out / "figures" / f"{name}.svg").exists()
+        assert files.figures[name] == {"png": f"figures/{name}.png"}
     listed = json.loads((out / "results.json").read_text())["files"]
     assert sorted(listed) == sorted(files.files)
     assert all((out / f).is_file() for f in listed)
@@ -127,8 +127,13 @@ def test_cli_report_rewrites_a_previous_report_and_refuses_strangers(tmp_path, c
     stale.write_bytes(b"old")
     (out / "figures" / "mine.png").write_bytes(b"not listed: kept")
     args = ["report", str(csv), "--out", str(out), "--bootstrap", "20", "--starts", "50", "--level", "0.9"]
-    assert main(args) == 0
-    assert "phi = " in capsys.readouterr().out
+    assert main(args + ["--svg"]) == 0
+    printed = capsys.readouterr()
+    assert "phi = " in printed.out and "phi = 0: " in printed.out and "phi = 1: " in printed.out
+    assert "fitting the law to 36 runs" in printed.err and "block bootstrap (20 replicates" in printed.err
+    assert "drawing the figures (PNG and SVG)" in printed.err
+    svgs = sorted((out / "figures").glob("*.svg"))
+    assert svgs and all(b"<svg" in p.read_bytes()[:2000] for p in svgs)
     assert not stale.exists() and (out / "figures" / "mine.png").exists()
     data = json.loads((out / "results.json").read_text())
     assert data["fit"]["n_runs"] == 36 and data["fit"]["ci_level"] == 0.9 and data["options"]["level"] == 0.9
@@ -291,6 +296,30 @@ def _image_check(exe: str, html: str, folder: Path) -> dict:
     return json.loads(found.group(1).replace("&quot;", '"'))
 
 
+_BOX = """<script>
+window.addEventListener('load', function () {
+  var box = document.getElementById('headline').getBoundingClientRect();
+  var pre = document.createElement('pre');
+  pre.id = 'phifit-box';
+  pre.textContent = JSON.stringify({top: box.top, bottom: box.bottom,
+    text: document.getElementById('headline').innerText});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def _headline_box(exe: str, html: str, folder: Path, tmp_path: Path) -> dict:
+    page = folder / "box.html"
+    page.write_text(html.replace("</body>", _BOX + "</body>"))
+    proc = _browser(exe, page, "--dump-dom", "--window-size=1280,800", "--virtual-time-budget=10000")
+    page.unlink()
+    found = re.search(r'<pre id="phifit-box">(.*?)</pre>', proc.stdout, re.S)
+    assert found, f"no headline box in the DOM dump; stderr: {proc.stderr[-2000:]}"
+    import html as _html
+
+    return json.loads(_html.unescape(found.group(1)))
+
+
 def test_report_renders_in_a_real_browser(report, tmp_path):
     exe = _chromium()
     if exe is None:
@@ -312,6 +341,24 @@ def test_report_renders_in_a_real_browser(report, tmp_path):
     assert ok["total"] == len(files.figures) and ok["broken"] == 0
     assert all(w >= 600 for w in ok["widths"])  # 150-dpi figures, natural width in pixels
     (out / "check.html").unlink()
+
+    # the answer is on the first screen: the headline box lies within the first 800 px of a
+    # 1280 x 800 window and holds phi, its interval and both verdicts
+    box = _headline_box(exe, html, out, tmp_path)
+    assert box["top"] >= 0 and box["bottom"] <= 800, box
+    text = box["text"]
+    fit = json.loads((out / "results.json").read_text())["fit"]
+    lo, hi = fit["ci"]["phi"]
+    assert f"φ = {fit['params']['phi']:.3f}" in text
+    assert f"[{lo:.3f}, {hi:.3f}]" in text and "95% percentile block bootstrap" in text
+    assert re.search(r"φ = 0: (not )?rejected \(", text) and re.search(r"φ = 1: (not )?rejected \(", text)
+    assert "R² " in text and "RMSE " in text
+    top = tmp_path / "top.png"
+    _browser(exe, out / "index.html", f"--screenshot={top}", "--window-size=1280,800")
+    first = np.asarray(Image.open(top).convert("RGB")).astype(int)
+    accent = (np.abs(first - [0x00, 0x72, 0xB2]).sum(axis=2) < 40).any(axis=1)  # the box's border
+    assert first.shape[:2] == (800, 1280) and accent.sum() >= 4
+    assert np.flatnonzero(accent).max() - np.flatnonzero(accent).min() > 100
 
     shot = tmp_path / "shot.png"
     proc = _browser(exe, out / "index.html", f"--screenshot={shot}", "--window-size=1280,4000")
@@ -435,3 +482,76 @@ def test_interval_labels_follow_the_fit_level(analysis, tmp_path):
     assert ">95% percentile" not in html and ">95% BCa" not in html
     assert "(80% percentile [" in files.headline
     assert json.loads((tmp_path / "rep" / "results.json").read_text())["fit"]["ci_level"] == 0.8
+
+
+def test_interval_ends_on_the_search_box_say_so():
+    from phifit.report_template import interval_text, param_bounds
+
+    assert interval_text(0.07, 0.844, (-3, 3)) == "[0.070, 0.844]"
+    assert interval_text(-3.0, 0.793, (-3, 3)) == "[≤ −3 (search bound: not determined), 0.793]"
+    assert interval_text(0.1, 3 - 1e-7, (-3, 3)) == "[0.100, ≥ 3 (search bound: not determined)]"
+    assert interval_text(-2.99, 0.5, (-3, 3)) == "[-2.990, 0.500]"  # near, not on, the bound
+    assert interval_text(-3.0, 0.5) == "[-3.000, 0.500]"  # no box known
+
+    class Fit:
+        bounds = {"phi": [-3.0, 3.0], "e": [-3.0, 2.0]}
+
+    assert param_bounds(Fit, "phi") == (-3.0, 3.0)
+    assert param_bounds(Fit, "E") == pytest.approx((np.exp(-3.0), np.exp(2.0)))
+    assert param_bounds(Fit, "alpha") is None
+
+
+def test_headline_marks_a_censored_interval_and_names_the_verdicts(analysis, tmp_path):
+    from phifit.report import headline
+
+    fit = analysis.fit.with_updates(ci={**analysis.fit.ci, "phi": [-3.0, 0.79]})
+    censored = dataclasses.replace(analysis, fit=fit)
+    text = headline(censored)
+    assert "[≤ −3 (search bound: not determined), 0.790]" in text
+    assert "phi = 0: " in text and "phi = 1: " in text
+    write_report(censored, tmp_path / "rep")
+    html = (tmp_path / "rep" / "index.html").read_text()
+    box = html[html.index('<div class="headline"') : html.index("<nav>")]
+    assert "≤ −3 (search bound: not determined)" in box and "φ = 0</b>" in box and "φ = 1</b>" in box
+    # the bootstrap table prints it the same way
+    assert html.count("≤ −3 (search bound: not determined)") >= 3
+
+
+def test_runs_without_flops_are_plotted_at_their_budget():
+    from phifit.analysis import plotted_compute
+
+    frame = simulate("paper", noise=0.004, seed=5)
+    with_flops = table_from_frame(frame)
+    compute, source = plotted_compute(with_flops)
+    assert source == "the flops column" and np.allclose(compute, frame["flops"].astype(float))
+    compute, source = plotted_compute(table_from_frame(frame.drop(columns=["flops"])))
+    assert source.startswith("the budget column") and np.allclose(compute, frame["budget"].astype(float))
+    compute, source = plotted_compute(table_from_frame(frame.drop(columns=["flops", "budget"])))
+    assert "6 (N_once + r N_rec) D" in source
+
+
+def test_log_axis_tick_labels_never_overlap(analysis):
+    """Minor tick labels of log axes are labelled only where they fit (the r = 8 isoFLOP panel
+    printed 3×10⁴4×10⁴6×10⁴), at the width the page shows the figures."""
+    from phifit import report
+
+    checked = 0
+    for name, fig in report._figures(analysis, plots):
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            if not ax.get_visible() or ax.get_xscale() != "log":
+                continue
+            labels = [
+                t
+                for t in ax.xaxis.get_majorticklabels() + ax.xaxis.get_minorticklabels()
+                if t.get_visible()
+                and t.get_text()
+                and ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]
+            ]
+            boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.x0)
+            assert len(boxes) >= 2, f"{name}: fewer than two x labels on a log axis"
+            for b1, b2 in zip(boxes, boxes[1:]):
+                assert b1.x1 <= b2.x0, f"{name}: x tick labels overlap"
+            checked += 1
+    assert checked >= 5

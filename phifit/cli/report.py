@@ -3,13 +3,15 @@
     phifit report RUNS.csv --out DIR [--bootstrap N] [--level 0.95] [--bayes] [--seed S] [--columns MAP]
 
 writes ``DIR/index.html`` (opens offline: figures embedded), ``DIR/results.json`` and
-``DIR/figures/*.png|svg``.  DIR must be absent, empty, or hold a previous phifit report,
-unless ``--force``.
+``DIR/figures/*.png`` (and ``*.svg`` with ``--svg``).  Each stage prints a progress line to
+stderr as it starts; the closing lines give phi, the verdicts and what the warnings are.  DIR must be absent,
+empty, or hold a previous phifit report, unless ``--force``.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from ._common import add_runs_argument, load_runs_from_args
@@ -41,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every random step (default 0)")
     p.add_argument("--jobs", type=int, default=2, help="bootstrap workers (default 2)")
     p.add_argument(
+        "--svg", action="store_true", help="also write each figure as SVG (the page embeds the PNGs)"
+    )
+    p.add_argument(
         "--force", action="store_true", help="write into DIR even if it holds files phifit did not write"
     )
     p.set_defaults(func=run)
@@ -62,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
     check_report_dir(args.out, args.force)
     runs = load_runs_from_args(args)
     t0 = time.perf_counter()
-    files = build_report(runs, args.out, options=options, force=args.force)
+
+    def progress(message: str) -> None:
+        print(f"[{time.perf_counter() - t0:6.1f} s] {message}", file=sys.stderr, flush=True)
+
+    files = build_report(runs, args.out, options=options, force=args.force, svg=args.svg, progress=progress)
     print(files.headline)
     print(f"wrote {files.index} and {len(files.files) - 1} other files in {time.perf_counter() - t0:.1f} s")
     return 0
