@@ -569,8 +569,15 @@ def influence_figure(infl: Mapping[str, Any]) -> Figure:
     ax1.axhline(0, color="0.3", linewidth=0.8)
     ax1.set_xlabel("run (table order)" + ("\n" + "\n".join(key) if key else ""))
     ax1.set_ylabel("Δφ when the run is left out")
-    ax1.set_title("leave-one-run-out", pad=18)
-    ax1.legend(frameon=False, fontsize=7, ncol=len(r_values), loc="lower center", bbox_to_anchor=(0.5, 1.06))
+    ax1.set_title("leave-one-run-out", pad=20)
+    ax1.legend(
+        frameon=False,
+        fontsize=7,
+        ncol=len(r_values),
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+        borderaxespad=0.1,
+    )
     _style(ax1)
     if cells:
         order = sorted(range(len(cells)), key=lambda i: cells[i]["delta_phi"])
