@@ -1,19 +1,20 @@
-"""Wall time of the default Bayesian fit on the study's 116-run design.
+"""Wall time of ``phifit fit RUNS --method bayes`` in fresh processes: cold vs warm cache, old vs new.
 
-    python benchmarks/bayes_speed.py [--no-baseline] [--json OUT]
+    python benchmarks/bayes_speed.py [--runs CSV] [--repeats N] [--old-ref REF] [--json OUT]
 
-Fits the paper design simulated with phi = 0.46 and log-noise sd 0.005 with
-``fit_bayes`` at its defaults (4 chains x 1000 draws after 1000 tuning steps, seed 0,
-sampler "auto"), in this fresh process, and reports separately:
+Each measurement is one new process running the default Bayesian fit (4 chains x 1000
+draws after 1000 tuning steps, nutpie) on the 116-run ``data/paper_design_simulated.csv``,
+timed from the outside (imports included):
 
-- import: ``import pymc, arviz`` (paid once per process);
-- compile: building and compiling the model (nutpie: once per process, then reused);
-- sampling: the sampler itself;
-- total: the whole ``fit_bayes`` call (Huber start, compile, sampling, LOO, PPC, summaries).
+- cold: an empty cache folder (``PHIFIT_CACHE_DIR`` = a new temporary folder);
+- warm: the same folder again, as a second ``--method bayes`` finds it.
 
-Then a second fit in the same process (other seed), whose compile is the cached one, and
-unless ``--no-baseline`` the same fit with PyMC's own NUTS (``sampler="pymc"``) as the
-baseline of the speed ratio.  The target of issue 4 is total <= 60 s on 2 cores.
+"old" is today's code before the disk cache of nutpie's compiled model: with ``--old-ref
+REF`` the ``phifit`` package of that git commit (``git archive``, run from a temporary
+folder), else this tree with the cache off (``PHIFIT_BAYES_CACHE=0``, the same code path
+as before: PyTensor's caches only, Numba compiles nutpie's callbacks every time).  "new"
+is this tree.  Old and new are interleaved per repeat; medians are reported, and the
+issue's targets (warm <= 10 s, cold <= 45 s) are checked on the new medians.
 """
 
 from __future__ import annotations
@@ -21,114 +22,88 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-TARGET_S = 60.0
+REPO = Path(__file__).resolve().parents[1]
+TARGETS = {"warm": 10.0, "cold": 45.0}
 
 
-def _fit(runs, **kwargs) -> dict:
-    from phifit.fitters.bayes import fit_bayes
-
+def _run(cmd_root: Path, csv: Path, cache: Path, extra_env: dict[str, str]) -> float:
+    env = {**os.environ, "PHIFIT_CACHE_DIR": str(cache), **extra_env}
+    env["PYTHONPATH"] = str(cmd_root)
+    cmd = [sys.executable, "-m", "phifit", "fit", str(csv), "--method", "bayes", "--quiet"]
     t0 = time.perf_counter()
-    res = fit_bayes(runs, progressbar=False, **kwargs)
-    total = time.perf_counter() - t0
-    ex, diag = res.extras, res.extras["diagnostics"]
-    return {
-        "sampler": ex["sampler"],
-        "seed": ex["seed"],
-        "compile_s": ex["compile_s"],
-        "compile_cached": ex["compile_cached"],
-        "sampling_s": ex["sampling_s"],
-        "total_s": total,
-        "phi_median": res.params["phi"],
-        "phi_hdi95": res.ci["phi"],
-        "max_r_hat": diag["max_r_hat"],
-        "min_ess_bulk": diag["min_ess_bulk"],
-        "min_ess_tail": diag["min_ess_tail"],
-        "divergences": diag["divergences"],
-    }
+    out = subprocess.run(cmd, cwd=cmd_root, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
+    return wall
+
+
+def _old_tree(ref: str, into: Path) -> Path:
+    archive = subprocess.run(
+        ["git", "archive", ref, "phifit", "pyproject.toml"], cwd=REPO, capture_output=True
+    )
+    if archive.returncode != 0:
+        raise SystemExit(f"git archive {ref} failed: {archive.stderr.decode()[-500:]}")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--no-baseline", action="store_true", help="skip the PyMC-NUTS baseline fit")
+    parser.add_argument("--runs", default=str(REPO / "data" / "paper_design_simulated.csv"))
+    parser.add_argument("--repeats", type=int, default=1, help="cold+warm pairs per variant (default 1)")
+    parser.add_argument("--old-ref", help="git commit of the old code (default: this tree, cache off)")
     parser.add_argument("--json", metavar="OUT", help="also write the numbers as JSON")
     args = parser.parse_args(argv)
+    csv = Path(args.runs).resolve()
 
-    from phifit.cache import use_pytensor_cache
-
-    use_pytensor_cache()  # before PyMC imports PyTensor, as fit_bayes itself does: the cache in .cache/
-
-    t0 = time.perf_counter()
-    import arviz  # noqa: F401
-    import pymc  # noqa: F401
-
-    import_s = time.perf_counter() - t0
-
-    from phifit.runs import table_from_frame
-    from phifit.simulation import simulate
-
-    runs = table_from_frame(
-        simulate("paper", params={"phi": 0.46}, noise=0.005, seed=1),
-        source="paper design, phi=0.46, noise=0.005, seed=1",
-    )
-    rows = [
-        ("default fit (fresh process)", _fit(runs, seed=0)),
-        ("second fit (same process)", _fit(runs, seed=1)),
-    ]
-    if not args.no_baseline:
-        rows.append(("baseline: PyMC NUTS", _fit(runs, seed=0, sampler="pymc")))
+    work = Path(tempfile.mkdtemp(prefix="phifit-bayes-speed-"))
+    try:
+        if args.old_ref:
+            old = (_old_tree(args.old_ref, work / "old"), {})
+            old_name = f"old ({args.old_ref})"
+        else:
+            old = (REPO, {"PHIFIT_BAYES_CACHE": "0"})
+            old_name = "old (cache off)"
+        variants = {old_name: old, "new": (REPO, {"PHIFIT_BAYES_CACHE": "1"})}
+        times: dict[str, dict[str, list[float]]] = {v: {"cold": [], "warm": []} for v in variants}
+        for rep in range(args.repeats):
+            for name, (root, env) in variants.items():
+                cache = work / f"cache-{rep}-{len(times[name]['cold'])}-{name.split()[0]}"
+                cache.mkdir()
+                for phase in ("cold", "warm"):
+                    wall = _run(root, csv, cache, env)
+                    times[name][phase].append(wall)
+                    print(f"repeat {rep + 1}: {name:<22} {phase}: {wall:6.1f} s", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    med = {v: {p: statistics.median(t) for p, t in ph.items()} for v, ph in times.items()}
     print(
-        f"phifit Bayesian fit: {len(runs)} runs, 4 chains x 1000 draws after 1000 tuning "
-        f"steps; {os.cpu_count()} CPU cores, load average {load:.1f}; python "
-        f"{sys.version.split()[0]}"
+        f"\nphifit fit {csv.name} --method bayes, fresh processes; {os.cpu_count()} CPU cores, "
+        f"load average {load:.1f}; medians of {args.repeats}"
     )
-    print(f"import pymc+arviz: {import_s:.1f} s (once per process)")
-    head = (
-        f"{'run':<28} {'sampler':<7} {'compile s':>9} {'sampling s':>10} {'total s':>8} "
-        f"{'phi':>6} {'95% HDI':>16} {'R-hat':>6} {'ESS b/t':>11} {'div':>4}"
-    )
-    print(head)
-    print("-" * len(head))
-    for name, r in rows:
-        compile_txt = f"{r['compile_s']:.1f}" + ("*" if r["compile_cached"] else "")
-        print(
-            f"{name:<28} {r['sampler']:<7} {compile_txt:>9} {r['sampling_s']:>10.1f} "
-            f"{r['total_s']:>8.1f} {r['phi_median']:>6.3f} "
-            f"[{r['phi_hdi95'][0]:.3f}, {r['phi_hdi95'][1]:.3f}] {r['max_r_hat']:>6.3f} "
-            f"{r['min_ess_bulk']:>5.0f}/{r['min_ess_tail']:<5.0f} {r['divergences']:>4}"
-        )
-    print("* compiled model reused from the first fit")
-    first = rows[0][1]
-    verdict = "meets" if first["total_s"] <= TARGET_S else "MISSES"
-    other = first["total_s"] - first["compile_s"] - first["sampling_s"]
-    print(
-        f"default fit total {first['total_s']:.1f} s ({first['compile_s']:.1f} s compile + "
-        f"{first['sampling_s']:.1f} s sampling + {other:.1f} s other): {verdict} the target "
-        f"of <= {TARGET_S:.0f} s"
-    )
-    if not args.no_baseline:
-        base = rows[-1][1]
-        print(
-            f"speed ratio, PyMC NUTS / default: total {base['total_s'] / first['total_s']:.2f}x, "
-            f"sampling {base['sampling_s'] / first['sampling_s']:.2f}x"
-        )
+    print(f"{'variant':<24} {'cold s':>8} {'warm s':>8}")
+    for v, m in med.items():
+        print(f"{v:<24} {m['cold']:>8.1f} {m['warm']:>8.1f}")
+    new = med["new"]
+    base = med[old_name]
+    print(f"speed-up old/new: cold {base['cold'] / new['cold']:.2f}x, warm {base['warm'] / new['warm']:.2f}x")
+    for phase, target in TARGETS.items():
+        verdict = "meets" if new[phase] <= target else "MISSES"
+        print(f"new {phase} {new[phase]:.1f} s: {verdict} the target of <= {target:.0f} s")
     if args.json:
         Path(args.json).write_text(
-            json.dumps(
-                {
-                    "import_s": import_s,
-                    "cpu_count": os.cpu_count(),
-                    "load_average": load,
-                    "target_s": TARGET_S,
-                    "runs": dict(rows),
-                },
-                indent=2,
-            )
+            json.dumps({"times": times, "medians": med, "load_average": load, "targets": TARGETS}, indent=2)
             + "\n"
         )
     return 0

@@ -10,7 +10,10 @@ Nothing is written to a user's home directory by surprise.  The cache root is, i
 
 :func:`cache_dir` returns ``<root>/<sub>`` and creates it.  :func:`use_pytensor_cache`
 points PyTensor's compile directory at ``<root>/pytensor``; the Bayesian fitter calls it
-just before it builds a model, never at import.
+just before it builds a model, never at import.  The Bayesian fitter keeps nutpie's
+compiled models in ``<root>/nutpie`` (one file per model structure and versions; see
+:mod:`phifit.fitters.bayes.backends`; ``PHIFIT_BAYES_CACHE=0`` turns that off).
+:func:`write_atomic` writes a cache file so that readers never see half of it.
 """
 
 from __future__ import annotations
@@ -47,6 +50,25 @@ def cache_dir(sub: str) -> Path:
     path = cache_root() / sub
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def write_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename.
+
+    Concurrent writers of the same entry each rename a complete file; a reader sees the
+    old file or a new one, never a partial one.
+    """
+    import tempfile
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _flag_keys(flags: str) -> set[str]:
