@@ -38,17 +38,9 @@ Monte-Carlo error.  The result type is :class:`phifit.bootstrap_result.Bootstrap
 What the block bootstrap does not cover: anything systematic (the law's form), and
 training noise that no resampled block shows.
 
-Measured coverage (``benchmarks/bootstrap_coverage.py``: 200 tables simulated on the study's design
-with log-noise sd 0.004, R^2 ~ 0.997, 300 replicates each): the 95% percentile interval of
-phi covered the true phi in 91.0% (+/- 2.0%) of the tables with the default (budget, r)
-cells as blocks (BCa: 92.0%), and in 95.0% (+/- 1.5%) with single runs as blocks (a
-difference of 1.6 standard errors: suggestive, not conclusive). The widths are the same on
-average (bootstrap sd 0.020 vs a true sd of phi_hat of 0.019); the difference is that 24
-cells give a noisier per-table estimate of the spread (its coefficient of variation across
-tables 24% vs 19%), and the tables where it comes out small are the misses. Cells stay the
-default (the study's choice, and robust to noise shared within a cell); when run noise is
-independent, ``block="run"`` is better calibrated. Read a 95% cell interval as roughly a
-90% one.
+Coverage: ``benchmarks/bootstrap_coverage.py`` measures the intervals' coverage on
+simulated tables with independent, Student-t and cell-shared noise (the README's Methods
+section quotes its results, with the command and seeds).
 """
 
 from __future__ import annotations
@@ -282,7 +274,6 @@ def block_bootstrap(
         bca_undefined=bca_undefined,
         switched=switched,
         at_bounds=_bound_counts(thetas[~failed], fit_spec, free_names),
-        cell_phi_interval="phi" in ci and label == "budget,r",
     )
     n_failed = int(failed.sum())
 
@@ -302,6 +293,7 @@ def block_bootstrap(
         theta_hat=theta_hat,
         jackknife_thetas=jack,
         fixed=dict(fixed),
+        bounds={k: [float(lo), float(hi)] for k, (lo, hi) in fit_spec.bounds.items()},
         ci=ci,
         ci_bca=ci_bca,
         mc_error=mc,
@@ -341,7 +333,6 @@ def _cautions(
     bca_undefined: list[str],
     switched: int,
     at_bounds: dict[str, int],
-    cell_phi_interval: bool,
 ) -> list[Caution]:
     """The bootstrap's cautions, each with the numbers behind it (source "bootstrap")."""
     out = []
@@ -408,19 +399,6 @@ def _cautions(
                 f"only {n_blocks} blocks: a block bootstrap with this few blocks "
                 f"understates uncertainty; read the intervals as rough",
                 n_blocks=n_blocks,
-            )
-        )
-    if cell_phi_interval:
-        out.append(
-            caution(
-                "bootstrap",
-                "cell_coverage",
-                "on simulated study-like tables the 95% percentile interval of phi from "
-                "(budget, r) cells covered the truth in 91% of tables (95% with single-run "
-                "blocks, block='run'); read it as roughly a 90% interval "
-                "(benchmarks/bootstrap_coverage.py)",
-                level="note",
-                coverage=0.91,
             )
         )
     return out

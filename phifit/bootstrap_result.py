@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .cautions import Caution, collect
-from .intervals import Interval, bootstrap_interval
+from .intervals import Interval, bootstrap_interval, censored_ends, interval_text
 from .jsonio import JsonIO
 from .law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM
 from .plain import to_plain
@@ -51,6 +51,8 @@ class BootstrapResult(JsonIO):
     theta_hat : its internal parameters (6,).
     jackknife_thetas : (n_blocks, 6) delete-one-block refits (for BCa accelerations).
     fixed : parameters held fixed (no interval).
+    bounds : the search box, internal coordinates {a, alpha, b, beta, e, phi: [lo, hi]}; an
+        interval end on it is censored (see :meth:`censored`).
     ci, ci_bca : {param: [lo, hi]} at ``level`` for every free parameter.
     mc_error : {"percentile": {param: [se_lo, se_hi]}, "bca": {...}}.
     n_switched : replicates where a spread start beat the warm start (another basin).
@@ -58,7 +60,7 @@ class BootstrapResult(JsonIO):
         finished (counted as converged).
     warnings : :class:`~phifit.cautions.Caution` records (source "bootstrap"): failed
         replicates, failed jackknife refits, undefined BCa, several basins, replicates at a
-        box bound, few blocks, and the measured coverage of cell intervals (a note).
+        box bound, few blocks.
     """
 
     thetas: np.ndarray
@@ -84,6 +86,7 @@ class BootstrapResult(JsonIO):
     phi_identified: bool = True
     n_runs: int = 0
     warnings: list[Caution] = field(default_factory=list)
+    bounds: dict[str, list[float]] = field(default_factory=dict)
 
     # -- derived quantities -------------------------------------------------------------
     @property
@@ -132,6 +135,41 @@ class BootstrapResult(JsonIO):
             values, level=level, kind=kind, estimate=estimate, jackknife=jackknife, mc_seed=self.seed + 1
         )
 
+    def natural_bounds(self, name: str) -> tuple[float, float] | None:
+        """The box of a natural parameter (exp of the log coordinates for A, B, E)."""
+        coord = {v: k for k, v in THETA_TO_PARAM.items()}[name]
+        if coord not in self.bounds:
+            return None
+        lo, hi = self.bounds[coord]
+        return (math.exp(lo), math.exp(hi)) if coord in ("a", "b", "e") else (float(lo), float(hi))
+
+    def censored(self, name: str, kind: str = "percentile") -> tuple[bool, bool]:
+        """(lower, upper): whether each end of the interval of ``name`` is on the search box."""
+        ci = (self.ci if kind == "percentile" else self.ci_bca).get(name)
+        box = self.natural_bounds(name)
+        if ci is None or box is None or None in ci:
+            return (False, False)
+        return censored_ends(ci[0], ci[1], *box)
+
+    @property
+    def phi_regions(self) -> dict[str, float]:
+        """Where the replicates' phi lies: shares of successful replicates at the lower box
+        bound, at or below 0 (bound included), in (0, 1), at or above 1 (bound included),
+        and at the upper box bound.  A share at or below 0 well away from the estimate's
+        side means part of the replicates found a second minimum there."""
+        box = self.natural_bounds("phi")
+        v = self.params["phi"][~self.failed]
+        if not len(v) or box is None or "phi" not in self.ci:
+            return {}
+        tol = 1e-6 * (box[1] - box[0])
+        return {
+            "at lower bound": float(np.mean(v <= box[0] + tol)),
+            "phi <= 0": float(np.mean(v <= 0)),
+            "0 < phi < 1": float(np.mean((v > 0) & (v < 1))),
+            "phi >= 1": float(np.mean(v >= 1)),
+            "at upper bound": float(np.mean(v >= box[1] - tol)),
+        }
+
     def share(self, name: str, predicate: Callable[[np.ndarray], np.ndarray]) -> float:
         """Share of successful replicates where ``predicate(params[name])`` holds."""
         v = self.params[name][~self.failed]
@@ -155,6 +193,11 @@ class BootstrapResult(JsonIO):
                 "n_polished": self.n_polished,
                 "mc_error": self.mc_error,
                 "interval": "percentile (ci) and BCa (ci_bca)",
+                "censored": {
+                    name: {"percentile": self.censored(name), "bca": self.censored(name, "bca")}
+                    for name in self.ci
+                },
+                "phi_regions": self.phi_regions,
             }
         )
 
@@ -211,16 +254,25 @@ class BootstrapResult(JsonIO):
             p, b = self.ci[name], self.ci_bca.get(name, [None, None])
             mc = self.mc_error["percentile"].get(name, [None, None])
             fmt = lambda v: f"{v:>10.5g}" if v is not None and np.isfinite(v) else f"{'n/a':>10}"  # noqa: E731
+            box = self.natural_bounds(name)
+            short = lambda v: f"{v:.5g}"  # noqa: E731
             lines.append(
-                f"    {name:<6} {fmt(est):>11}   [{fmt(p[0])}, {fmt(p[1])}]   "
-                f"[{fmt(b[0])}, {fmt(b[1])}]   {fmt(mc[0])} {fmt(mc[1])}"
+                f"    {name:<6} {fmt(est):>11}   {interval_text(p[0], p[1], box, fmt=short):>24}   "
+                f"{interval_text(b[0], b[1], box, fmt=short):>24}   {fmt(mc[0])} {fmt(mc[1])}"
             )
-        if "phi" in self.ci:
+        censored = [name for name in self.ci if any(self.censored(name)) or any(self.censored(name, "bca"))]
+        if censored:
+            lines += [
+                "",
+                f"    an end on the search box ({', '.join(censored)}) is not an estimate: the "
+                "replicates ran into the bound and the true end lies at or beyond it",
+            ]
+        regions = self.phi_regions
+        if regions:
             lines.append("")
             lines.append(
-                f"    share of replicates with phi <= 0: "
-                f"{self.share('phi', lambda v: v <= 0):.3f}; with phi >= 1: "
-                f"{self.share('phi', lambda v: v >= 1):.3f}"
+                "    where the replicates' phi lies: "
+                + ", ".join(f"{k} {100 * v:.1f}%" for k, v in regions.items())
             )
         if self.warnings:
             lines += ["", "[[Notes]]"] + [f"    [{i}] {w}" for i, w in enumerate(self.warnings, 1)]
@@ -258,6 +310,8 @@ class BootstrapResult(JsonIO):
                 "thetas": self.thetas,
                 "failed": self.failed,
                 "jackknife_thetas": self.jackknife_thetas,
+                "bounds": self.bounds,
+                "phi_regions": self.phi_regions,
             }
         )
 
@@ -293,6 +347,7 @@ class BootstrapResult(JsonIO):
             phi_identified=bool(data.get("phi_identified", True)),
             n_runs=int(data.get("n_runs", 0)),
             warnings=[Caution.from_dict(w, source="bootstrap") for w in data.get("warnings") or []],
+            bounds={k: [float(v[0]), float(v[1])] for k, v in (data.get("bounds") or {}).items()},
         )
 
 

@@ -139,9 +139,13 @@ def select_recipe(runs: RunTable, recipe: Any = None, *, by: str = "variant") ->
 
 
 def cell_labels(table: RunTable, cols: list[str]) -> np.ndarray:
-    """One text label per run naming its block: its values of ``cols``, or the run itself."""
+    """One text label per run naming its block: its values of ``cols``, or, for single-run
+    blocks, the run itself (its ``run_id``, else all its values), so that a run present in
+    several tables (a borrowed r = 1 run) has the same label in each."""
     if cols == [SINGLE_RUNS]:
-        return np.array([f"run{i}" for i in range(len(table))], dtype=object)
+        if "run_id" in table.frame.columns:
+            return table.frame["run_id"].astype(str).to_numpy().astype(object)
+        cols = list(table.frame.columns)
     parts = [table.frame[c].astype(str).to_numpy() for c in cols]
     return np.array(["\x1f".join(p) for p in zip(*parts)], dtype=object)
 
@@ -171,17 +175,9 @@ def paired_block_weights(
     its cell was drawn, so a cell present in several tables (and runs shared between
     them, such as borrowed r = 1 runs) moves together.  Returns the (n_boot, n_runs) weights per
     table, and the delete-one-cell jackknife weights (G, n_runs) per table.  With
-    ``cols == ["run"]`` nothing pairs the tables: each is resampled run by run,
-    independently, and no jackknife is returned.
+    ``cols == ["run"]`` the blocks are single runs, paired the same way: a run in both
+    tables gets the same weight in each.
     """
-    if cols == [SINGLE_RUNS]:
-        out = []
-        for t in tables:
-            m = len(t)
-            w = np.zeros((n_boot, m))
-            np.add.at(w, (np.repeat(np.arange(n_boot), m), rng.integers(0, m, (n_boot, m)).ravel()), 1.0)
-            out.append(w)
-        return out, None
     labels = [cell_labels(t, cols) for t in tables]
     cells = np.unique(np.concatenate(labels))
     codes = [np.searchsorted(cells, lab) for lab in labels]
@@ -245,12 +241,7 @@ def paired_delta_phi(pair, fv, fb, cols, n_boot, rng, n_jobs, progress, level, s
         if jack_d is not None
         else None
     )
-    paired = cols != [SINGLE_RUNS]
-    n_blocks = (
-        len(set(cell_labels(pair.variant, cols)) | set(cell_labels(pair.baseline, cols)))
-        if paired
-        else len(pair.variant) + len(pair.baseline)
-    )
+    n_blocks = len(set(cell_labels(pair.variant, cols)) | set(cell_labels(pair.baseline, cols)))
     return {
         "ci": pct.to_list(),
         "ci_bca": bca.to_list() if bca else None,

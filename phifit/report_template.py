@@ -12,6 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from .intervals import BOUND_TOL, bound_end, interval_text, param_bounds  # noqa: F401 (used as T.*)
+
 CSS = """
 :root { --ink: #1a1a1a; --muted: #555; --rule: #d0d0d0; --accent: #0072B2; --warn: #D55E00;
         --bg-soft: #f6f7f8; }
@@ -111,53 +113,6 @@ def interval(iv: Sequence[Any] | None, fmt=num, bounds: Sequence[float] | None =
 
 #: An interval end within this distance of a box bound (relative, for bounds beyond +-1) is
 #: "at the bound": censored by the search box, not determined by the data.
-BOUND_TOL = 1e-6
-
-
-def _at(value: float, bound: float) -> bool:
-    return math.isfinite(bound) and abs(value - bound) <= BOUND_TOL * max(1.0, abs(bound))
-
-
-def _minus(text: str) -> str:
-    return text.replace("-", "\u2212")
-
-
-def bound_end(value: float, bounds: Sequence[float] | None, *, fmt=None) -> str:
-    """One interval end as text: ``"≤ −3 (search bound: not determined)"`` when it lies within
-    :data:`BOUND_TOL` of the lower bound of ``bounds`` (``"≥ 3 (...)"`` at the upper one), else
-    the number (``fmt``, default 3 decimals)."""
-    fmt = fmt or (lambda v: f"{v:.3f}")
-    if bounds is not None and value is not None and math.isfinite(float(value)):
-        lo, hi = float(bounds[0]), float(bounds[1])
-        if _at(float(value), lo):
-            return f"\u2264 {_minus(f'{lo:g}')} (search bound: not determined)"
-        if _at(float(value), hi):
-            return f"\u2265 {_minus(f'{hi:g}')} (search bound: not determined)"
-    return fmt(value)
-
-
-def interval_text(lo: float, hi: float, bounds: Sequence[float] | None = None, *, fmt=None) -> str:
-    """An interval as plain text, ``"[0.070, 0.844]"``; an end at a bound of the box searched
-    (``bounds``, e.g. ``FitResult.bounds["phi"]`` = [-3, 3]) prints as
-    ``"[≤ −3 (search bound: not determined), 0.793]"``: the resamples ran into the box, so that
-    end is not determined by the data.  ``fmt`` formats the other ends (default 3 decimals).
-    Plain text (not HTML-escaped): the report, the figures and the CLI all print it."""
-    return f"[{bound_end(lo, bounds, fmt=fmt)}, {bound_end(hi, bounds, fmt=fmt)}]"
-
-
-def param_bounds(fit: Any, name: str) -> tuple[float, float] | None:
-    """The box of a law parameter in its own units, from ``FitResult.bounds`` (internal
-    coordinates: log E, log A, log B are mapped back with exp); None when unknown."""
-    bounds = getattr(fit, "bounds", None) or {}
-    key = {"E": "e", "A": "a", "B": "b"}.get(name, name)
-    if key not in bounds:
-        return None
-    lo, hi = (float(v) for v in bounds[key])
-    if key != name:
-        lo, hi = math.exp(lo), math.exp(hi)
-    return lo, hi
-
-
 def table(
     header: Sequence[str],
     rows: Sequence[Sequence[Any]],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -205,15 +206,30 @@ def test_result_round_trips_through_json(noisy_boot, tmp_path):
 
 
 def test_cautions_are_data(noisy, noisy_boot):
-    """Every note of the bootstrap is a Caution of source "bootstrap" with a kind; the cell
-    blocks carry the measured-coverage note, which attach() hands to the fit."""
-    assert noisy_boot.warnings and {w.source for w in noisy_boot.warnings} == {"bootstrap"}
-    kinds = [w.kind for w in noisy_boot.warnings]
-    assert "cell_coverage" in kinds
-    note = next(w for w in noisy_boot.warnings if w.kind == "cell_coverage")
-    assert note.level == "note" and note.values["coverage"] == 0.91
+    """Every note of the bootstrap is a Caution of source "bootstrap" with a kind, and
+    attach() hands them to the fit; no coverage claim is attached to an interval."""
+    assert {w.source for w in noisy_boot.warnings} <= {"bootstrap"}
+    assert "cell_coverage" not in [w.kind for w in noisy_boot.warnings]
     fitted = noisy_boot.attach(noisy[1])
-    assert note in fitted.warnings
+    assert all(w in fitted.warnings for w in noisy_boot.warnings)
+
+
+def test_an_interval_end_on_the_box_is_censored():
+    # the bundled CPU table's baseline: part of the replicates run phi into its lower bound
+    from phifit.pairing import select_recipe
+    from phifit.runs import load_runs
+
+    runs = select_recipe(load_runs(Path(__file__).parents[1] / "data" / "cpu_small_runs.csv")).runs
+    boot = block_bootstrap(runs, n_boot=200, seed=0, n_jobs=1, progress=False, jackknife=False)
+    assert boot.ci["phi"][0] == pytest.approx(-3.0) and boot.censored("phi") == (True, False)
+    assert "[\u2264 \u22123 (search bound: not determined)," in boot.summary()
+    regions = boot.phi_regions
+    assert 0 < regions["at lower bound"] <= regions["phi <= 0"] < 0.5 < regions["0 < phi < 1"]
+    assert regions["phi <= 0"] + regions["0 < phi < 1"] + regions["phi >= 1"] == pytest.approx(1.0)
+    info = boot.bootstrap_info()
+    assert info["censored"]["phi"]["percentile"] == [True, False] and info["phi_regions"] == regions
+    again = BootstrapResult.from_dict(json.loads(json.dumps(boot.to_dict())))
+    assert again.censored("phi") == (True, False) and again.phi_regions == regions
 
 
 def test_old_keyword_n_still_works(noisy):

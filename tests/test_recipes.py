@@ -109,6 +109,30 @@ def test_paired_weights_move_shared_cells_together():
     assert jv.shape[0] == 24 and np.all(jb.sum(axis=0) == 23)
 
 
+def test_run_blocks_pair_the_shared_runs():
+    # a loop-only recipe borrows the baseline's r = 1 runs: with single-run blocks each shared
+    # run must get the same weight in both tables (drawn once), not two independent ones
+    runs = table_from_frame(two_recipes(0.45, 0.65, seed=4))
+    frame = runs.frame
+    base = table_from_frame(frame[frame.variant == "baseline"])
+    probe = table_from_frame(
+        pd.concat([frame[frame.variant == "probe"], frame[(frame.variant == "baseline") & (frame.r == 1)]])
+    )
+    (wv, wb), (jv, jb) = paired_block_weights([probe, base], ["run"], 400, np.random.default_rng(0))
+    ids_b = list(base.frame.run_id)
+    shared = [(i, ids_b.index(rid)) for i, rid in enumerate(probe.frame.run_id) if rid in ids_b]
+    assert len(shared) == int((base.frame.r == 1).sum()) > 0
+    for i, j in shared:
+        np.testing.assert_array_equal(wv[:, i], wb[:, j])
+    # unshared runs are drawn independently of one another: weights uncorrelated across runs
+    own = [i for i in range(len(probe)) if probe.frame.run_id.iloc[i] not in ids_b]
+    assert abs(np.corrcoef(wv[:, own[0]], wb[:, 0])[0, 1]) < 0.2
+    # one draw per run of the union; the jackknife deletes one run
+    n_union = len(set(probe.frame.run_id) | set(ids_b))
+    assert np.all(wv.sum(1) + wb.sum(1) - sum(wv[:, i] for i, _ in shared) == n_union)
+    assert jv.shape[0] == n_union and np.all(jb.sum(axis=0) == n_union - 1)
+
+
 def test_joint_fit_with_a_phi_per_recipe(different):
     j = different.joint
     assert set(j.phi) == {"baseline", "probe"}
