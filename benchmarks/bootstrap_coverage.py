@@ -142,7 +142,8 @@ def run(args: argparse.Namespace) -> None:
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
     done = _done(path)
-    todo = [(c, i) for c in args.conditions for i in range(args.tables) if (c, i) not in done]
+    # conditions interleaved, so that a study stopped early has every condition at a similar count
+    todo = [(c, i) for i in range(args.tables) for c in args.conditions if (c, i) not in done]
     print(f"{len(done)} tables done, {len(todo)} to go -> {path}", flush=True)
     start = time.perf_counter()
     jobs = (delayed(one_table)(c, i, args.replicates, args.wild_replicates) for c, i in todo)
@@ -162,7 +163,14 @@ def _share(hits: np.ndarray) -> str:
 
 
 def summarise(path: Path, conditions: list[str]) -> str:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows, seen = [], set()
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            key = (row["condition"], row["table"])
+            if key not in seen:  # a table written twice (two runs of the study at once) counts once
+                seen.add(key)
+                rows.append(row)
     lines = [
         f"{'condition':<12} {'tables':>6} {'method':<16} {'coverage':>14} {'width/ideal':>11} "
         f"{'at bound':>8}",

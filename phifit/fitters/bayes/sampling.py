@@ -187,6 +187,7 @@ def sample_posterior(
         **settings,
         "compile_s": float(out.compile_s),
         "compile_cached": bool(out.compile_cached),
+        "compile": out.compile_info,
         "sampling_s": float(out.sampling_s),
         "ppc": {
             "by_r": ppc_rows,
