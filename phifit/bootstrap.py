@@ -375,8 +375,8 @@ def _cautions(
             caution(
                 "bootstrap",
                 "several_basins",
-                f"in {switched} replicates a spread start found a better optimum than "
-                f"the warm start: the objective has several basins on resampled tables",
+                f"in {switched} replicate{'s' if switched != 1 else ''} a spread start found a better "
+                f"optimum than the warm start: the objective has several basins on resampled tables",
                 n_switched=switched,
             )
         )

@@ -37,7 +37,7 @@ from scipy import stats
 
 from .cautions import Caution, caution
 from .fitters.engine import batched_weighted_lm, law_model, loss_terms, polish, refit_settings, spread_starts
-from .law import THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
+from .law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
 from .plain import to_plain
 from .residuals import check_fit
 from .result import FitResult
@@ -167,10 +167,12 @@ class Identifiability:
             "[[Identifiability]]",
             f"    condition number (unit-diagonal information): {self.condition_number:.3g}",
             "    correlations:",
-            "    " + " " * 7 + "".join(f"{n:>8}" for n in self.names),
+            "    " + " " * 7 + "".join(f"{COORD_LABELS.get(n, n):>8}" for n in self.names),
         ]
         for i, n in enumerate(self.names):
-            lines.append(f"    {n:<7}" + "".join(f"{c:>8.3f}" for c in self.correlation[i]))
+            lines.append(
+                f"    {COORD_LABELS.get(n, n):<7}" + "".join(f"{c:>8.3f}" for c in self.correlation[i])
+            )
         if self.profile_interval:
             lo, hi = self.profile_interval
             lines.append(f"    phi {self.profile_interval_label}, approx. 95%: [{lo:.4f}, {hi:.4f}]")

@@ -40,6 +40,10 @@ THETA_TO_PARAM: Mapping[str, str] = MappingProxyType(
     {"a": "A", "alpha": "alpha", "b": "B", "beta": "beta", "e": "E", "phi": "phi"}
 )
 _LOG_COORDS = frozenset({"a", "b", "e"})
+#: How an internal coordinate is printed next to the natural parameters: "log A", not "a".
+COORD_LABELS: Mapping[str, str] = MappingProxyType(
+    {"a": "log A", "alpha": "alpha", "b": "log B", "beta": "beta", "e": "log E", "phi": "phi"}
+)
 
 #: The reference study's box (paper-notes section 1.2), in internal coordinates.
 DEFAULT_BOUNDS: Mapping[str, tuple[float, float]] = MappingProxyType(

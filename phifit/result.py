@@ -310,7 +310,8 @@ class FitResult:
         if profile and None not in profile:
             level = self.extras.get("profile_level", 0.95)
             lines.append(
-                f"    profile-likelihood {level:.0%} interval for phi: [{profile[0]:.5g}, {profile[1]:.5g}]"
+                f"    profile-likelihood {level:.0%} interval for phi: [{profile[0]:.5g}, {profile[1]:.5g}] "
+                "(assumes independent runs)"
             )
         corr = _correlations(self.extras.get("correlation"))
         if corr:

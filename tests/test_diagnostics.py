@@ -370,7 +370,7 @@ def test_profile_figure_names_the_interval_it_draws():
     prof = {"phi": [0.3, 0.4, 0.5], "deviance": [5.0, 0.0, 5.0], "deviance_name": "n log(F(φ) / F_min)"}
     fig = plots.profile_figure(prof, 0.4, [0.35, 0.45], interval_label="95% bootstrap interval")
     ax = fig.axes[0]
-    labels = ax.get_legend_handles_labels()[1]
+    labels = [" ".join(label.split()) for label in ax.get_legend_handles_labels()[1]]
     assert "95% bootstrap interval [0.350, 0.450]" in labels
     assert not any(label.startswith("profile interval") for label in labels)
     assert ax.get_ylabel() == "profile deviance n log(F(φ) / F_min)"

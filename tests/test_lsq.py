@@ -106,7 +106,8 @@ def test_cli_prints_profile_and_correlations(tmp_path, capsys):
     main(["simulate", "--noise", "0.005", "--seed", "2", "--out", str(runs)])
     assert main(["fit", str(runs), "--method", "lsq", "--starts", "100", "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "profile-likelihood 95% interval for phi" in text and "correlations:" in text
+    assert "profile-likelihood 95% interval for phi" in text and "(assumes independent runs)" in text
+    assert "[[Correlations]]" in text and "C(log A, alpha)" in text
     data = json.loads(out.read_text())
     assert data["method"] == "lsq" and len(data["extras"]["profile_ci"]["phi"]) == 2
 

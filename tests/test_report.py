@@ -536,9 +536,12 @@ def test_log_axis_tick_labels_never_overlap(analysis):
     from phifit import report
 
     checked = 0
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     for name, fig in report._figures(analysis, plots):
-        fig.draw_without_rendering()
-        renderer = fig.canvas.get_renderer()
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        renderer = canvas.get_renderer()
         for ax in fig.axes:
             if not ax.get_visible() or ax.get_xscale() != "log":
                 continue

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
+from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
 from ..result import FitResult
 from ..runs import RunTable
 from .common import build_result, check_run_count, effective_spec
@@ -230,7 +230,7 @@ def fit_lsq(
 def lsq_report(result: FitResult) -> str:
     """The least-squares extras as text: profile interval of phi and the correlations.
 
-    Correlations are those of the internal coordinates (a = log A, b = log B, e = log E).
+    Correlations are those of the fitted coordinates (log A, alpha, log B, beta, log E, phi).
     """
     ex = result.extras
     lines = [
@@ -247,10 +247,10 @@ def lsq_report(result: FitResult) -> str:
     corr = ex.get("correlation") or {}
     if corr:
         names = list(corr)
-        lines.append("    correlations:  " + "".join(f"{n:>8}" for n in names))
+        lines.append("    correlations:  " + "".join(f"{COORD_LABELS[n]:>8}" for n in names))
         for r in names:
             lines.append(
-                f"    {r:>13}  "
+                f"    {COORD_LABELS[r]:>13}  "
                 + "".join(f"{corr[r][c]:>8.3f}" if corr[r][c] is not None else f"{'':>8}" for c in names)
             )
     return "\n".join(lines)
