@@ -1,10 +1,11 @@
-"""The bundled real run table and its committed report: they match the code and the README.
+"""The bundled real run tables and their committed reports: they match the code and the README.
 
-``data/cpu_small_runs.csv`` holds real runs of the bundled trainer (the ``cpu_small`` sweep);
-``reports/cpu_small/results.json`` is ``phifit report`` on it.  The slow test refits the table
-with the options saved in ``results.json`` and checks the shipped numbers to 1e-6, so they cannot
-drift from the code; the fast tests check that the table is the sweep it claims to be and that
-the README quotes the shipped numbers.
+``data/cpu_small_runs.csv`` holds real runs of the bundled trainer (the ``cpu_small`` sweep) and
+``data/looped_study_runs_digitized.csv`` the reference study's runs read off its figure;
+``reports/cpu_small/`` and ``reports/looped_study/`` are ``phifit report`` on them.  The slow test
+refits the CPU table with the options saved in ``results.json`` and checks the shipped numbers to
+1e-6, so they cannot drift from the code; the fast tests check that the tables are what they claim
+to be and that the README quotes the shipped numbers.
 """
 
 from __future__ import annotations
@@ -18,12 +19,24 @@ import pytest
 
 from phifit.bootstrap import block_bootstrap
 from phifit.fitters.huber import HuberOptions, fit_huber
+from phifit.intervals import interval_text
 from phifit.recipes import select_recipe
 from phifit.runs import load_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "data" / "cpu_small_runs.csv"
 RESULTS = ROOT / "reports" / "cpu_small" / "results.json"
+STUDY_TABLE = ROOT / "data" / "looped_study_runs_digitized.csv"
+STUDY_RESULTS = ROOT / "reports" / "looped_study" / "results.json"
+
+
+def quoted_fit(results: dict) -> str:
+    """How the READMEs quote a shipped fit: phi, its interval (an end on the search box marked),
+    R^2."""
+    fit = results["fit"]
+    (lo, hi), box = fit["ci"]["phi"], fit["bounds"]["phi"]
+    interval = interval_text(lo, hi, box, fmt=lambda v: f"{v:.3f}")
+    return f"phi = {fit['params']['phi']:.3f} (95% block-bootstrap interval {interval}, R² {fit['r2']:.4f})"
 
 
 @pytest.fixture(scope="module")
@@ -47,15 +60,40 @@ def test_the_table_is_the_finished_cpu_small_sweep():
 
 def test_readme_quotes_the_shipped_numbers(shipped):
     """The fitted phi, its interval and R^2 in both READMEs are those of results.json."""
-    fit = shipped["fit"]
-    phi, (lo, hi), r2 = fit["params"]["phi"], fit["ci"]["phi"], fit["r2"]
-    quoted = f"phi = {phi:.3f} (95% block-bootstrap interval [{lo:.3f}, {hi:.3f}], R² {r2:.4f})"
+    quoted = quoted_fit(shipped)
     for readme in (ROOT / "README.md", ROOT / "data" / "README.md"):
         text = " ".join(readme.read_text(encoding="utf-8").split())
         assert quoted in text, f"{readme.name} does not quote {quoted!r}"
     assert shipped["fit"]["n_runs"] == shipped["data"]["n_runs"] == 44
     assert shipped["n_table_runs"] == len(load_runs(TABLE))
-    assert "phifit report data/cpu_small_runs.csv --out reports/cpu_small" in (ROOT / "README.md").read_text()
+
+
+def test_the_study_table_and_its_report_match_the_readme():
+    """The digitized study table is the study's 116-run grid; the README's quick start reports on
+    it (into an untracked folder) and quotes the committed report's phi, interval, R^2 and verdicts."""
+    from phifit.reference import paper_design
+
+    runs = load_runs(STUDY_TABLE)
+    design = paper_design()
+    for col in ("budget", "r", "size"):
+        np.testing.assert_allclose(runs.frame[col].astype(float), design[col], rtol=1e-12)
+    # the parameter split is the study's architecture (phifit.reference), the tokens its batches
+    np.testing.assert_allclose(runs.n_once, design["n_once"], rtol=1e-12)
+    np.testing.assert_allclose(runs.n_rec, design["n_rec"], rtol=1e-12)
+    np.testing.assert_allclose(runs.tokens, design["tokens"], rtol=1e-12)
+    results = json.loads(STUDY_RESULTS.read_text(encoding="utf-8"))
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert quoted_fit(results) in readme
+    assert "phifit report data/looped_study_runs_digitized.csv --out reports/quickstart" in readme
+    assert "reports/quickstart/" in (ROOT / ".gitignore").read_text()
+    fits = results["comparison"]["fits"]
+    for label in ("phi=0", "phi=1"):
+        assert fits[label]["rejected"] and fits[label]["wild_p_value"] < 0.05
+    assert f"R² free / phi = 0 / phi = 1 | {fits['free']['r2']:.4f} / {fits['phi=0']['r2']:.4f} / " in readme
+    # the fit is the code's: a fresh fit of the table gives the shipped phi
+    opts = results["options"]
+    fit = fit_huber(runs, options=HuberOptions(n_starts=opts["n_starts"], seed=opts["seed"]))
+    assert fit.phi == pytest.approx(results["fit"]["params"]["phi"], abs=1e-6)
 
 
 def test_the_shipped_point_estimates_are_what_the_code_computes(shipped):
