@@ -81,7 +81,7 @@ def load_recipe_runs(args: argparse.Namespace, *, show: bool = True) -> RunTable
     """The run table, narrowed to one recipe when it holds several; the choice goes to stderr."""
     import dataclasses
 
-    from ..recipes import select_recipe
+    from ..pairing import select_recipe
 
     runs = load_runs_from_args(args, show=show)
     selection = select_recipe(runs, getattr(args, "variant", None))
