@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -59,32 +58,29 @@ import pandas as pd
 
 from .cautions import Caution, caution
 from .law import Design
-
-REQUIRED = ("n_once", "tokens", "loss")
-LOOP_COLUMNS = ("r", "n_rec")
-OPTIONAL = ("run_id", "flops", "budget", "variant", "size", "seed")
-CANONICAL = ("r", "n_once", "n_rec", "tokens", "loss") + OPTIONAL
-#: Columns holding counts (parameters, tokens, FLOPs): K/M/B/T suffixes and thousands separators allowed.
-COUNT_COLUMNS = ("n_once", "n_rec", "tokens", "flops")
-#: Separators a run table may use (detected from the header line unless given).
-SEPARATORS = {",": "comma", ";": "semicolon", "\t": "tab"}
-#: A run the trainer finished in fewer optimiser steps than this is flagged (kind "short_runs"):
-#: its loss reflects the warm-up more than the model (the trainer's own threshold).
-MIN_STEPS = 20
-_MAX_LISTED = 5
-
-
-class RunTableError(ValueError):
-    """A run table that cannot be used, with every problem found (file, row, column)."""
-
-    def __init__(self, source: str, problems: list[str]):
-        self.source = source
-        self.problems = list(problems)
-        shown = "; ".join(self.problems[:_MAX_LISTED])
-        more = len(self.problems) - _MAX_LISTED
-        suffix = f"; and {more} more problem(s)" if more > 0 else ""
-        super().__init__(f"{source}: {shown}{suffix}")
-
+from .schema import (  # noqa: F401 (the schema's names, re-exported for users of phifit.runs)
+    CANONICAL,
+    COUNT_COLUMNS,
+    LOOP_COLUMNS,
+    MAX_LISTED,
+    MIN_STEPS,
+    OPTIONAL,
+    REQUIRED,
+    SEPARATORS,
+    RunTableError,
+)
+from .table_text import (  # noqa: F401 (parse_* re-exported for the command line)
+    DECIMAL_COMMA_PATTERN,
+    THOUSANDS_PATTERN,
+    as_numbers,
+    budget_hint,
+    detect_separator,
+    looped_hint,
+    parse_column_mapping,
+    parse_count,
+    parse_separator,
+    read_raw,
+)
 
 #: Reserved block name: every run is its own block.
 SINGLE_RUNS = "run"
@@ -232,95 +228,6 @@ class RunTable:
         return {k: self.subset((keys == k).to_numpy()) for k in sorted(keys.unique(), key=str)}
 
 
-def parse_column_mapping(text: str | None) -> dict[str, str]:
-    """Parse ``"r=num_recur,loss=val_loss"`` into ``{"r": "num_recur", "loss": "val_loss"}``."""
-    if not text:
-        return {}
-    mapping: dict[str, str] = {}
-    for item in text.split(","):
-        if "=" not in item:
-            raise ValueError(f"--columns: expected CANONICAL=COLUMN pairs such as r=num_recur, got {item!r}")
-        key, value = (s.strip() for s in item.split("=", 1))
-        if key not in CANONICAL:
-            raise ValueError(
-                f"--columns: unknown canonical column {key!r}; expected one of {', '.join(CANONICAL)}"
-            )
-        if not value:
-            raise ValueError(f"--columns: empty source column for {key!r}")
-        mapping[key] = value
-    return mapping
-
-
-_SUFFIX = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
-_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d*)?$")
-_DECIMAL_COMMA = re.compile(r"^[+-]?\d+,\d+([eE][+-]?\d+)?$")
-
-
-def parse_count(text: str) -> float:
-    """A count as people write it: ``'410M'`` -> 4.1e8, ``'1.2B'`` -> 1.2e9, ``'20B'``,
-    ``'3e8'``, ``'1,000,000'``, ``'1_000_000'`` (K = 1e3, M = 1e6, B = G = 1e9, T = 1e12).
-
-    Raises ``ValueError`` for anything else (the caller names file, row and column)."""
-    t = str(text).strip().replace("_", "").replace("\u202f", "").replace("\u2009", "")
-    if _THOUSANDS.match(t):
-        t = t.replace(",", "")
-    scale = 1.0
-    if t and t[-1].upper() in _SUFFIX and not t[-2:-1].isalpha():
-        scale = _SUFFIX[t[-1].upper()]
-        t = t[:-1].strip()
-    return float(t) * scale
-
-
-def parse_separator(text: str | None) -> str | None:
-    """``--sep`` value to the separator: ``,``, ``;``, ``tab`` or ``\\t``; None = detect."""
-    if text is None or text == "":
-        return None
-    if text in ("tab", "\\t", "\t", "TAB"):
-        return "\t"
-    if text in (",", ";", "|"):
-        return text
-    raise ValueError(f"--sep: expected ',', ';', '|' or 'tab', got {text!r}")
-
-
-def detect_separator(header: str) -> str:
-    """The separator of a table from its header line: the most frequent of ``,``, ``;``,
-    tab outside quotes (a comma when none occurs)."""
-    counts = {sep: 0 for sep in (",", ";", "\t")}
-    quoted = False
-    for ch in header:
-        if ch == '"':
-            quoted = not quoted
-        elif not quoted and ch in counts:
-            counts[ch] += 1
-    best = max(counts, key=lambda k: counts[k])
-    return best if counts[best] > 0 else ","
-
-
-def _read_raw(source: str, sep: str | None, empty_hint: str) -> tuple[pd.DataFrame, str]:
-    """Read every cell as text; returns (frame, separator used)."""
-    if not os.path.exists(source):
-        raise RunTableError(source, ["file not found"])
-    if os.path.isdir(source):
-        raise RunTableError(source, ["is a directory; expected a CSV file"])
-    if sep is None:
-        try:
-            with open(source, encoding="utf-8-sig", errors="replace") as fh:
-                header = next((line for line in fh if line.strip()), "")
-        except OSError as err:
-            raise RunTableError(source, [f"cannot read ({err.strerror})"]) from None
-        sep = detect_separator(header)
-    try:
-        raw = pd.read_csv(
-            source, sep=sep, dtype=str, keep_default_na=False, skipinitialspace=True, encoding="utf-8-sig"
-        )
-    except pd.errors.EmptyDataError:
-        raise RunTableError(source, [f"file is empty; {empty_hint}"]) from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as err:
-        msg = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        raise RunTableError(source, [f"not a readable CSV file ({msg})"]) from None
-    return raw, sep
-
-
 def load_runs(
     path: str | os.PathLike,
     *,
@@ -348,58 +255,10 @@ def load_runs(
         (a ``ValueError``) listing every problem with file, row and column.
     """
     source = os.fspath(path)
-    raw, used = _read_raw(source, sep, "expected a CSV header with columns r, n_once, n_rec, tokens, loss")
+    raw, used = read_raw(source, sep, "expected a CSV header with columns r, n_once, n_rec, tokens, loss")
     return table_from_frame(
         raw, source=source, columns=columns, decimal_comma=used != ",", non_looped=non_looped
     )
-
-
-# -- hints for tables whose columns are not mapped ------------------------------------------
-_R_NAME = re.compile(r"loop|recur|repeat|iter_block|^r_|_r$|^num_r$|^n_r$|^rr$", re.IGNORECASE)
-_REC_NAME = re.compile(r"shared|rec|loop|tied|block", re.IGNORECASE)
-_BUDGET_NAME = re.compile(r"budget|compute|flop_budget|^c$|isoflop", re.IGNORECASE)
-
-
-def _as_numbers(values: pd.Series) -> np.ndarray | None:
-    out = []
-    for v in values.tolist():
-        try:
-            out.append(parse_count(v))
-        except ValueError:
-            return None
-    arr = np.asarray(out, float)
-    return arr if np.all(np.isfinite(arr)) else None
-
-
-def _looped_hint(raw: pd.DataFrame) -> tuple[str, str | None] | None:
-    """(r column, n_rec column or None) when a table without r/n_rec has a column that looks
-    like a loop count: a loop/recurrence name and integer values >= 1, several distinct."""
-    r_col = None
-    for col in raw.columns:
-        if col in CANONICAL or not _R_NAME.search(col):
-            continue
-        x = _as_numbers(raw[col])
-        if x is not None and np.all(x >= 1) and np.all(x == np.round(x)) and len(np.unique(x)) >= 2:
-            r_col = col
-            break
-    if r_col is None:
-        return None
-    rec_col = None
-    for col in raw.columns:
-        if col in CANONICAL or col == r_col or not _REC_NAME.search(col):
-            continue
-        x = _as_numbers(raw[col])
-        if x is not None and np.all(x >= 0) and np.any(x > 0):
-            rec_col = col
-            break
-    return r_col, rec_col
-
-
-def _budget_hint(raw: pd.DataFrame) -> str | None:
-    for col in raw.columns:
-        if col not in CANONICAL and _BUDGET_NAME.search(col):
-            return col
-    return None
 
 
 def _table_warnings(frame: pd.DataFrame, source: str, budget_hint: str | None) -> list[Caution]:
@@ -446,8 +305,8 @@ def _table_warnings(frame: pd.DataFrame, source: str, budget_hint: str | None) -
                 short.setdefault(i, "trainer note 'short run'")
     if short:
         rows = sorted(short)
-        shown = ", ".join(f"{label(i)}: {short[i]}" for i in rows[:_MAX_LISTED])
-        more = f", and {len(rows) - _MAX_LISTED} more" if len(rows) > _MAX_LISTED else ""
+        shown = ", ".join(f"{label(i)}: {short[i]}" for i in rows[:MAX_LISTED])
+        more = f", and {len(rows) - MAX_LISTED} more" if len(rows) > MAX_LISTED else ""
         out.append(
             caution(
                 "runs",
@@ -516,7 +375,7 @@ def table_from_frame(
 
     has_r, has_rec = "r" in raw.columns, "n_rec" in raw.columns
     if not (has_r or has_rec) and not non_looped:
-        hint = _looped_hint(raw)
+        hint = looped_hint(raw)
         if hint is not None:
             r_col, rec_col = hint
             mapping = f"r={r_col},n_rec={rec_col or 'SHARED_PARAMS_COLUMN'}"
@@ -551,11 +410,16 @@ def table_from_frame(
         for i, v in enumerate(raw[col].tolist()):
             text = "" if v is None else str(v).strip()
             try:
-                if count and decimal_comma and _DECIMAL_COMMA.match(text) and not _THOUSANDS.match(text):
+                if (
+                    count
+                    and decimal_comma
+                    and DECIMAL_COMMA_PATTERN.match(text)
+                    and not THOUSANDS_PATTERN.match(text)
+                ):
                     x = parse_count(text.replace(",", "."))
                 elif count:
                     x = parse_count(text)
-                elif decimal_comma and _DECIMAL_COMMA.match(text):
+                elif decimal_comma and DECIMAL_COMMA_PATTERN.match(text):
                     x = float(text.replace(",", "."))
                 else:
                     x = float(text)
@@ -638,7 +502,7 @@ def table_from_frame(
                 frame[col] = numeric
     ordered = [c for c in CANONICAL if c in frame.columns]
     frame = frame[ordered + [c for c in frame.columns if c not in ordered]].reset_index(drop=True)
-    warnings = _table_warnings(frame, source, _budget_hint(raw))
+    warnings = _table_warnings(frame, source, budget_hint(raw))
     return RunTable(frame, source=source, looped=has_r or has_rec, warnings=warnings)
 
 
@@ -653,7 +517,7 @@ def load_design(
     source = os.fspath(path)
     if not os.path.isfile(source):
         raise RunTableError(source, ["file not found"])
-    raw, used = _read_raw(source, sep, "expected columns r, n_once, n_rec, tokens")
+    raw, used = read_raw(source, sep, "expected columns r, n_once, n_rec, tokens")
     mapped = dict(columns or {})
     if "loss" not in raw.columns and "loss" not in mapped:
         raw["loss"] = "1.0"
