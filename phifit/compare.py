@@ -1,5 +1,9 @@
 """Restricted fits of the joint law and the tests between them (phi free vs phi = 0, 1, ...).
 
+One module on purpose: the fits, their scores, both tests and the verdict rule are one
+result (:class:`Comparison`); the likelihood, the held-out error and the wild bootstrap
+live in :mod:`phifit.likelihood`, :mod:`phifit.holdout` and :mod:`phifit.wild`.
+
 Each specification (phi free, and every entry of ``fixes``) is fitted with the same
 method, objective, box and starts.  For each fit:
 

@@ -1,5 +1,8 @@
 """Figures of a phifit analysis, drawn from numbers computed elsewhere.
 
+One module on purpose: one small pure function per figure plus the shared style, so every
+figure looks alike and none computes anything.
+
 Every function takes result objects (diagnostics, derived quantities, bootstrap draws)
 and returns a :class:`matplotlib.figure.Figure`; none fits or tests anything.  Figures
 are built without pyplot (no global state; the Agg canvas renders them), so they are

@@ -1,5 +1,9 @@
 """Run tables: load a CSV of finished training runs and validate it, once.
 
+One module on purpose: :class:`RunTable` and the one validation every row goes through
+(:func:`table_from_frame`); the column names are in :mod:`phifit.schema`, reading text in
+:mod:`phifit.table_text`.
+
 One row per finished run.  Canonical columns:
 
 ========  ==========================================================  ========

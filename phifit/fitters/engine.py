@@ -1,5 +1,9 @@
 """The refit engine: every fit and refit of the joint law in phifit runs through here.
 
+One module on purpose: the objective, the batched solver, its polish and the drivers that
+feed it many weightings or responses are one mechanism, and keeping them together is what
+lets no other module re-implement any of them.
+
 One objective, written once (:func:`loss_terms`):
 
     F(x) = sum_i w_i rho(log L_hat_i(x) - log L_i),
