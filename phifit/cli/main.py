@@ -16,7 +16,7 @@ from .._version import __version__
 
 # Subcommand modules of phifit.cli; each exposes register(subparsers) and imports its
 # machinery only when it runs, so that ``phifit --help`` is instant.
-_COMMANDS = ("fit", "compare", "diagnose", "report", "simulate", "equiv", "predict")
+_COMMANDS = ("fit", "compare", "diagnose", "report", "simulate", "equiv", "predict", "plan")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,205 @@
+"""``phifit plan``: before training, the predicted interval, power and cost for phi of a design."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="can my planned runs measure phi? predicted interval width, power and cost",
+        description="Predict, before training, the width of phi's 95%% interval, the power against "
+        "phi = 0 / phi = 1 (and a delta phi) and the cost of a planned design, asymptotically "
+        "(sandwich covariance, < 1 s) and, with --simulate, by simulating and analysing tables.",
+    )
+    p.add_argument(
+        "--design",
+        default=None,
+        help="paper | a sweep spec (.toml, or a bundled name such as cpu_small) | a CSV of planned runs "
+        "(r, n_once, n_rec, tokens, budget); default: the pilot's own runs, else paper",
+    )
+    p.add_argument(
+        "--pilot", metavar="RUNS.csv", help="pilot run table: its Huber fit gives the law and the noise"
+    )
+    p.add_argument("--variant", default=None, help="recipe of the pilot table (default baseline)")
+    p.add_argument("--phi", type=float, default=None, help="assumed phi (default: the law's)")
+    p.add_argument(
+        "--delta-phi", type=float, default=None, dest="delta_phi", help="delta phi of a second recipe"
+    )
+    p.add_argument(
+        "--noise", type=float, default=None, help="per-run log-loss sd (default: pilot's, else 0.005)"
+    )
+    p.add_argument(
+        "--cell-noise", type=float, default=None, dest="cell_noise", help="log-loss sd shared per cell"
+    )
+    p.add_argument("--seeds", type=int, default=None, help="seeds per planned run (default: the design's)")
+    p.add_argument(
+        "--simulate",
+        type=int,
+        nargs="?",
+        const=100,
+        default=0,
+        metavar="N",
+        help="also simulate N tables (default 100 when given without N)",
+    )
+    p.add_argument("--boot", type=int, default=100, help="cell-bootstrap replicates per simulated table")
+    p.add_argument("--wild", type=int, default=39, help="wild cluster replicates per test per table")
+    p.add_argument("--jobs", type=int, default=2, help="parallel processes for --simulate")
+    p.add_argument("--seed", type=int, default=0, help="seed of the simulation")
+    p.add_argument("--optimize", action="store_true", help="search a better design under the cap")
+    p.add_argument("--max-flops", type=float, default=None, dest="max_flops", help="cap in training FLOPs")
+    p.add_argument(
+        "--max-hours", type=float, default=None, dest="max_hours", help="cap in trainer hours (spec)"
+    )
+    p.add_argument("--objective", choices=("width", "power"), default="width")
+    p.add_argument("--out-spec", default=None, dest="out_spec", help="where --optimize writes its spec / CSV")
+    p.add_argument("--json", default=None, metavar="PATH", help="write the plan as JSON ('-' for stdout)")
+    p.add_argument("--figure", default=None, metavar="PATH", help="write a figure (png/pdf/svg)")
+    p.add_argument("--force", action="store_true", help="overwrite outputs")
+    p.set_defaults(func=run)
+
+
+def _check_out(path: str | None, force: bool) -> None:
+    if path and path != "-" and os.path.exists(path) and not force:
+        raise FileExistsError(f"{path}: exists; choose another path or pass --force")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from ..plan import (
+        NoiseModel,
+        design_from_paper,
+        design_from_spec,
+        design_from_table,
+        noise_from_pilot,
+        plan_design,
+    )
+    from ..reference import REFERENCE_PARAMS
+
+    for path in (args.json, args.figure, args.out_spec):
+        _check_out(path, args.force)
+    params = dict(REFERENCE_PARAMS)
+    law_source = "the study's joint fit"
+    noise = None
+    pilot = None
+    if args.pilot:
+        from ..fitters.huber import fit_huber
+        from ..pairing import select_recipe
+        from ..runs import load_runs
+
+        sel = select_recipe(load_runs(args.pilot), args.variant)
+        if sel.note:
+            print(f"phifit plan: {sel.note}", file=sys.stderr)
+        pilot = sel.runs
+        fit = fit_huber(pilot)
+        params = dict(fit.params)
+        law_source = f"Huber fit of the pilot {pilot.source}"
+        noise = noise_from_pilot(pilot, fit, cell_noise=args.cell_noise)
+    if args.phi is not None:
+        params["phi"] = args.phi
+        law_source += f", phi set to {args.phi:g}"
+    if args.noise is not None or noise is None:
+        per_run = args.noise if args.noise is not None else 0.005
+        src = "given" if args.noise is not None else "default 0.005 (the study-like noise of data/README)"
+        noise = NoiseModel(per_run, args.cell_noise or 0.0, src)
+    if args.design is None:
+        design = design_from_table(pilot) if pilot is not None else design_from_paper()
+    elif args.design == "paper":
+        design = design_from_paper()
+    elif args.design.endswith(".toml") or not args.design.endswith(".csv"):
+        design = design_from_spec(args.design)
+    else:
+        from ..runs import load_design
+
+        design = design_from_table(load_design(args.design))
+    if args.seeds is not None:
+        design = design.with_seeds(args.seeds)
+    result = plan_design(
+        design,
+        params=params,
+        noise=noise,
+        law_source=law_source,
+        delta_phi=args.delta_phi,
+        n_tables=args.simulate,
+        n_boot=args.boot,
+        n_wild=args.wild,
+        seed=args.seed,
+        n_jobs=args.jobs,
+        progress=sys.stderr.isatty() or bool(args.simulate),
+    )
+    if args.optimize:
+        result = _optimize(args, design, params, noise, result)
+    print(result.summary())
+    if args.json:
+        text = json.dumps(result.to_dict(), indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w", encoding="utf-8") as f:
+                f.write(text)
+    if args.figure:
+        from ..plan import plan_figure
+
+        plan_figure(result).savefig(args.figure, dpi=150)
+    return 0
+
+
+def _optimize(args, design, params, noise, result):
+    import dataclasses
+
+    from ..plan import simulate_plan
+    from ..plan_optimize import optimize_design, write_spec
+
+    opt = optimize_design(
+        design, params, noise, max_flops=args.max_flops, max_hours=args.max_hours, objective=args.objective
+    )
+    before = result.asymptotic
+    info = {
+        "line": opt.design.summary_line().replace("optimised", "optimised design", 1)
+        + f"; budgets/widths {', '.join(f'{b:.3g}: {ws}' for b, ws in sorted(opt.budgets.items()))}",
+        "width_before": before.width,
+        "width_after": opt.asymptotic.width,
+        "power_phi0_before": before.power["phi=0"],
+        "power_phi0_after": opt.asymptotic.power["phi=0"],
+        "flops_before": design.flops,
+        "flops_after": opt.flops,
+        "hours_before": None if design.seconds is None else design.seconds / 3600,
+        "hours_after": None if opt.seconds is None else opt.seconds / 3600,
+        "n_candidates": opt.n_candidates,
+        "n_within_cap": opt.n_within_cap,
+        "budgets": {str(b): ws for b, ws in opt.budgets.items()},
+        "r": list(opt.r),
+        "seeds": opt.seeds,
+    }
+    if args.simulate:
+        sim = simulate_plan(
+            opt.design,
+            params,
+            noise,
+            n_tables=args.simulate,
+            n_boot=args.boot,
+            n_wild=args.wild,
+            seed=args.seed,
+            n_jobs=args.jobs,
+            progress=True,
+        )
+        info["sim_width_before"] = result.simulation.width_median
+        info["sim_width_after"] = sim.width_median
+        info["sim_power_phi0_after"] = sim.power.get("phi=0")
+    if args.out_spec:
+        header = (
+            f"written by phifit plan --optimize from {design.source} ({opt.n_candidates} candidates, "
+            f"{opt.n_within_cap} within the cap)\npredicted 95% width of phi (asymptotic): "
+            f"{before.width:.3g} -> {opt.asymptotic.width:.3g}; "
+            f"training FLOPs {design.flops:.3g} -> {opt.flops:.3g}"
+        )
+        if design.kind == "spec":
+            write_spec(opt, design.spec, args.out_spec, header=header)
+        else:
+            opt.design.frame.to_csv(args.out_spec, index=False)
+        info["written"] = args.out_spec
+    return dataclasses.replace(result, optimized=info)

@@ -1,0 +1,120 @@
+"""phifit plan: the asymptotic mode's maths, the simulation on a small design, the CLI, --optimize."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from phifit.plan import (
+    NoiseModel,
+    _huber_moments,
+    asymptotic_plan,
+    bracketing,
+    design_from_paper,
+    design_from_table,
+    noise_from_pilot,
+    plan_design,
+    simulate_plan,
+)
+from phifit.reference import REFERENCE_PARAMS
+
+
+def test_huber_moments_match_monte_carlo():
+    rng = np.random.default_rng(0)
+    sigma, tau, delta = 0.004, 0.003, 1e-3
+    u = tau * rng.standard_normal((200_000, 1))
+    e = u + sigma * rng.standard_normal((200_000, 2))
+    psi = np.clip(e, -delta, delta)
+    m, e_psi2, c = _huber_moments(sigma, tau, delta)
+    assert m == pytest.approx(np.mean(np.abs(e) <= delta), abs=3e-3)
+    assert e_psi2 == pytest.approx(np.mean(psi**2), rel=1e-2)
+    assert c == pytest.approx(np.mean(psi[:, 0] * psi[:, 1]), rel=3e-2)
+    assert _huber_moments(0.01, 0.0, math.inf) == (1.0, pytest.approx(1e-4), 0.0)
+
+
+def test_asymptotic_paper_design_and_seeds():
+    design = design_from_paper()
+    one = asymptotic_plan(design, REFERENCE_PARAMS, NoiseModel(0.004))
+    assert one.trusted and 0.05 < one.width < 0.1
+    assert one.power["phi=0"] > 0.99
+    four = asymptotic_plan(design.with_seeds(4), REFERENCE_PARAMS, NoiseModel(0.004))
+    assert four.width == pytest.approx(one.width / 2, rel=1e-6)  # se falls as 1/sqrt(seeds)
+    shared = asymptotic_plan(design, REFERENCE_PARAMS, NoiseModel(0.004, cell=0.004))
+    assert shared.width > one.width
+
+
+def test_bracketing_flags_one_sided_curves(cpu_pilot):
+    runs, fit = cpu_pilot
+    brackets = bracketing(design_from_table(runs), fit.params)
+    assert sum(b["status"] != "bracketed" for b in brackets) >= 10
+
+
+@pytest.fixture(scope="module")
+def cpu_pilot():
+    from phifit.fitters.huber import fit_huber
+    from phifit.pairing import select_recipe
+    from phifit.runs import load_runs
+
+    runs = select_recipe(load_runs("data/cpu_small_runs.csv")).runs
+    return runs, fit_huber(runs, n_starts=100)
+
+
+def test_pilot_plan_names_why(cpu_pilot):
+    runs, fit = cpu_pilot
+    noise = noise_from_pilot(runs, fit)
+    assert 0.01 < noise.per_run < 0.03 and noise.cell == 0 and "one seed" in noise.note
+    result = plan_design(design_from_table(runs), params=fit.params, noise=noise)
+    assert not result.asymptotic.trusted
+    text = " ".join(result.reasons)
+    assert "do not bracket" in text and "noise vs the r-effect" in text
+    assert "[[Why the interval is wide]]" in result.summary()
+
+
+def test_simulation_small(tmp_path):
+    design = design_from_paper()
+    sim = simulate_plan(
+        design,
+        REFERENCE_PARAMS,
+        NoiseModel(0.004),
+        n_tables=3,
+        n_boot=20,
+        n_wild=39,
+        n_jobs=1,
+        progress=False,
+    )
+    assert sim.n_failed == 0 and 0.02 < sim.width_median < 0.2
+    assert sim.power["phi=0"] == 1.0
+
+
+def test_cli_plan_and_optimize(tmp_path, capsys):
+    from phifit.cli.main import main
+
+    out = tmp_path / "plan.json"
+    assert main(["plan", "--design", "paper", "--noise", "0.004", "--json", str(out)]) == 0
+    assert "95% interval width" in capsys.readouterr().out
+    spec = tmp_path / "planned.toml"
+    args = ["plan", "--pilot", "data/cpu_small_runs.csv", "--design", "cpu_small", "--optimize"]
+    assert main(args + ["--out-spec", str(spec)]) == 0
+    text = capsys.readouterr().out
+    assert "[[Optimised design]]" in text
+    from phifit.trainers.sweep import load_spec
+
+    assert load_spec(str(spec)).name == "cpu_small_planned"
+    assert main(["plan", "--design", "paper", "--noise", "-1"]) == 2
+
+
+@pytest.mark.slow
+def test_calibration_paper():
+    """Simulation mode vs independently simulated tables (benchmarks/plan_calibration.py, smaller)."""
+    from phifit.plan import _analyse_table
+
+    design = design_from_paper()
+    sim = simulate_plan(design, REFERENCE_PARAMS, NoiseModel(0.004), n_tables=40, seed=1, progress=False)
+    frame = design.frame[["budget", "r", "size", "n_once", "n_rec", "tokens", "flops"]]
+    widths = [
+        _analyse_table(frame, dict(REFERENCE_PARAMS), (0.004, 0.0), s, 200, 39, None, 500)["width"]
+        for s in range(100, 140)
+    ]
+    assert sim.width_median == pytest.approx(float(np.median(widths)), rel=0.15)
