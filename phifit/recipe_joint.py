@@ -7,10 +7,13 @@ refit engine (:func:`phifit.fitters.joint.fit_joint`, same objective, box and st
 - the **joint** law: E, A, alpha, B, beta shared by all recipes and one phi per recipe;
 - the **null**: the same law with one phi shared by every recipe.
 
-They are compared by the Gaussian likelihood ratio on log residuals (sigma profiled out;
-approximate for Huber fits), LR = n log(RSS_shared / RSS_joint), df = recipes - 1, and by
-AIC/BIC (k counts sigma), all from :mod:`phifit.likelihood`.  A shared phi is rejected when
-p < 0.05.
+They are compared by the restricted wild cluster bootstrap (:mod:`phifit.wild`: the shared-phi
+fit's residuals, one Rademacher sign per (budget, r) cell, both laws refitted; it holds its size
+when runs share noise within a cell), by the Gaussian likelihood ratio on log residuals (sigma
+profiled out; approximate for Huber fits; it assumes independent runs), LR = n log(RSS_shared /
+RSS_joint), df = recipes - 1, and by AIC/BIC (k counts sigma), from :mod:`phifit.likelihood`.
+A shared phi is rejected when the wild bootstrap gives p < 0.05 (the chi-square test decides
+only when the bootstrap is off, ``n_wild=0``, and the verdict then says what it assumes).
 """
 
 from __future__ import annotations
@@ -19,15 +22,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .cautions import Caution, caution
-from .fitters.joint import JointOptions, fit_joint, joint_log_loss
+from .fitters.engine import DELTA, loss_terms
+from .fitters.joint import JointOptions, fit_joint, grouped_law, joint_log_loss
 from .jsonio import JsonIO
 from .likelihood import APPROXIMATE, SIGNIFICANCE, GaussianScore, LRTest, lr_test
 from .plain import to_plain
 from .result import FitResult
 from .runs import RunTable
+from .wild import Refit, WildTest, wild_cluster_statistics, wild_test_result
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,8 @@ class JointFit(JsonIO):
     ``fit`` and ``shared`` are :class:`~phifit.result.FitResult` records (method "joint";
     per-recipe phis in ``fit.extras["phi"]``); ``score`` and ``shared_score`` their Gaussian
     working-likelihood scores; ``lr`` the likelihood-ratio test of the shared phi;
-    ``budgets`` the budgets used (None without a budget column).
+    ``budgets`` the budgets used (None without a budget column); ``wild`` the restricted wild
+    cluster bootstrap test of the shared phi (None when it was not run).
     """
 
     fit: FitResult
@@ -48,6 +55,7 @@ class JointFit(JsonIO):
     budgets: list[str] | None
     verdict: str
     warnings: list[Caution] = field(default_factory=list)
+    wild: WildTest | None = None
 
     # -- the numbers, by name ---------------------------------------------------------------
     @property
@@ -111,6 +119,9 @@ class JointFit(JsonIO):
                 "lr_stat": self.lr_stat,
                 "lr_df": self.lr_df,
                 "lr_p_value": self.lr_p_value,
+                "lr_assumption": "chi-square LR, assumes independent runs",
+                "wild": None if self.wild is None else self.wild.to_dict(),
+                "wild_p_value": None if self.wild is None else self.wild.p_value,
             }
         )
 
@@ -125,6 +136,7 @@ class JointFit(JsonIO):
             budgets=None if data.get("budgets") is None else list(data["budgets"]),
             verdict=str(data["verdict"]),
             warnings=[Caution.from_dict(w, source="recipes") for w in data.get("warnings") or []],
+            wild=WildTest.from_dict(data["wild"]) if data.get("wild") else None,
         )
 
 
@@ -159,11 +171,14 @@ def fit_recipes_jointly(
     seed: int = 0,
     n_starts: int = 500,
     starts: Mapping[str, FitResult] | None = None,
+    n_wild: int = 999,
 ) -> JointFit:
-    """Joint fit (phi per recipe) and shared-phi fit on :func:`joint_table`, LR test, AIC/BIC.
+    """Joint fit (phi per recipe) and shared-phi fit on :func:`joint_table`, the wild cluster
+    bootstrap and LR tests, AIC/BIC.
 
     ``recipes`` maps each recipe's text to its value in column ``by``; ``starts`` are fits
-    (e.g. each recipe's own) whose parameters warm-start both fits.
+    (e.g. each recipe's own) whose parameters warm-start both fits; ``n_wild`` replicates of
+    the wild cluster bootstrap (0: the chi-square LR test decides).
     """
     table, budgets = joint_table(runs, by, recipes)
     labels = table.frame[by].map({v: k for k, v in recipes.items()}).to_numpy()
@@ -180,10 +195,24 @@ def fit_recipes_jointly(
     warnings = list(lr.warnings) + list(joint.warnings)
     if method == "huber":
         warnings.append(caution("recipes", "approximate_lr", f"joint: {APPROXIMATE}", level="note"))
-    text = f"LR = {lr.statistic:.2f}, df = {lr.df}, p = {lr.p_value:.2g}"
+    wild = None
+    if n_wild:
+        wild = _wild_joint_test(table, labels, names, shared, joint, method, n_wild, seed)
+        warnings += wild.warnings
+        text = (
+            f"wild cluster bootstrap p = {wild.p_value:.2g}; chi-square LR = {lr.statistic:.2f}, "
+            f"df = {lr.df}, p = {lr.p_value:.2g}, which assumes independent runs"
+        )
+        p_value = wild.p_value
+    else:
+        text = (
+            f"chi-square LR = {lr.statistic:.2f}, df = {lr.df}, p = {lr.p_value:.2g}, "
+            "assuming independent runs"
+        )
+        p_value = lr.p_value
     verdict = (
         f"phi differs between recipes: a shared phi is rejected ({text})"
-        if lr.p_value < SIGNIFICANCE
+        if p_value < SIGNIFICANCE
         else f"a shared phi is not rejected ({text})"
     )
     return JointFit(
@@ -195,6 +224,52 @@ def fit_recipes_jointly(
         budgets=budgets,
         verdict=verdict,
         warnings=warnings,
+        wild=wild,
+    )
+
+
+def _wild_joint_test(
+    table: RunTable,
+    labels: np.ndarray,
+    names: list[str],
+    shared: FitResult,
+    joint: FitResult,
+    method: str,
+    n_boot: int,
+    seed: int,
+) -> WildTest:
+    """The restricted wild cluster bootstrap of "one phi for every recipe" (module docstring):
+    clusters are the (budget, r) cells of the joint table, pooled over recipes."""
+    delta = DELTA if method == "huber" else np.inf
+    design, y = table.design, table.log_loss
+    law0 = grouped_law(table, labels, names, shared_phi=True)
+    law1 = grouped_law(table, labels, names, shared_phi=False)
+    x0 = np.asarray(shared.extras["x"], dtype=float)
+    x1 = np.asarray(joint.extras["x"], dtype=float)
+    x0_in_1 = np.concatenate([x0[:5], np.repeat(x0[5], len(names))])
+    model0, model1 = law0.model(design), law1.model(design)
+    y0 = model0(x0[None, :])[0][0]
+    observed = float(loss_terms(y0 - y, delta).sum() - loss_terms(model1(x1[None, :])[0][0] - y, delta).sum())
+    codes, label = table.cells(None)
+    stats, ok = wild_cluster_statistics(
+        y,
+        y0,
+        codes,
+        Refit(model0, law0.lower, law0.upper, (x0,)),
+        Refit(model1, law1.lower, law1.upper, (x0_in_1, x1)),
+        delta,
+        n_boot,
+        np.random.default_rng(seed),
+    )
+    return wild_test_result(
+        "shared phi",
+        observed,
+        stats,
+        ok,
+        block=label,
+        n_blocks=int(codes.max()) + 1,
+        seed=seed,
+        source="recipes",
     )
 
 

@@ -202,6 +202,7 @@ def compare_recipes(
     progress: bool = False,
     level: float = 0.95,
     joint: bool = True,
+    n_wild: int = 999,
 ) -> RecipeComparison:
     """Separate fits per recipe, Delta-phi against ``baseline`` with a paired block bootstrap,
     and the joint fit with shared E, A, alpha, B, beta (see the module docstring).
@@ -220,8 +221,10 @@ def compare_recipes(
         the bootstrap (no interval or p-value).
     method, n_starts
         Fitting method ("huber" or "lsq") and its random starts.
-    joint
-        Also fit the joint law with one phi per recipe (:mod:`phifit.recipe_joint`).
+    joint, n_wild
+        Also fit the joint law with one phi per recipe (:mod:`phifit.recipe_joint`), and test a
+        shared phi by the wild cluster bootstrap with ``n_wild`` replicates (0: the chi-square
+        test alone, which assumes independent runs).
     """
     if method not in METHODS:
         raise ValueError(f"recipes: unknown method {method!r}; expected one of {', '.join(METHODS)}")
@@ -369,6 +372,7 @@ def compare_recipes(
             seed=seed,
             n_starts=n_starts,
             starts=fits,
+            n_wild=n_wild,
         )
     return RecipeComparison(
         by=by,

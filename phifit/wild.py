@@ -27,6 +27,7 @@ where the chi-square test does not (``benchmarks/bootstrap_coverage.py`` measure
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,7 @@ import numpy as np
 
 from .cautions import Caution, caution
 from .fitters.common import effective_spec
-from .fitters.engine import batched_weighted_lm, law_model, loss_terms, polish, refit_settings
+from .fitters.engine import batched_weighted_lm, law_model, loss_terms, polish_residuals, refit_settings
 from .law import log_loss
 from .plain import to_plain
 from .result import FitResult
@@ -94,17 +95,26 @@ def _objective(pred: np.ndarray, y: np.ndarray, delta: float) -> np.ndarray:
     return loss_terms(pred - y, delta).sum(-1)
 
 
-def _refit(
-    spec, design, y: np.ndarray, starts: list[np.ndarray], delta: float, max_iter: int = 300
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Best end point per row of ``y`` (B, n) over the given starts (each (B, k)); rows the
-    LM leaves unconverged are finished by the least-squares polish.  Returns x, objective,
-    converged."""
-    model = law_model(spec, design)
-    lo, hi = spec.lower, spec.upper
+@dataclass(frozen=True)
+class Refit:
+    """One law to refit on many responses: ``model(x)`` -> (predictions (m, n), transposed
+    Jacobian (m, k, n)) as :func:`~phifit.fitters.engine.batched_weighted_lm` takes it, its box,
+    and the starts (each (k,), used for every response)."""
+
+    model: Callable
+    lower: np.ndarray
+    upper: np.ndarray
+    starts: tuple[np.ndarray, ...]
+
+
+def _refit(law: Refit, y: np.ndarray, delta: float, max_iter: int = 300) -> tuple[np.ndarray, np.ndarray]:
+    """Best objective per row of ``y`` (B, n) over the starts, and whether it converged; rows
+    the LM leaves unconverged are finished by the least-squares polish."""
+    m = len(y)
     best_x = best_obj = best_conv = None
-    for x0 in starts:
-        end = batched_weighted_lm(model, x0, y, 1.0, lo, hi, delta=delta, max_iter=max_iter)
+    for start in law.starts:
+        x0 = np.tile(np.asarray(start, dtype=float), (m, 1))
+        end = batched_weighted_lm(law.model, x0, y, 1.0, law.lower, law.upper, delta=delta, max_iter=max_iter)
         obj = np.where(np.isfinite(end.objective), end.objective, np.inf)
         if best_x is None:
             best_x, best_obj, best_conv = end.x.copy(), obj, end.converged.copy()
@@ -116,13 +126,96 @@ def _refit(
             end.converged[better],
         )
     for i in np.flatnonzero(~best_conv & np.isfinite(best_obj)):
-        sol = polish(best_x[i], spec, design, y[i], delta)
+
+        def fun(x, row=i):
+            return law.model(x[None, :])[0][0] - y[row]
+
+        def jac(x):
+            return law.model(x[None, :])[1][0].T
+
+        sol = polish_residuals(fun, jac, best_x[i], law.lower, law.upper, delta)
         if sol is None or sol.status <= 0:
             continue
-        obj = float(_objective(log_loss(spec.full_theta(sol.x), design), y[i], delta))
+        obj = float(_objective(law.model(sol.x[None, :])[0][0], y[i], delta))
         if obj <= best_obj[i] * (1 + 1e-9):
-            best_x[i], best_obj[i], best_conv[i] = sol.x, obj, True
-    return best_x, best_obj, best_conv
+            best_obj[i], best_conv[i] = obj, True
+    return best_obj, best_conv
+
+
+def wild_cluster_statistics(
+    y: np.ndarray,
+    null_pred: np.ndarray,
+    codes: np.ndarray,
+    null: Refit,
+    alternative: Refit,
+    delta: float,
+    n_boot: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """T*_b = F_null - F_alt refitted on y*_b = y0 + s_bc (y - y0), one Rademacher sign per
+    cluster c (``codes``: each run's cluster); returns (T* (B,), converged (B,)).  The
+    alternative's starts should include the null solution, so that T* >= 0 up to tolerance."""
+    resid = y - null_pred
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_boot, int(codes.max()) + 1))
+    y_star = null_pred + signs[:, codes] * resid
+    f0, ok0 = _refit(null, y_star, delta)
+    f1, ok1 = _refit(alternative, y_star, delta)
+    ok = ok0 & ok1 & np.isfinite(f0) & np.isfinite(f1)
+    return np.maximum(f0 - f1, 0.0), ok
+
+
+def wild_test_result(
+    name: str,
+    observed: float,
+    stats: np.ndarray,
+    ok: np.ndarray,
+    *,
+    block: str,
+    n_blocks: int,
+    seed: int,
+    source: str,
+) -> WildTest:
+    """The :class:`WildTest` of an observed statistic against its bootstrap draws."""
+    n_boot = len(stats)
+    valid = stats[ok]
+    n_ok = int(ok.sum())
+    p_value = (1.0 + float(np.sum(valid >= observed * (1 - 1e-9)))) / (1.0 + n_ok) if n_ok else math.nan
+    warnings: list[Caution] = []
+    if n_ok < n_boot:
+        warnings.append(
+            caution(
+                source,
+                "wild_failed",
+                f"{name}: {n_boot - n_ok} of {n_boot} wild bootstrap replicates did not converge "
+                "and were left out of the p-value",
+                n_failed=n_boot - n_ok,
+            )
+        )
+    if n_blocks < MIN_CELLS:
+        warnings.append(
+            caution(
+                source,
+                "few_clusters",
+                f"{name}: only {n_blocks} blocks ({block}) for the wild cluster bootstrap: its p-value "
+                f"is coarse (2^{n_blocks} sign patterns) and may be unreliable",
+                n_blocks=n_blocks,
+            )
+        )
+    quantiles = (
+        {f"{int(100 * q)}%": float(np.quantile(valid, q)) for q in (0.5, 0.9, 0.95, 0.99)} if n_ok else {}
+    )
+    return WildTest(
+        restriction=name,
+        statistic=observed,
+        p_value=p_value,
+        n_boot=n_boot,
+        n_failed=n_boot - n_ok,
+        block=block,
+        n_blocks=n_blocks,
+        null_quantiles=quantiles,
+        seed=seed,
+        warnings=warnings,
+    )
 
 
 def wild_cluster_test(
@@ -152,59 +245,24 @@ def wild_cluster_test(
     design, y = runs.design, runs.log_loss
     theta0, theta1 = restricted.theta, free.theta
     y0 = log_loss(theta0, design)
-    resid = y - y0
     observed = float(_objective(y0, y, delta) - _objective(log_loss(theta1, design), y, delta))
     codes, label = runs.cells(block)
-    n_blocks = int(codes.max()) + 1
-    rng = np.random.default_rng(seed)
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_boot, n_blocks))
-    y_star = y0 + signs[:, codes] * resid
-    x0 = np.tile(theta0[spec0.free_mask], (n_boot, 1))
-    _, f0, ok0 = _refit(spec0, design, y_star, [x0], delta)
+    null = Refit(law_model(spec0, design), spec0.lower, spec0.upper, (theta0[spec0.free_mask],))
     # the free law starts from the null solution (so its objective cannot exceed the null's)
     # and from its own estimate
-    x_null_in_free = np.tile(theta0[spec1.free_mask], (n_boot, 1))
-    x_free = np.tile(theta1[spec1.free_mask], (n_boot, 1))
-    _, f1, ok1 = _refit(spec1, design, y_star, [x_null_in_free, x_free], delta)
-    ok = ok0 & ok1 & np.isfinite(f0) & np.isfinite(f1)
-    stats = np.maximum(f0 - f1, 0.0)[ok]
-    n_ok = int(ok.sum())
-    p_value = (1.0 + float(np.sum(stats >= observed * (1 - 1e-9)))) / (1.0 + n_ok) if n_ok else math.nan
-    warnings: list[Caution] = []
-    name = restricted.spec.label()
-    if n_ok < n_boot:
-        warnings.append(
-            caution(
-                "compare",
-                "wild_failed",
-                f"{name}: {n_boot - n_ok} of {n_boot} wild bootstrap replicates did not converge "
-                "and were left out of the p-value",
-                n_failed=n_boot - n_ok,
-            )
-        )
-    if n_blocks < MIN_CELLS:
-        warnings.append(
-            caution(
-                "compare",
-                "few_clusters",
-                f"{name}: only {n_blocks} blocks ({label}) for the wild cluster bootstrap: its p-value "
-                f"is coarse (2^{n_blocks} sign patterns) and may be unreliable",
-                n_blocks=n_blocks,
-            )
-        )
-    quantiles = {}
-    if n_ok:
-        for q in (0.5, 0.9, 0.95, 0.99):
-            quantiles[f"{int(100 * q)}%"] = float(np.quantile(stats, q))
-    return WildTest(
-        restriction=name,
-        statistic=observed,
-        p_value=p_value,
-        n_boot=n_boot,
-        n_failed=n_boot - n_ok,
+    alternative = Refit(
+        law_model(spec1, design), spec1.lower, spec1.upper, (theta0[spec1.free_mask], theta1[spec1.free_mask])
+    )
+    stats, ok = wild_cluster_statistics(
+        y, y0, codes, null, alternative, delta, n_boot, np.random.default_rng(seed)
+    )
+    return wild_test_result(
+        restricted.spec.label(),
+        observed,
+        stats,
+        ok,
         block=label,
-        n_blocks=n_blocks,
-        null_quantiles=quantiles,
+        n_blocks=int(codes.max()) + 1,
         seed=seed,
-        warnings=warnings,
+        source="compare",
     )

@@ -45,7 +45,7 @@ def two_recipes(
 def different():
     """Acceptance 4: phi 0.45 vs 0.65 on the same design (variant borrows r = 1)."""
     runs = table_from_frame(two_recipes(0.45, 0.65, seed=1))
-    return compare_recipes(runs, n_boot=BOOT, seed=0, n_jobs=1, n_starts=200)
+    return compare_recipes(runs, n_boot=BOOT, seed=0, n_jobs=1, n_starts=200, n_wild=199)
 
 
 def test_delta_phi_interval_excludes_0_and_covers_the_truth(different):
@@ -60,10 +60,25 @@ def test_delta_phi_interval_excludes_0_and_covers_the_truth(different):
 
 def test_equal_phi_interval_covers_0():
     runs = table_from_frame(two_recipes(0.46, 0.46, seed=2))
-    rc = compare_recipes(runs, n_boot=BOOT, seed=0, n_jobs=1, n_starts=200)
+    rc = compare_recipes(runs, n_boot=BOOT, seed=0, n_jobs=1, n_starts=200, n_wild=199)
     d = rc.delta_phi["probe"]
     assert d["ci"][0] <= 0 <= d["ci"][1] and d["p_value"] > 0.05
     assert rc.joint.lr_p_value > 0.05 and "not rejected" in rc.joint.verdict
+    assert rc.joint.wild.p_value > 0.05
+
+
+def test_the_joint_test_of_a_shared_phi_is_a_wild_cluster_bootstrap(different):
+    wild = different.joint.wild
+    assert wild is not None and wild.n_boot == 199 and wild.block == "budget,r"
+    assert wild.p_value == pytest.approx(1 / 200) and wild.statistic > 0
+    # the statistic is the drop of the summed Huber objective from the shared to the joint fit
+    assert wild.statistic == pytest.approx(
+        different.joint.shared.objective - different.joint.fit.objective, rel=1e-9
+    )
+    assert (
+        "wild cluster bootstrap p" in different.joint.verdict
+        and "assumes independent runs" in different.joint.verdict
+    )
 
 
 def test_variant_without_r1_borrows_the_baselines(different):
