@@ -335,7 +335,7 @@ def analyse(
             main_runs,
             seed=options.seed,
             hdi_prob=options.level,
-            progressbar=False,
+            progress=False,
         )
         bayes, idata, bayes_draws = sampled.result, sampled.idata, sampled.draws
 

@@ -142,7 +142,7 @@ def diagnose(
     runs: RunTable,
     fit: FitResult,
     *,
-    alpha: float = 0.01,
+    significance: float = 0.01,
     influence_top: int = 5,
     consistency_starts: int = 100,
     seed: int = 0,
@@ -158,7 +158,7 @@ def diagnose(
             f"unknown diagnostics to skip: {', '.join(sorted(unknown))}; expected influence, consistency"
         )
     cautions: list[Caution] = []
-    res = residual_diagnostics(runs, fit, alpha=alpha)
+    res = residual_diagnostics(runs, fit, significance=significance)
     ident = identifiability(runs, fit, seed=seed)
     infl = cons = None
     if fit.phi is None or "phi" in fit.fixed:

@@ -21,7 +21,7 @@ Residual tests (on log residuals, the scale on which the fit assumes i.i.d. erro
     - Breusch-Pagan heteroscedasticity, Koenker's studentised form, against the
       fitted log loss and against log N_eff (``het_breuschpagan``);
     - OLS trend of the residuals against log D and against log N_eff (slope t-test).
-    Each passes when p >= alpha (default 0.01).  When the residuals are at numerical
+    Each passes when p >= significance (default 0.01).  When the residuals are at numerical
     precision (RMSE of log residuals < 1e-9, a noise-free table) there is nothing to
     test: each test is reported as passed, with that note.
 
@@ -134,7 +134,7 @@ def _group_row(group: Any, resid: np.ndarray, flagged: bool = False) -> GroupRow
 
 @dataclass(frozen=True)
 class ResidualTest:
-    """One residual test: H0 is 'no pattern'; ``passed`` when p >= alpha.
+    """One residual test: H0 is 'no pattern'; ``passed`` when p >= significance.
 
     ``against`` names the regressor (for Breusch-Pagan and trend tests); ``estimate``
     is the trend slope (log residual per unit of the regressor) where it applies.
@@ -144,7 +144,7 @@ class ResidualTest:
     against: str
     statistic: float
     pvalue: float
-    alpha: float
+    significance: float
     passed: bool
     estimate: float | None = None
     note: str = ""
@@ -255,7 +255,7 @@ def residual_diagnostics(
     runs: RunTable,
     fit: FitResult,
     *,
-    alpha: float = 0.01,
+    significance: float = 0.01,
     k: float = 3.0,
     floor: float = 0.005,
     rel_floor: float = 0.5,
@@ -266,15 +266,15 @@ def residual_diagnostics(
     ----------
     runs, fit
         The table and the fit made on it.
-    alpha
+    significance
         Significance level of each residual test.
     k, floor, rel_floor
         Per-r offset rule: flag r when |mean_r| > k SE_r and
         |mean_r| > max(floor, rel_floor * RMSE_pooled) (nats).
     """
     check_fit(runs, fit)
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if not 0 < significance < 1:
+        raise ValueError(f"significance must be in (0, 1), got {significance}")
     if k <= 0 or floor < 0 or rel_floor < 0:
         raise ValueError("k must be > 0 and floor, rel_floor >= 0")
     theta = fit.theta
@@ -315,7 +315,7 @@ def residual_diagnostics(
         by_budget = [_group_row(scalar(b), resid[budgets == b]) for b in sorted_unique(budgets)]
 
     exact = float(np.sqrt(np.mean(log_resid**2))) < NUMERICAL_PRECISION
-    tests = residual_tests(log_resid, fitted_log, lne, design.log_tokens, alpha, exact)
+    tests = residual_tests(log_resid, fitted_log, lne, design.log_tokens, significance, exact)
     n = len(log_resid)
     sd = float(np.std(log_resid, ddof=1)) if n > 1 else 0.0
     standard = np.sort((log_resid - log_resid.mean()) / sd) if sd > 0 else np.zeros(n)
@@ -348,7 +348,7 @@ def residual_tests(
     fitted_log: np.ndarray,
     lne: np.ndarray,
     log_tokens: np.ndarray,
-    alpha: float,
+    significance: float,
     exact: bool,
 ) -> list[ResidualTest]:
     """The five residual tests (see the module docstring) of ``log_resid``.
@@ -370,7 +370,7 @@ def residual_tests(
     if exact:
         note = "residuals at numerical precision (noise-free table): nothing to test"
         return [
-            ResidualTest(name, against, float("nan"), float("nan"), alpha, True, None, note)
+            ResidualTest(name, against, float("nan"), float("nan"), significance, True, None, note)
             for name, against in specs
         ]
     regressors = {"fitted": fitted_log, "log_n_eff": lne, "log_tokens": log_tokens}
@@ -384,7 +384,7 @@ def residual_tests(
                     against,
                     float("nan"),
                     float("nan"),
-                    alpha,
+                    significance,
                     True,
                     None,
                     f"only {n} runs: too few to test",
@@ -404,7 +404,7 @@ def residual_tests(
                         against,
                         float("nan"),
                         float("nan"),
-                        alpha,
+                        significance,
                         True,
                         None,
                         f"{against} does not vary: nothing to test",
@@ -422,7 +422,14 @@ def residual_tests(
         p = float(p)
         out.append(
             ResidualTest(
-                name, against, float(stat), p, alpha, bool(not math.isfinite(p) or p >= alpha), estimate, note
+                name,
+                against,
+                float(stat),
+                p,
+                significance,
+                bool(not math.isfinite(p) or p >= significance),
+                estimate,
+                note,
             )
         )
     return out

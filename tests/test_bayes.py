@@ -35,7 +35,7 @@ from phifit.result import FitResult
 from phifit.runs import table_from_frame
 from phifit.simulation import simulate
 
-SMALL = {"draws": 300, "tune": 300, "chains": 2, "progressbar": False}
+SMALL = {"draws": 300, "tune": 300, "chains": 2, "progress": False}
 TRUE_PHI = 0.46
 
 
@@ -48,7 +48,7 @@ def table():
 @pytest.fixture(scope="module")
 def default_fit(table):
     """The default fit (4 chains x 1000 draws after 1000 tuning steps, seed 0)."""
-    return B.sample_posterior(table, progressbar=False)
+    return B.sample_posterior(table, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -341,7 +341,7 @@ def test_phi_unidentified_is_reported_as_null():
 
 
 def test_warnings_for_short_chains(table):
-    res = B.fit_bayes(table, draws=60, tune=100, chains=2, progressbar=False)
+    res = B.fit_bayes(table, draws=60, tune=100, chains=2, progress=False)
     low = [w for w in res.warnings if w.kind == "low_ess"]
     assert low and all(w.source == "bayes" and w.values["ess"] < 400 for w in low)
     assert any("ESS" in w.message and "< 400" in w.message for w in low)
@@ -434,9 +434,7 @@ def test_bad_options_raise(table, kwargs, match):
 def test_fit_dispatch_through_phifit_fit(table):
     from phifit.fitters import fit
 
-    res = fit(
-        table, method="bayes", fix={"phi": 1.0}, seed=3, draws=200, tune=200, chains=2, progressbar=False
-    )
+    res = fit(table, method="bayes", fix={"phi": 1.0}, seed=3, draws=200, tune=200, chains=2, progress=False)
     assert res.method == "bayes" and res.params["phi"] == 1.0
 
 
@@ -462,7 +460,7 @@ def test_auto_falls_back_to_pymc_which_agrees(table, default_fit, monkeypatch):
 def test_loo_prefers_free_model_when_phi_is_046(table):
     from phifit.fitters.bayes import LooComparison, compare_loo
 
-    cmp = compare_loo(table, draws=500, tune=500, chains=4, progressbar=False)
+    cmp = compare_loo(table, draws=500, tune=500, chains=4, progress=False)
     assert cmp.preferred == "free"
     assert [row["model"] for row in cmp.table][0] == "free"
     for pair in cmp.pairwise:
@@ -481,7 +479,7 @@ def test_loo_does_not_prefer_free_when_phi_is_0():
     from phifit.fitters.bayes import compare_loo
 
     runs = paper_table(noise=0.005, seed=4, phi=0.0)
-    cmp = compare_loo(runs, draws=500, tune=500, chains=4, progressbar=False)
+    cmp = compare_loo(runs, draws=500, tune=500, chains=4, progress=False)
     by = {p["restricted"]: p for p in cmp.pairwise}
     assert not by["phi=0"]["free_preferred"]
     assert by["phi=1"]["free_preferred"]
@@ -534,7 +532,7 @@ import phifit.fitters.bayes as B
 state = {"flags_after_import": os.environ.get("PYTENSOR_FLAGS"), "pytensor_imported": "pytensor" in sys.modules}
 from conftest import paper_table
 res = B.fit_bayes(paper_table(noise=0.005, seed=1, phi=0.46), draws=30, tune=30, chains=1, sampler="pymc",
-                 progressbar=False)  # PyMC: C code compiled into (and reused from) the compile directory
+                 progress=False)  # PyMC: C code compiled into (and reused from) the compile directory
 import pytensor
 state.update(base=str(pytensor.config.base_compiledir), compiledir=str(pytensor.config.compiledir),
              recorded=res.extras["pytensor_compiledir"], flags_after_fit=os.environ.get("PYTENSOR_FLAGS"))
@@ -581,7 +579,7 @@ def test_hdi_coverage_of_true_phi():
     n_tables, covered, widths, flagged, divergent = 50, 0, [], 0, 0
     for seed in range(n_tables):
         runs = paper_table(noise=0.005, seed=1000 + seed, phi=TRUE_PHI)
-        res = B.fit_bayes(runs, seed=seed, progressbar=False)
+        res = B.fit_bayes(runs, seed=seed, progress=False)
         lo, hi = res.ci["phi"]
         covered += lo <= TRUE_PHI <= hi
         widths.append(hi - lo)

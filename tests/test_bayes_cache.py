@@ -36,7 +36,7 @@ from phifit.simulation import simulate
 
 frame = simulate("paper", params={**REFERENCE_PARAMS, "phi": 0.46}, noise=0.005, seed=1)
 res = fit_bayes(table_from_frame(frame, source="t"), draws=40, tune=40, chains=2, seed=3,
-                sampler="nutpie", progressbar=False)
+                sampler="nutpie", progress=False)
 info = {k: v for k, v in backends.LAST_COMPILE.items()}
 print("RESULT" + json.dumps({"info": info, "cached": res.extras["compile_cached"],
                              "params": res.params}))

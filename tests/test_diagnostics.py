@@ -283,8 +283,8 @@ def test_bad_inputs(noisy):
     runs, f = noisy
     with pytest.raises(ValueError, match="the fit has 116 runs but the table has 115"):
         residual_diagnostics(runs.subset(np.arange(115)), f)
-    with pytest.raises(ValueError, match="alpha must be in"):
-        residual_diagnostics(runs, f, alpha=1.5)
+    with pytest.raises(ValueError, match="significance must be in"):
+        residual_diagnostics(runs, f, significance=1.5)
     with pytest.raises(ValueError, match="unknown diagnostics to skip: residuals"):
         diagnose(runs, f, skip=("residuals",))
 

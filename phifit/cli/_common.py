@@ -176,7 +176,7 @@ def bayes_options(args: argparse.Namespace) -> dict:
         "sampler": args.sampler,
         "target_accept": args.target_accept,
         "seed": args.seed,
-        "progressbar": not getattr(args, "quiet", False),
+        "progress": not getattr(args, "quiet", False),
     }
 
 

@@ -2,7 +2,7 @@
 influence of a fit, as text (the same numbers the HTML report shows).
 
     phifit diagnose RUNS.csv [--method huber|lsq] [--fix NAME=VALUE] [--skip influence,consistency]
-                             [--alpha 0.01] [--json OUT]
+                             [--significance 0.01] [--json OUT]
 
 Fits the table (Huber by default), then runs :func:`phifit.diagnostics.diagnose`: residuals
 per r and per budget with the systematic-offset rule, Jarque-Bera, Breusch-Pagan and trend
@@ -43,7 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fix", action="append", metavar="NAME=VALUE", help="hold a parameter fixed (repeatable)")
     p.add_argument("--starts", type=int, default=500, help="random starts of the fit (default 500)")
     p.add_argument("--seed", type=int, default=0, help="seed of the starts (default 0)")
-    p.add_argument("--alpha", type=float, default=0.01, help="level of the residual tests (default 0.01)")
+    p.add_argument(
+        "--significance",
+        type=float,
+        default=0.01,
+        help="significance level of the residual tests (default 0.01)",
+    )
     p.add_argument(
         "--skip",
         metavar="WHAT[,WHAT]",
@@ -64,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.starts < 1:
         raise ValueError(f"--starts must be >= 1, got {args.starts}")
-    if not 0 < args.alpha < 1:
-        raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
+    if not 0 < args.significance < 1:
+        raise ValueError(f"--significance must be in (0, 1), got {args.significance}")
     skip = [s.strip() for s in (args.skip or "").split(",") if s.strip()]
     unknown = [s for s in skip if s not in SKIPPABLE]
     if unknown:
@@ -74,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.json, args.force)
     runs = load_recipe_runs(args, show=False)  # the table's cautions go to [[Notes]]
     result = fit(runs, method=args.method, fix=parse_fix(args.fix), n_starts=args.starts, seed=args.seed)
-    diag = diagnose(runs, result, alpha=args.alpha, seed=args.seed, skip=skip)
+    diag = diagnose(runs, result, significance=args.significance, seed=args.seed, skip=skip)
     phi = "n/a" if result.phi is None else f"{result.phi:.4f}"
     fixed = f", fixed {', '.join(f'{k} = {v:g}' for k, v in result.fixed.items())}" if result.fixed else ""
     print(

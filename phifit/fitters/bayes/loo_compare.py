@@ -177,7 +177,7 @@ def compare_loo(
     """Fit the Bayesian joint law with phi free and with each of ``fixes``; compare by PSIS-LOO.
 
     ``fit_kwargs`` go to :func:`.sampling.sample_posterior` (draws, tune, chains, seed,
-    sampler, target_accept, hdi_prob, progressbar, spec); every model uses the same
+    sampler, target_accept, hdi_prob, progress, spec); every model uses the same
     settings.  ``spec`` may set bounds or fix parameters other than the ones compared,
     not phi.  The decision rule is :data:`RULE` (module docstring).
     """

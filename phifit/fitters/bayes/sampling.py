@@ -91,7 +91,7 @@ def sample_posterior(
     sampler: str = "auto",
     target_accept: float = 0.9,
     hdi_prob: float = 0.95,
-    progressbar: bool = True,
+    progress: bool = True,
     save: str | os.PathLike | None = None,
 ) -> BayesFit:
     """Sample the posterior of the joint law; returns the FitResult and the InferenceData.
@@ -123,13 +123,13 @@ def sample_posterior(
         "target_accept": float(target_accept),
     }
     try:
-        out = backends.run_sampler(resolved, data, fit_spec, progressbar=progressbar, **settings)
+        out = backends.run_sampler(resolved, data, fit_spec, progressbar=progress, **settings)
     except Exception as err:  # noqa: BLE001 - "auto" must always produce a fit
         if sampler != "auto" or resolved != "nutpie":
             raise
         cautions.append(sampler_fallback_caution(err))
         resolved = "pymc"
-        out = backends.run_sampler(resolved, data, fit_spec, progressbar=progressbar, **settings)
+        out = backends.run_sampler(resolved, data, fit_spec, progressbar=progress, **settings)
     post, stats = out.posterior, out.stats
 
     # per-draw predictions from the law (the one numpy definition)
@@ -244,7 +244,7 @@ def fit_bayes(
     sampler: str = "auto",
     target_accept: float = 0.9,
     hdi_prob: float = 0.95,
-    progressbar: bool = True,
+    progress: bool = True,
     save: str | os.PathLike | None = None,
 ) -> FitResult:
     """Bayesian fit of the joint law (model and priors: :mod:`phifit.fitters.bayes.model`).
@@ -267,7 +267,7 @@ def fit_bayes(
         NUTS target acceptance rate.
     hdi_prob
         Probability of the highest-density intervals in ``ci`` (= the result's ``ci_level``).
-    progressbar
+    progress
         Show the sampler's progress bar.
     save
         netCDF path for the posterior (ArviZ InferenceData; an existing file is replaced);
@@ -289,6 +289,6 @@ def fit_bayes(
         sampler=sampler,
         target_accept=target_accept,
         hdi_prob=hdi_prob,
-        progressbar=progressbar,
+        progressbar=progress,
         save=save,
     ).result
