@@ -63,7 +63,8 @@ class AnalysisOptions:
     every random step; n_jobs: workers for the bootstrap; baseline: the baseline recipe
     when the table has a ``variant`` column (default: chosen by :mod:`phifit.recipes`);
     level: of every bootstrap interval (the fit's ``ci_level``, the frontier bands, the
-    equivalence table, Δφ).
+    equivalence table, Δφ); n_wild: replicates of the restricted wild cluster bootstrap
+    tests (phi = 0, phi = 1, a shared phi across recipes; 0: the chi-square tests decide).
     """
 
     n_boot: int = 1000
@@ -73,6 +74,7 @@ class AnalysisOptions:
     n_jobs: int = 2
     baseline: str | None = None
     level: float = 0.95
+    n_wild: int = 999
 
     def __post_init__(self) -> None:
         if not 0 < self.level < 1:
@@ -81,6 +83,8 @@ class AnalysisOptions:
             raise ValueError(f"bootstrap replicates must be 0 (none) or >= 2, got {self.n_boot}")
         if self.n_starts < 1:
             raise ValueError(f"starts must be >= 1, got {self.n_starts}")
+        if self.n_wild and self.n_wild < 19:
+            raise ValueError(f"wild bootstrap replicates must be 0 (off) or >= 19, got {self.n_wild}")
 
 
 @dataclass(frozen=True)
@@ -294,7 +298,13 @@ def analyse(
     if main_runs.phi_identifiable:
         say("restricted fits phi = 0 and phi = 1, with leave-one-budget-out refits")
         comparison = _timed(
-            timings, "comparison", compare_fits, main_runs, seed=options.seed, n_starts=options.n_starts
+            timings,
+            "comparison",
+            compare_fits,
+            main_runs,
+            seed=options.seed,
+            n_starts=options.n_starts,
+            n_wild=options.n_wild,
         )
 
     say("diagnostics: residuals, leave-one-out influence, the phi profile")

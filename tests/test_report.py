@@ -38,7 +38,7 @@ SECTIONS = (
 
 @pytest.fixture(scope="module")
 def analysis():
-    return analyse(paper_table(noise=0.004, seed=1), AnalysisOptions(n_boot=100, n_starts=200))
+    return analyse(paper_table(noise=0.004, seed=1), AnalysisOptions(n_boot=100, n_starts=200, n_wild=49))
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +126,20 @@ def test_cli_report_rewrites_a_previous_report_and_refuses_strangers(tmp_path, c
     (out / "results.json").write_text(json.dumps(data))
     stale.write_bytes(b"old")
     (out / "figures" / "mine.png").write_bytes(b"not listed: kept")
-    args = ["report", str(csv), "--out", str(out), "--bootstrap", "20", "--starts", "50", "--level", "0.9"]
+    args = [
+        "report",
+        str(csv),
+        "--out",
+        str(out),
+        "--bootstrap",
+        "20",
+        "--starts",
+        "50",
+        "--level",
+        "0.9",
+        "--wild",
+        "49",
+    ]
     assert main(args + ["--svg"]) == 0
     printed = capsys.readouterr()
     assert "phi = " in printed.out and "phi = 0: " in printed.out and "phi = 1: " in printed.out
@@ -230,7 +243,7 @@ def test_variant_table_gets_the_recipes_section_or_says_why(tmp_path):
     import pandas as pd
 
     runs = table_from_frame(pd.concat([base, other], ignore_index=True))
-    files = build_report(runs, tmp_path / "rep", options=AnalysisOptions(n_boot=20, n_starts=50))
+    files = build_report(runs, tmp_path / "rep", options=AnalysisOptions(n_boot=20, n_starts=50, n_wild=49))
     data = json.loads((tmp_path / "rep" / "results.json").read_text())
     html = (tmp_path / "rep" / "index.html").read_text()
     assert '<section id="recipes">' in html and "recipes" in files.figures
@@ -379,7 +392,9 @@ def test_bayes_section_with_posterior_file(tmp_path):
     """--bayes adds the posterior figure, table and the netCDF posterior (compiles PyMC)."""
     pytest.importorskip("phifit.fitters.bayes")
     runs = paper_table(noise=0.004, seed=1)
-    files = build_report(runs, tmp_path / "rep", options=AnalysisOptions(n_boot=20, n_starts=100, bayes=True))
+    files = build_report(
+        runs, tmp_path / "rep", options=AnalysisOptions(n_boot=20, n_starts=100, bayes=True, n_wild=49)
+    )
     data = json.loads((tmp_path / "rep" / "results.json").read_text())
     assert "posterior" in files.figures and "posterior.nc" in files.files
     assert (tmp_path / "rep" / "posterior.nc").stat().st_size > 10_000
@@ -394,7 +409,9 @@ def test_tables_without_phi_or_budgets_get_a_report_that_says_what_is_missing(tm
     plain = frame[frame["r"] == 1].drop(columns=["r", "n_rec", "budget"])  # non-looped
     plain["n_once"] = frame.loc[frame["r"] == 1, "n_rec"] + frame.loc[frame["r"] == 1, "n_once"]
     files = build_report(
-        table_from_frame(plain), tmp_path / "plain", options=AnalysisOptions(n_boot=0, n_starts=100)
+        table_from_frame(plain),
+        tmp_path / "plain",
+        options=AnalysisOptions(n_boot=0, n_starts=100, n_wild=49),
     )
     data = json.loads((tmp_path / "plain" / "results.json").read_text())
     html = (tmp_path / "plain" / "index.html").read_text()
@@ -405,7 +422,9 @@ def test_tables_without_phi_or_budgets_get_a_report_that_says_what_is_missing(tm
     labelled = frame.copy()
     labelled["budget"] = labelled["budget"].map(lambda c: f"C{c:.0e}")  # labels, not FLOPs
     files = build_report(
-        table_from_frame(labelled), tmp_path / "labels", options=AnalysisOptions(n_boot=0, n_starts=100)
+        table_from_frame(labelled),
+        tmp_path / "labels",
+        options=AnalysisOptions(n_boot=0, n_starts=100, n_wild=49),
     )
     data = json.loads((tmp_path / "labels" / "results.json").read_text())
     assert len(data["derived"]["frontier"]["budgets"]) == 6  # spread over the runs' compute
@@ -419,7 +438,10 @@ def test_report_creates_missing_parent_folders(tmp_path):
     runs = tmp_path / "runs.csv"
     main(["simulate", "--noise", "0.005", "--out", str(runs)])
     out = tmp_path / "reports" / "sim"
-    assert main(["report", str(runs), "--out", str(out), "--bootstrap", "20", "--starts", "50"]) == 0
+    assert (
+        main(["report", str(runs), "--out", str(out), "--bootstrap", "20", "--starts", "50", "--wild", "49"])
+        == 0
+    )
     assert (out / "index.html").exists() and (out / "results.json").exists()
 
 
@@ -434,7 +456,7 @@ def test_cautions_of_the_comparison_and_the_recipes_reach_results_json(tmp_path)
     import pandas as pd
 
     runs = table_from_frame(pd.concat([frame, other], ignore_index=True))
-    build_report(runs, tmp_path / "rep", options=AnalysisOptions(n_boot=0, n_starts=30))
+    build_report(runs, tmp_path / "rep", options=AnalysisOptions(n_boot=0, n_starts=30, n_wild=49))
     data = json.loads((tmp_path / "rep" / "results.json").read_text())
     warnings = data["warnings"]
     assert all(set(w) == {"source", "kind", "level", "message", "values"} for w in warnings)

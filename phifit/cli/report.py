@@ -26,6 +26,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "DIR/results.json and DIR/figures/.",
     )
     add_runs_argument(p)
+    p.add_argument(
+        "--wild",
+        type=int,
+        default=999,
+        metavar="N",
+        help="replicates of the wild cluster bootstrap tests of phi = 0, phi = 1 and of a shared phi "
+        "across recipes (default 999; 0: the chi-square tests, which assume independent runs)",
+    )
     p.add_argument("--out", required=True, metavar="DIR", help="report folder")
     p.add_argument(
         "--bootstrap",
@@ -63,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         n_jobs=args.jobs,
         baseline=args.baseline,
         level=args.level,
+        n_wild=args.wild,
     )
     check_report_dir(args.out, args.force)
     runs = load_runs_from_args(args)
