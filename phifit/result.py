@@ -31,6 +31,7 @@ import numpy as np
 
 from ._version import __version__
 from .cautions import Caution
+from .intervals import censored_ends, interval_text, param_bounds
 from .law import DEFAULT_BOUNDS, PARAM_NAMES, JointLaw, LawSpec, params_to_theta
 from .plain import to_plain
 
@@ -287,6 +288,7 @@ class FitResult:
         if self.ci_bca:
             head += f"   {f'{100 * self.ci_level:g}% CI (BCa)':>24}"
         lines.append(head)
+        censored: list[str] = []
         for name in PARAM_NAMES:
             value = self.params.get(name)
             text = f"    {name:<6} {'n/a':>12}" if value is None else f"    {name:<6} {value:>12.6g}"
@@ -296,9 +298,17 @@ class FitResult:
             for ci in (self.ci, self.ci_bca):
                 if ci:
                     iv = ci.get(name)
-                    text += (
-                        f"   [{iv[0]:>10.5g}, {iv[1]:>10.5g}]" if iv and None not in iv else f"   {'':>24}"
-                    )
+                    box = param_bounds(self, name)
+                    if iv and None not in iv and box and any(censored_ends(iv[0], iv[1], *box)):
+                        # an end on the search box is not an estimate: say so
+                        text += f"   {interval_text(iv[0], iv[1], box, fmt=lambda v: f'{v:.5g}'):>24}"
+                        censored.append(name)
+                    else:
+                        text += (
+                            f"   [{iv[0]:>10.5g}, {iv[1]:>10.5g}]"
+                            if iv and None not in iv
+                            else f"   {'':>24}"
+                        )
             if name in self.fixed:
                 text += "  (fixed)"
             if name in self.at_bounds:
@@ -306,6 +316,11 @@ class FitResult:
             if value is None and name == "phi" and name not in self.fixed:
                 text += "  (not identified: no looped runs, or one r)"
             lines.append(text)
+        if censored:
+            lines.append(
+                f"    an interval end on the search box ({', '.join(dict.fromkeys(censored))}) is not an "
+                "estimate: the replicates ran into the bound"
+            )
         profile = self.extras.get("profile_ci", {}).get("phi") if self.extras.get("profile_ci") else None
         if profile and None not in profile:
             level = self.extras.get("profile_level", 0.95)
