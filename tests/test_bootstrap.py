@@ -223,6 +223,8 @@ def test_an_interval_end_on_the_box_is_censored():
     boot = block_bootstrap(runs, n_boot=200, seed=0, n_jobs=1, progress=False, jackknife=False)
     assert boot.ci["phi"][0] == pytest.approx(-3.0) and boot.censored("phi") == (True, False)
     assert "[\u2264 \u22123 (search bound: not determined)," in boot.summary()
+    fitted = boot.attach(fit_huber(runs))  # the fit's own summary marks the end too
+    assert "[\u2264 \u22123 (search bound: not determined)," in fitted.summary()
     regions = boot.phi_regions
     assert 0 < regions["at lower bound"] <= regions["phi <= 0"] < 0.5 < regions["0 < phi < 1"]
     assert regions["phi <= 0"] + regions["0 < phi < 1"] + regions["phi >= 1"] == pytest.approx(1.0)
