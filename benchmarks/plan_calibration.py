@@ -32,12 +32,12 @@ def realised(design, params, noise, n_tables: int, seed: int, n_jobs: int) -> di
     """Tables analysed with the reference settings (500 starts, 200 bootstrap, 99 wild)."""
     from joblib import Parallel, delayed
 
-    from phifit.plan import _analyse_table
+    from phifit.plan_modes import analyse_table
 
     frame = design.frame[["budget", "r", "size", "n_once", "n_rec", "tokens", "flops"]].copy()
     seeds = [int(s.generate_state(1)[0] % 2**31) for s in np.random.SeedSequence(seed).spawn(n_tables)]
     out = Parallel(n_jobs=n_jobs)(
-        delayed(_analyse_table)(frame, dict(params), (noise.per_run, noise.cell), s, 200, 99, None, 500)
+        delayed(analyse_table)(frame, dict(params), (noise.per_run, noise.cell), s, 200, 99, None, 500)
         for s in seeds
     )
     ok = [t for t in out if "error" not in t and math.isfinite(t["width"])]

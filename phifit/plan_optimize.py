@@ -33,7 +33,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .plan import AsymptoticPlan, NoiseModel, PlanDesign, _spec_speed, asymptotic_plan, predicted_optimum
+from .plan import predicted_optimum
+from .plan_inputs import NoiseModel, PlanDesign, spec_speed
+from .plan_modes import AsymptoticPlan, asymptotic_plan
 
 #: Fewest optimiser steps a planned sweep-spec run may take (the bundled spec keeps >= ~200).
 MIN_STEPS_PLANNED = 200
@@ -89,7 +91,7 @@ def _seconds(design: PlanDesign, frame: pd.DataFrame) -> float | None:
         return None
     total = 0.0
     for width, flops in zip(frame["size"], frame["flops"]):
-        speed = _spec_speed(design.spec, int(width))
+        speed = spec_speed(design.spec, int(width))
         if speed is None:
             return None
         total += flops / speed.flops_per_second + speed.overhead_s

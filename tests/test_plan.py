@@ -9,7 +9,6 @@ import pytest
 
 from phifit.plan import (
     NoiseModel,
-    _huber_moments,
     asymptotic_plan,
     bracketing,
     design_from_paper,
@@ -18,6 +17,7 @@ from phifit.plan import (
     plan_design,
     simulate_plan,
 )
+from phifit.plan_inputs import huber_moments
 from phifit.reference import REFERENCE_PARAMS
 
 
@@ -27,11 +27,11 @@ def test_huber_moments_match_monte_carlo():
     u = tau * rng.standard_normal((200_000, 1))
     e = u + sigma * rng.standard_normal((200_000, 2))
     psi = np.clip(e, -delta, delta)
-    m, e_psi2, c = _huber_moments(sigma, tau, delta)
+    m, e_psi2, c = huber_moments(sigma, tau, delta)
     assert m == pytest.approx(np.mean(np.abs(e) <= delta), abs=3e-3)
     assert e_psi2 == pytest.approx(np.mean(psi**2), rel=1e-2)
     assert c == pytest.approx(np.mean(psi[:, 0] * psi[:, 1]), rel=3e-2)
-    assert _huber_moments(0.01, 0.0, math.inf) == (1.0, pytest.approx(1e-4), 0.0)
+    assert huber_moments(0.01, 0.0, math.inf) == (1.0, pytest.approx(1e-4), 0.0)
 
 
 def test_asymptotic_paper_design_and_seeds():
@@ -108,13 +108,13 @@ def test_cli_plan_and_optimize(tmp_path, capsys):
 @pytest.mark.slow
 def test_calibration_paper():
     """Simulation mode vs independently simulated tables (benchmarks/plan_calibration.py, smaller)."""
-    from phifit.plan import _analyse_table
+    from phifit.plan_modes import analyse_table
 
     design = design_from_paper()
     sim = simulate_plan(design, REFERENCE_PARAMS, NoiseModel(0.004), n_tables=40, seed=1, progress=False)
     frame = design.frame[["budget", "r", "size", "n_once", "n_rec", "tokens", "flops"]]
     widths = [
-        _analyse_table(frame, dict(REFERENCE_PARAMS), (0.004, 0.0), s, 200, 39, None, 500)["width"]
+        analyse_table(frame, dict(REFERENCE_PARAMS), (0.004, 0.0), s, 200, 39, None, 500)["width"]
         for s in range(100, 140)
     ]
     assert sim.width_median == pytest.approx(float(np.median(widths)), rel=0.15)
