@@ -289,6 +289,6 @@ def fit_bayes(
         sampler=sampler,
         target_accept=target_accept,
         hdi_prob=hdi_prob,
-        progressbar=progress,
+        progress=progress,
         save=save,
     ).result
