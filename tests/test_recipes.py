@@ -394,10 +394,15 @@ def test_cli_fit_and_compare_analyse_one_recipe(tmp_path, capsys):
 def test_few_blocks_make_the_delta_phi_interval_rough():
     """Two budgets give 8 (budget, r) cells: the comparison says its interval is rough."""
     runs = table_from_frame(two_recipes(0.45, 0.65, seed=6, variant_budgets=2))
-    rc = compare_recipes(runs, n_boot=20, seed=0, n_jobs=1, n_starts=100)
+    rc = compare_recipes(runs, n_boot=20, seed=0, n_jobs=1, n_starts=100, joint=False)
     assert rc.delta_phi["probe"]["n_blocks"] == 8
     assert any("resamples only 8 blocks 'budget,r'" in n for n in rc.notes)
     full = compare_recipes(
-        table_from_frame(two_recipes(0.45, 0.65, seed=6)), n_boot=20, seed=0, n_jobs=1, n_starts=100
+        table_from_frame(two_recipes(0.45, 0.65, seed=6)),
+        n_boot=20,
+        seed=0,
+        n_jobs=1,
+        n_starts=100,
+        joint=False,
     )
     assert full.delta_phi["probe"]["n_blocks"] == 24 and not any("only" in n for n in full.notes)

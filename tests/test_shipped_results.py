@@ -114,6 +114,7 @@ def test_the_shipped_point_estimates_are_what_the_code_computes(shipped):
             n_starts=opts["n_starts"],
             n_jobs=1,
             progress=False,
+            joint=False,
         )
         for variant, saved in shipped["recipes"]["delta_phi"].items():
             assert rc.delta_phi[variant]["estimate"] == pytest.approx(saved["estimate"], abs=1e-6)
