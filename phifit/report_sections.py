@@ -3,6 +3,9 @@ bootstrap, the restricted fits, the Bayesian posterior, the recipes and the file
 (the derived quantities are in :mod:`phifit.report_derived`, the diagnostics in
 :mod:`phifit.report_diagnostics`), and the small helpers they share.
 
+One module on purpose: each section is a short function of the analysis, and they share
+the same few helpers; splitting them further would scatter one page.
+
 Each ``section_*`` takes an :class:`~phifit.analysis.Analysis` (and ``fig``, which embeds a
 drawn figure by name) and returns HTML.  Layout only: every number comes from the analysis.
 Interval labels use the level the interval was computed at (``FitResult.ci_level``,

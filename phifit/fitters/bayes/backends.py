@@ -22,6 +22,10 @@
 
 Each backend returns :class:`SamplerOutput`: posterior arrays of
 :data:`~.model.STORED_VARS`, (chain, draw) each, and the sampler statistics phifit reports.
+
+One module on purpose: the two samplers and the cross-process cache of nutpie's compiled
+model are the one step "run NUTS on this model", and the cache is only valid for what this
+module compiles.
 """
 
 from __future__ import annotations
