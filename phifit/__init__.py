@@ -11,8 +11,9 @@ to tables of training runs, with honest uncertainty and model comparison.
   and returns a :class:`FitResult` (the fitters live in :mod:`phifit.fitters`);
 - :func:`block_bootstrap`, :func:`compare_fits`, :func:`compare_recipes` give intervals,
   restricted-fit comparisons and Delta-phi between recipes;
-- :mod:`phifit.diagnostics`, :mod:`phifit.derived` and :mod:`phifit.report` judge the fit,
-  answer "what is my looped model worth" and write the HTML report;
+- :mod:`phifit.diagnostics`, :mod:`phifit.equivalence`, :mod:`phifit.frontier`,
+  :mod:`phifit.predict`, :mod:`phifit.plan` and :mod:`phifit.report` judge the fit, answer
+  "what is my looped model worth", plan runs and write the HTML report;
 - :func:`simulate` draws run tables from a known law (:mod:`phifit.simulation`);
 - :mod:`phifit.trainers` (torch, imported only on demand) produces run tables.
 
