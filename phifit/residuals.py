@@ -343,6 +343,11 @@ def residual_diagnostics(
     )
 
 
+def untested(name: str, against: str, significance: float, why: str) -> ResidualTest:
+    """A test that could not be run (``why``): no statistic, counted as passed."""
+    return ResidualTest(name, against, float("nan"), float("nan"), significance, True, None, why)
+
+
 def residual_tests(
     log_resid: np.ndarray,
     fitted_log: np.ndarray,
@@ -378,18 +383,7 @@ def residual_tests(
     n = len(log_resid)
     for name, against in specs:
         if n < 8:
-            out.append(
-                ResidualTest(
-                    name,
-                    against,
-                    float("nan"),
-                    float("nan"),
-                    significance,
-                    True,
-                    None,
-                    f"only {n} runs: too few to test",
-                )
-            )
+            out.append(untested(name, against, significance, f"only {n} runs: too few to test"))
             continue
         estimate = None
         note = ""
@@ -398,18 +392,7 @@ def residual_tests(
         else:
             x = regressors[against]
             if np.ptp(x) <= 1e-12 * max(1.0, float(np.max(np.abs(x)))):
-                out.append(
-                    ResidualTest(
-                        name,
-                        against,
-                        float("nan"),
-                        float("nan"),
-                        significance,
-                        True,
-                        None,
-                        f"{against} does not vary: nothing to test",
-                    )
-                )
+                out.append(untested(name, against, significance, f"{against} does not vary: nothing to test"))
                 continue
             exog = np.column_stack([np.ones(n), x])
             if name == "breusch_pagan":
