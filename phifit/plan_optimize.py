@@ -15,8 +15,8 @@ A simple, exhaustive search, scored by the asymptotic mode (:func:`phifit.plan.a
 Cost: training FLOPs (sum of F x D), and for a sweep spec the trainer's time: per run
 F D / FLOP/s + overhead with the spec's recorded per-width speeds (interpolated in log
 width), as ``phifit.trainers.sweep.estimate_seconds`` computes it for recorded speeds.
-Candidates above the cap (default: the original design's FLOPs; ``max_hours`` caps the trainer's time) or
-with fewer than ``MIN_CELLS`` (budget, r) cells are dropped; the best
+Candidates above the cap (default: the original design's FLOPs; ``max_hours`` caps the trainer's time),
+with fewer than ``MIN_CELLS`` (budget, r) cells or fewer than ``min_runs`` runs are dropped; the best
 score wins, ties going to the cheaper design.  The asymptotic width is a proxy where the
 linearisation is untrusted: check the winner with the simulation mode (``--simulate``).
 """
@@ -106,9 +106,11 @@ def optimize_design(
     max_flops: float | None = None,
     max_hours: float | None = None,
     objective: str = "width",
+    min_runs: int = 0,
 ) -> Optimized:
     """The best candidate design under the cap (module docstring); ``objective`` "width"
-    (narrowest asymptotic 95% interval) or "power" (most power against phi = 0, then width)."""
+    (narrowest asymptotic 95% interval) or "power" (most power against phi = 0, then width);
+    candidates with fewer than ``min_runs`` runs (seeds included) are dropped."""
     if objective not in ("width", "power"):
         raise ValueError(f"objective {objective!r}: expected 'width' or 'power'")
     if max_hours is not None and design.kind != "spec":
@@ -172,6 +174,8 @@ def optimize_design(
                         continue
                     frame = pd.concat([frame.assign(seed=s) for s in range(seeds)], ignore_index=True)
                     if frame.groupby(["budget", "r"]).ngroups < MIN_CELLS or frame["r"].nunique() < 2:
+                        continue
+                    if len(frame) < min_runs:
                         continue
                     cand = PlanDesign(
                         frame,

@@ -54,6 +54,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-hours", type=float, default=None, dest="max_hours", help="cap in trainer hours (spec)"
     )
+    p.add_argument(
+        "--min-runs",
+        type=int,
+        default=0,
+        dest="min_runs",
+        help="fewest runs (seeds included) an optimised design may have",
+    )
     p.add_argument("--objective", choices=("width", "power"), default="width")
     p.add_argument("--out-spec", default=None, dest="out_spec", help="where --optimize writes its spec / CSV")
     p.add_argument("--json", default=None, metavar="PATH", help="write the plan as JSON ('-' for stdout)")
@@ -155,7 +162,13 @@ def _optimize(args, design, params, noise, result):
     from ..plan_optimize import optimize_design, write_spec
 
     opt = optimize_design(
-        design, params, noise, max_flops=args.max_flops, max_hours=args.max_hours, objective=args.objective
+        design,
+        params,
+        noise,
+        max_flops=args.max_flops,
+        max_hours=args.max_hours,
+        objective=args.objective,
+        min_runs=args.min_runs,
     )
     before = result.asymptotic
     info = {
@@ -192,7 +205,7 @@ def _optimize(args, design, params, noise, result):
         info["sim_power_phi0_after"] = sim.power.get("phi=0")
     if args.out_spec:
         header = (
-            f"written by phifit plan --optimize from {design.source} ({opt.n_candidates} candidates, "
+            f"written by phifit plan --optimize from {args.design or design.source} ({opt.n_candidates} candidates, "
             f"{opt.n_within_cap} within the cap)\npredicted 95% width of phi (asymptotic): "
             f"{before.width:.3g} -> {opt.asymptotic.width:.3g}; "
             f"training FLOPs {design.flops:.3g} -> {opt.flops:.3g}"
