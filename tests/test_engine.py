@@ -128,3 +128,37 @@ def test_blocked_evaluation_gives_identical_results(problem, weights):
     np.testing.assert_array_equal(whole.x, rows_of_3.x)
     np.testing.assert_array_equal(whole.objective, rows_of_3.objective)
     np.testing.assert_array_equal(whole.n_iter, rows_of_3.n_iter)
+
+
+def test_pruning_stops_only_rows_far_above_the_best_and_leaves_the_rest_untouched(problem, weights):
+    """Rows kept by the pruning end exactly where they end without it; a pruned row stopped at
+    iteration p with an objective above ratio x the keep-th best objective at that moment."""
+    model = law_model(problem.spec, problem.design)
+    rng = np.random.default_rng(11)
+    lo, hi = problem.spec.lower, problem.spec.upper
+    x0 = lo + (hi - lo) * rng.random((60, 6))
+    w = weights[0]
+    plain = batched_weighted_lm(model, x0, problem.y, w, lo, hi, max_iter=8)
+    at_p = batched_weighted_lm(model, x0, problem.y, w, lo, hi, max_iter=2)
+    pruned = batched_weighted_lm(
+        model, x0, problem.y, w, lo, hi, max_iter=8, prune_after=2, prune_keep=10, prune_ratio=3.0
+    )
+    f_p = np.where(np.isfinite(at_p.objective), at_p.objective, np.inf)
+    bar = 3.0 * np.sort(f_p)[9]
+    gone = f_p > bar
+    assert gone.any() and (~gone).sum() >= 10
+    np.testing.assert_array_equal(pruned.x[~gone], plain.x[~gone])
+    np.testing.assert_array_equal(pruned.objective[~gone], plain.objective[~gone])
+    np.testing.assert_array_equal(pruned.x[gone], at_p.x[gone])
+    assert np.all(pruned.n_iter[gone] <= 2) and not pruned.converged[gone].any()
+
+
+def test_pruned_multistart_fit_reaches_the_unpruned_optimum():
+    """The point fit with hopeless starts pruned finds the same optimum as without pruning."""
+    from phifit.fitters.huber import HuberOptions, fit_huber
+
+    runs = load_runs(ROOT / "data" / "paper_design_simulated.csv")
+    pruned = fit_huber(runs, options=HuberOptions())
+    full = fit_huber(runs, options=HuberOptions(prune_after=None))
+    assert pruned.objective <= full.objective * (1 + 1e-12)
+    np.testing.assert_allclose(pruned.theta, full.theta, rtol=0, atol=1e-5)

@@ -195,6 +195,9 @@ def batched_weighted_lm(
     near_curvature: float = 1e-2,
     active_set: bool = False,
     block_bytes: int = BLOCK_BYTES,
+    prune_after: int | None = None,
+    prune_keep: int = 1,
+    prune_ratio: float = np.inf,
 ) -> BatchedLM:
     """Projected Levenberg-Marquardt on many (start, weighting) pairs at once.
 
@@ -242,6 +245,14 @@ def batched_weighted_lm(
     Rows are evaluated in blocks whose Jacobian takes at most ``block_bytes`` (many
     starts on a large table give an (m, k, n) Jacobian that no longer fits in the cache);
     every row's arithmetic is the same in any block, so results do not depend on it.
+
+    Pruning (the multi-start fit's exploration): with ``prune_after = p``, just before
+    iteration p every row still running whose objective exceeds ``prune_ratio`` times the
+    ``prune_keep``-th smallest objective over all rows stops there, unconverged.  Accepted
+    steps only lower F, so a row stopped at F_p > ratio * F_(keep) could only enter the best
+    ``prune_keep`` at the end if it fell below that bar in the remaining iterations (it
+    can happen: the pruning is a bet that buys time); the rows kept end bit-identical to a
+    run without pruning.
     """
     x = np.clip(np.array(x0, dtype=float, copy=True), lower, upper)
     m, k = x.shape
@@ -317,6 +328,27 @@ def batched_weighted_lm(
     for it in range(max_iter):
         if len(idx) == 0:
             break
+        if it == prune_after and m > prune_keep >= 1:
+            current = obj.copy()
+            current[idx] = obj_a
+            current = np.where(np.isfinite(current), current, np.inf)
+            kth = np.partition(current, prune_keep - 1)[prune_keep - 1]
+            keep = obj_a <= prune_ratio * kth
+            if not keep.all():
+                gone = ~keep
+                x[idx[gone]], obj[idx[gone]], n_iter[idx[gone]] = xa[gone], obj_a[gone], it
+                idx, xa, wa, obj_a, lam, curv, floor = (
+                    idx[keep],
+                    xa[keep],
+                    wa[keep],
+                    obj_a[keep],
+                    lam[keep],
+                    curv[keep],
+                    floor[keep],
+                )
+                grad_a, hess_a = grad_a[keep], hess_a[keep]
+                if per_row_y:
+                    ya = ya[keep]
         dec = decrement(*projected(xa, grad_a, hess_a))
         threshold = tol * obj_a + floor
         near = dec <= threshold

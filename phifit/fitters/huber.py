@@ -51,6 +51,8 @@ class HuberOptions:
     delta: float = DELTA  # Huber threshold on log-loss residuals
     explore_iter: int = 8  # vectorised LM iterations on every start
     n_refine: int = 32  # best starts carried on after exploration
+    prune_after: int = 2  # exploration iterations before hopeless starts stop
+    prune_ratio: float = 3.0  # hopeless: objective > prune_ratio x the n_refine-th best
     refine_iter: int = 40  # further vectorised LM iterations on those
     n_polish: int = 3  # distinct candidates refined with least_squares
     basin_rtol: float = 1e-3  # a start "reached the best" if within this relative objective
@@ -88,11 +90,19 @@ def fit_huber(
     starts = lo + (hi - lo) * rng.random((options.n_starts, len(lo)))
     model, y = law_model(fit_spec, runs.design), runs.log_loss
 
-    def descend(x0: np.ndarray, iterations: int) -> tuple[np.ndarray, np.ndarray]:
-        end = batched_weighted_lm(model, x0, y, 1.0, lo, hi, delta=options.delta, max_iter=iterations)
+    def descend(x0: np.ndarray, iterations: int, **prune: Any) -> tuple[np.ndarray, np.ndarray]:
+        end = batched_weighted_lm(
+            model, x0, y, 1.0, lo, hi, delta=options.delta, max_iter=iterations, **prune
+        )
         return end.x, end.objective
 
-    x_mid, obj_mid = descend(starts, options.explore_iter)
+    x_mid, obj_mid = descend(
+        starts,
+        options.explore_iter,
+        prune_after=options.prune_after,
+        prune_keep=options.n_refine,
+        prune_ratio=options.prune_ratio,
+    )
     keep = np.argsort(np.where(np.isfinite(obj_mid), obj_mid, np.inf))[: options.n_refine]
     x_end, obj_end = descend(x_mid[keep], options.refine_iter)
 
