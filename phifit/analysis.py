@@ -65,6 +65,10 @@ class AnalysisOptions:
     level: of every bootstrap interval (the fit's ``ci_level``, the frontier bands, the
     equivalence table, Δφ); n_wild: replicates of the restricted wild cluster bootstrap
     tests (phi = 0, phi = 1, a shared phi across recipes; 0: the chi-square tests decide).
+    plan: also plan a design with the table as the pilot (:func:`phifit.plan.plan_from_fit`):
+    "self" (the table's own runs, to see what its design could measure), "paper", a sweep spec
+    or a CSV of planned runs; None: no plan.  plan_tables: simulated tables of the plan (0:
+    the asymptotic prediction only).
     """
 
     n_boot: int = 1000
@@ -75,6 +79,8 @@ class AnalysisOptions:
     baseline: str | None = None
     level: float = 0.95
     n_wild: int = 999
+    plan: str | None = None
+    plan_tables: int = 0
 
     def __post_init__(self) -> None:
         if not 0 < self.level < 1:
@@ -85,6 +91,8 @@ class AnalysisOptions:
             raise ValueError(f"starts must be >= 1, got {self.n_starts}")
         if self.n_wild and self.n_wild < 19:
             raise ValueError(f"wild bootstrap replicates must be 0 (off) or >= 19, got {self.n_wild}")
+        if self.plan_tables < 0 or self.plan_tables == 1:
+            raise ValueError(f"plan tables must be 0 (asymptotic only) or >= 2, got {self.plan_tables}")
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,7 @@ class Analysis:
     isoflop: IsoflopCurves | None = None
     points: dict[str, list[Any]] = field(default_factory=dict)
     phi_shares: dict[str, float] | None = None
+    plan: Any | None = None
     cautions: list[Caution] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -173,6 +182,7 @@ class Analysis:
                     "isoflop_curves": d(self.isoflop),
                 },
                 "recipes": d(self.recipes),
+                "plan": d(self.plan),
                 "bayes": d(self.bayes),
                 "timings": self.timings,
             }
@@ -332,6 +342,24 @@ def analyse(
     else:
         note("no_budget", "no 'budget' column: isoFLOP curves and per-cell parabola minima need one")
 
+    plan = None
+    if options.plan is not None:
+        from .plan import plan_from_fit
+
+        tables = f", {options.plan_tables} simulated tables" if options.plan_tables else ""
+        say(f"plan: what the design {options.plan!r} can measure, with this table as the pilot{tables}")
+        plan = _timed(
+            timings,
+            "plan",
+            plan_from_fit,
+            main_runs,
+            fit,
+            None if options.plan == "self" else options.plan,
+            n_tables=options.plan_tables,
+            seed=options.seed,
+            n_jobs=options.n_jobs,
+        )
+
     bayes = bayes_draws = idata = None
     if options.bayes:
         from .fitters.bayes import sample_posterior  # PyMC: imported only when asked
@@ -381,6 +409,7 @@ def analyse(
         front.warnings,
         None if parab is None else parab.warnings,
         None if bayes is None else bayes.warnings,
+        None if plan is None else plan.warnings,
         own,
     )
     return Analysis(
@@ -392,6 +421,7 @@ def analyse(
         bootstrap=boot,
         comparison=comparison,
         recipes=recipes,
+        plan=plan,
         bayes=bayes,
         bayes_draws=bayes_draws,
         bayes_posterior=idata,

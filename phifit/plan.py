@@ -46,7 +46,7 @@ the cost.  :mod:`phifit.plan_optimize` searches designs under a compute cap.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +68,7 @@ from .plan_inputs import (
     design_from_spec,
     design_from_table,
     noise_from_pilot,
+    resolve_design,
 )
 from .plan_modes import (
     AsymptoticPlan,
@@ -87,6 +88,8 @@ __all__ = [
     "design_from_spec",
     "design_from_table",
     "noise_from_pilot",
+    "resolve_design",
+    "plan_from_fit",
     "asymptotic_plan",
     "simulate_plan",
     "bracketing",
@@ -260,6 +263,12 @@ class PlanResult:
                 else ""
             )
         )
+        if s is not None and s.law_draws:
+            lines.append(
+                f"simulation: each table's law drawn from {s.law_draws_source} ({s.law_draws} draws): "
+                "its width and P(box) include the law's uncertainty, its power is an assurance "
+                "(averaged over the plausible laws)"
+            )
         if not a.trusted:
             lines.append("(!) the asymptotic mode cannot be trusted here:")
             lines += [f"    - {r}" for r in a.reasons]
@@ -342,9 +351,12 @@ def plan_design(
     seed: int = 0,
     n_jobs: int = 2,
     progress: bool = True,
+    laws: Sequence[Mapping[str, float]] | None = None,
+    laws_source: str = "",
 ) -> PlanResult:
     """Plan ``design`` under ``params`` (default the study's law) and ``noise``: the
-    asymptotic prediction always, the simulation with ``n_tables`` > 0."""
+    asymptotic prediction always, the simulation with ``n_tables`` > 0 (each table's law drawn
+    from ``laws`` when given: :func:`phifit.plan_modes.simulate_plan`)."""
     p = {**REFERENCE_PARAMS, **(params or {})}
     asym = asymptotic_plan(design, p, noise, delta_phi=delta_phi)
     sim = None
@@ -360,6 +372,8 @@ def plan_design(
             seed=seed,
             n_jobs=n_jobs,
             progress=progress,
+            laws=laws,
+            laws_source=laws_source,
         )
     brackets = bracketing(design, p)
     warnings = []
@@ -395,6 +409,34 @@ def plan_design(
         bracketing=brackets,
         reasons=wide_reasons(design, noise, asym, brackets),
         warnings=warnings,
+    )
+
+
+def plan_from_fit(
+    runs: Any,
+    fit: Any,
+    design: str | None = None,
+    *,
+    cell_noise: float | None = None,
+    n_tables: int = 0,
+    seed: int = 0,
+    n_jobs: int = 2,
+    progress: bool = False,
+) -> PlanResult:
+    """Plan ``design`` (default: the runs' own) with a fitted table as the pilot: the fit's
+    law and the noise of its residuals (:func:`noise_from_pilot`), as ``phifit plan --pilot``
+    does; what ``phifit report --plan`` adds to a report."""
+    planned = resolve_design(design, runs)
+    noise = noise_from_pilot(runs, fit, cell_noise=cell_noise)
+    return plan_design(
+        planned,
+        params=dict(fit.params),
+        noise=noise,
+        law_source=f"Huber fit of {runs.source}",
+        n_tables=n_tables,
+        seed=seed,
+        n_jobs=n_jobs,
+        progress=progress,
     )
 
 

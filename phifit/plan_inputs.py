@@ -240,6 +240,21 @@ def design_from_spec(path: str, *, grids: list[str] | None = None, variant: str 
     return PlanDesign(pd.DataFrame(rows), str(path), "spec", _SpecArch(spec.settings), seconds, note, spec)
 
 
+def resolve_design(design: str | None, pilot: Any = None) -> PlanDesign:
+    """The planned design named as ``phifit plan --design`` takes it: None (the pilot's own
+    runs, else the study's), "paper", a sweep spec (a .toml path or a bundled name such as
+    cpu_small) or a CSV of planned runs."""
+    if design is None:
+        return design_from_table(pilot) if pilot is not None else design_from_paper()
+    if design == "paper":
+        return design_from_paper()
+    if design.endswith(".toml") or not design.endswith(".csv"):
+        return design_from_spec(design)
+    from .runs import load_design
+
+    return design_from_table(load_design(design))
+
+
 def design_from_table(runs: Any, source: str | None = None) -> PlanDesign:
     """The design of a run table or a CSV of planned runs (its ``loss`` is ignored).
 

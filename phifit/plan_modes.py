@@ -5,14 +5,17 @@
   second;
 - :func:`simulate_plan`: tables drawn from the law and the noise, each analysed as the
   reference method would (Huber fit, (budget, r) cell bootstrap, wild cluster tests of
-  phi = 0 and phi = 1), in parallel processes.
+  phi = 0 and phi = 1), in parallel processes.  Given ``laws`` (e.g. a pilot's cell-bootstrap
+  replicates), table j is drawn from ``laws[j]`` instead of the one law: the prediction then
+  averages over what the pilot leaves uncertain about the law (its "power" is an *assurance*,
+  the probability of rejecting averaged over the plausible laws).
 """
 
 from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,6 +186,8 @@ class SimulatedPlan:
     p-values of phi = 0 / phi = 1), and ``delta_ci`` when a second recipe was simulated.
     Summaries: ``width_median``, ``width_q10``/``width_q90``, ``p_box``, ``power``
     {restriction: rejection rate at p < 0.05}, ``power_mc_se`` (binomial MC error).
+    ``law_draws``: how many distinct laws the tables were drawn from (0: the one law), and
+    ``law_draws_source`` where they came from; each table then records its ``phi_true``.
     """
 
     n_tables: int
@@ -198,6 +203,8 @@ class SimulatedPlan:
     power_mc_se: dict[str, float]
     n_failed: int
     seconds: float
+    law_draws: int = 0
+    law_draws_source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self.__dict__)
@@ -239,6 +246,7 @@ def analyse_table(
             )
         return runs, fit, boot
 
+    out["phi_true"] = float(params["phi"])
     try:
         runs, fit, boot = fit_and_boot(params, seeds[0], seeds[1])
         ci = boot.ci.get("phi", [math.nan, math.nan])
@@ -279,10 +287,14 @@ def simulate_plan(
     n_jobs: int = 2,
     n_starts: int = 200,
     progress: bool = True,
+    laws: Sequence[Mapping[str, float]] | None = None,
+    laws_source: str = "",
 ) -> SimulatedPlan:
     """Simulate ``n_tables`` tables and analyse each as the reference method would (module docstring).
 
     Table j uses the j-th child of ``SeedSequence(seed)``: results do not depend on ``n_jobs``.
+    With ``laws`` (at least ``n_tables`` of them), table j is drawn from ``params`` updated
+    with ``laws[j]``.
     """
     import time
 
@@ -292,17 +304,26 @@ def simulate_plan(
         raise ValueError(f"n_wild must be >= 20 (p = 1 / (1 + n_wild) must fall below 0.05), got {n_wild}")
     frame = design.frame[["budget", "r", "size", "n_once", "n_rec", "tokens", "flops"]].copy()
     p = {k: float(v) for k, v in params.items()}
+    if laws is not None and len(laws) < n_tables:
+        raise ValueError(f"{len(laws)} law draws for {n_tables} tables: need one per table")
+    table_laws = [
+        p if laws is None else {**p, **{k: float(v) for k, v in laws[j].items()}} for j in range(n_tables)
+    ]
     seeds = [int(s.generate_state(1)[0] % 2**31) for s in np.random.SeedSequence(seed).spawn(n_tables)]
-    args = (p, (noise.per_run, noise.cell))
+    cell_noise = (noise.per_run, noise.cell)
     start = time.perf_counter()
     tables: list[dict[str, Any]] = []
+    jobs = zip(table_laws, seeds)
     if n_jobs == 1:
-        results = (analyse_table(frame, *args, s, n_boot, n_wild, delta_phi, n_starts) for s in seeds)
+        results = (
+            analyse_table(frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts) for law, s in jobs
+        )
     else:
         from joblib import Parallel, delayed
 
         results = Parallel(n_jobs=n_jobs, return_as="generator")(
-            delayed(analyse_table)(frame, *args, s, n_boot, n_wild, delta_phi, n_starts) for s in seeds
+            delayed(analyse_table)(frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts)
+            for law, s in jobs
         )
     for i, res in enumerate(results, 1):
         tables.append(res)
@@ -338,4 +359,6 @@ def simulate_plan(
         power_mc_se=mc,
         n_failed=len(tables) - len(ok),
         seconds=time.perf_counter() - start,
+        law_draws=0 if laws is None else n_tables,
+        law_draws_source=laws_source if laws is not None else "",
     )

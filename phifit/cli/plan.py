@@ -45,6 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="also simulate N tables (default 100 when given without N)",
     )
+    p.add_argument(
+        "--law-uncertainty",
+        action="store_true",
+        dest="law_uncertainty",
+        help="with --pilot and --simulate: draw each simulated table's law from the pilot's (budget, r) "
+        "cell-bootstrap replicates, so the prediction carries the pilot's uncertainty about the law",
+    )
     p.add_argument("--boot", type=int, default=100, help="cell-bootstrap replicates per simulated table")
     p.add_argument("--wild", type=int, default=39, help="wild cluster replicates per test per table")
     p.add_argument("--jobs", type=int, default=2, help="parallel processes for --simulate")
@@ -79,11 +86,9 @@ def run(args: argparse.Namespace) -> int:
 
     from ..plan import (
         NoiseModel,
-        design_from_paper,
-        design_from_spec,
-        design_from_table,
         noise_from_pilot,
         plan_design,
+        resolve_design,
     )
     from ..reference import REFERENCE_PARAMS
 
@@ -93,6 +98,13 @@ def run(args: argparse.Namespace) -> int:
     law_source = "the study's joint fit"
     noise = None
     pilot = None
+    laws, laws_source = None, ""
+    if args.law_uncertainty and not (args.pilot and args.simulate):
+        print(
+            "phifit plan: --law-uncertainty needs --pilot (whose fit is uncertain) and --simulate N",
+            file=sys.stderr,
+        )
+        return 2
     if args.pilot:
         from ..fitters.huber import fit_huber
         from ..pairing import select_recipe
@@ -106,23 +118,19 @@ def run(args: argparse.Namespace) -> int:
         params = dict(fit.params)
         law_source = f"Huber fit of the pilot {pilot.source}"
         noise = noise_from_pilot(pilot, fit, cell_noise=args.cell_noise)
+        if args.law_uncertainty:
+            laws, laws_source = _pilot_law_draws(pilot, fit, args)
     if args.phi is not None:
         params["phi"] = args.phi
         law_source += f", phi set to {args.phi:g}"
+        if laws is not None:
+            laws = [dict(law, phi=args.phi) for law in laws]
+            laws_source += f", phi set to {args.phi:g}"
     if args.noise is not None or noise is None:
         per_run = args.noise if args.noise is not None else 0.005
         src = "given" if args.noise is not None else "default 0.005 (the study-like noise of data/README)"
         noise = NoiseModel(per_run, args.cell_noise or 0.0, src)
-    if args.design is None:
-        design = design_from_table(pilot) if pilot is not None else design_from_paper()
-    elif args.design == "paper":
-        design = design_from_paper()
-    elif args.design.endswith(".toml") or not args.design.endswith(".csv"):
-        design = design_from_spec(args.design)
-    else:
-        from ..runs import load_design
-
-        design = design_from_table(load_design(args.design))
+    design = resolve_design(args.design, pilot)
     if args.seeds is not None:
         design = design.with_seeds(args.seeds)
     result = plan_design(
@@ -137,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         n_jobs=args.jobs,
         progress=sys.stderr.isatty() or bool(args.simulate),
+        laws=laws,
+        laws_source=laws_source,
     )
     if args.optimize:
         result = _optimize(args, design, params, noise, result)
@@ -153,6 +163,32 @@ def run(args: argparse.Namespace) -> int:
 
         plan_figure(result).savefig(args.figure, dpi=150)
     return 0
+
+
+def _pilot_law_draws(pilot, fit, args: argparse.Namespace) -> tuple[list[dict[str, float]], str]:
+    """One law per simulated table: the pilot's (budget, r) cell-bootstrap replicates of its
+    Huber fit (the same resampling as ``phifit fit --bootstrap``), seeded by ``--seed``."""
+    import numpy as np
+
+    from ..bootstrap import block_bootstrap
+
+    boot = block_bootstrap(
+        pilot,
+        n_boot=args.simulate,
+        point=fit,
+        seed=args.seed,
+        n_jobs=args.jobs,
+        progress=False,
+        jackknife=False,
+    )
+    names = list(fit.params)
+    columns = {k: np.asarray(boot.params[k], dtype=float) for k in names}
+    ok = np.all([np.isfinite(columns[k]) for k in names], axis=0)
+    draws = [{k: float(columns[k][i]) for k in names} for i in np.flatnonzero(ok)]
+    if len(draws) < args.simulate:  # a replicate that failed: reuse the first ones, said in the source
+        draws += draws[: args.simulate - len(draws)]
+    note = "" if ok.all() else f", {int((~ok).sum())} failed replicate(s) replaced"
+    return draws, f"the pilot's cell-bootstrap replicates (seed {args.seed}{note})"
 
 
 def _optimize(args, design, params, noise, result):
@@ -205,7 +241,8 @@ def _optimize(args, design, params, noise, result):
         info["sim_power_phi0_after"] = sim.power.get("phi=0")
     if args.out_spec:
         header = (
-            f"written by phifit plan --optimize from {args.design or design.source} ({opt.n_candidates} candidates, "
+            f"written by phifit plan --optimize from {args.design or design.source} "
+            f"({opt.n_candidates} candidates, "
             f"{opt.n_within_cap} within the cap)\npredicted 95% width of phi (asymptotic): "
             f"{before.width:.3g} -> {opt.asymptotic.width:.3g}; "
             f"training FLOPs {design.flops:.3g} -> {opt.flops:.3g}"
