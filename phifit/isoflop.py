@@ -108,6 +108,8 @@ def parabola_minima(runs: RunTable, *, base_r: int | None = None) -> ParabolaMin
             convex = c2 > 0
             xs = xc - c1 / (2 * c2) if convex else float("nan")
             ls = c0 - c1**2 / (4 * c2) if convex else float("nan")
+            # a nearly flat parabola puts its vertex far away: exp(xs) is then inf, not an error
+            n_star = float(np.exp(np.clip(xs, -745.0, 709.0))) if convex and xs < 709.0 else math.inf
             in_range = bool(convex and x.min() <= xs <= x.max())
             # a minimum just beyond the last size is still usable: allow half the mean
             # spacing of the sizes (in log N) on either side
@@ -130,12 +132,12 @@ def parabola_minima(runs: RunTable, *, base_r: int | None = None) -> ParabolaMin
                     caution(
                         "isoflop",
                         "minimum_outside",
-                        f"C = {_label(b)}, r = {r}: the parabola minimum N* = {math.exp(xs):.3g} "
+                        f"C = {_label(b)}, r = {r}: the parabola minimum N* = {n_star:.3g} "
                         f"lies outside the sizes trained; not used for gaps",
                         level="note",
                         budget=_py(b),
                         r=int(r),
-                        n_star=float(math.exp(xs)),
+                        n_star=n_star,
                     )
                 )
             cells.append(
@@ -143,7 +145,7 @@ def parabola_minima(runs: RunTable, *, base_r: int | None = None) -> ParabolaMin
                     "budget": _py(b),
                     "r": int(r),
                     "n": int(m.sum()),
-                    "n_star": float(math.exp(xs)) if convex else float("nan"),
+                    "n_star": n_star if convex else float("nan"),
                     "l_star": float(ls),
                     "curvature": float(c2),
                     "in_range": in_range,

@@ -2,7 +2,8 @@
 
 ``build_report(runs, out_dir)`` runs the analysis (:func:`phifit.analysis.analyse`) and
 writes it (:func:`write_report`).  This module and the section modules it uses
-(:mod:`phifit.report_sections`, :mod:`phifit.report_derived`, :mod:`phifit.report_diagnostics`) only render an
+(:mod:`phifit.report_sections`, :mod:`phifit.report_derived`, :mod:`phifit.report_diagnostics`,
+:mod:`phifit.report_plan`) only render an
 :class:`~phifit.analysis.Analysis`; they compute no statistic.
 
 Folder layout::
@@ -25,7 +26,9 @@ Sections: data summary and cautions; fitted law with intervals; isoFLOP curves;
 compute-optimal frontier and gaps (law and per-cell parabola minima); bootstrap
 distribution of phi; restricted-fit comparison; residuals; influence, identifiability
 and consistency; the equivalence table; and, when their inputs exist, the Bayesian
-posterior (``bayes=True``) and the Δφ between recipes (a ``variant`` column).
+posterior (``bayes=True``), the Δφ between recipes (a ``variant`` column) and a plan of
+what a design can measure of phi with the table as the pilot (``AnalysisOptions.plan``,
+``--plan``).
 
 A folder is written only when it is absent, empty, or holds a previous phifit report
 (its ``results.json`` says ``"generator": "phifit"``), unless ``force=True``.
@@ -44,6 +47,7 @@ from typing import Any
 
 from . import report_derived as R
 from . import report_diagnostics as D
+from . import report_plan as P
 from . import report_sections as S
 from . import report_template as T
 from ._version import __version__
@@ -262,6 +266,10 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
     if rec_rows:
         baseline = str(a.recipes.baseline)
         out.append(("recipes", plots.recipes_figure(rec_rows, baseline=baseline, level=a.recipes.level)))
+    if a.plan is not None and a.plan.simulation is not None:
+        from .plan import plan_figure
+
+        out.append(("plan", plan_figure(a.plan)))
     return out
 
 
@@ -289,6 +297,8 @@ def render_html(a: Analysis, pngs: dict[str, bytes], figures: dict[str, dict[str
         sections.append(("bayes", "Bayesian posterior", S.section_bayes(a, fig)))
     if a.recipes is not None:
         sections.append(("recipes", "Δφ between recipes", S.section_recipes(a, fig)))
+    if a.plan is not None:
+        sections.append(("plan", "Planning: what a design can measure of φ", P.section_plan(a, fig)))
     sections.append(("files", "Files", S.section_files(figures)))
     created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     table = a.table

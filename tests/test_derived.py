@@ -274,3 +274,16 @@ def test_percentile_interval_and_budgets():
     spread = table_budgets(runs)
     assert len(spread) == 6 and spread[0] == float(f"{runs.compute.min():.3g}")
     assert spread[-1] == float(f"{runs.compute.max():.3g}")
+
+
+def test_parabola_minima_with_a_nearly_flat_curve_put_the_minimum_at_infinity():
+    """A convex but almost straight isoFLOP curve puts the vertex at log N ~ 1e6: N* is inf
+    (None in JSON), noted as outside the sizes trained, not an overflow."""
+    rows = [
+        {"r": 1, "n_once": n, "n_rec": 0, "tokens": 1e9, "budget": 1, "loss": 3 - 0.01 * i + 1e-9 * i**2}
+        for i, n in enumerate((1e7, 2e7, 4e7, 8e7))
+    ]
+    pm = parabola_minima(table_from_frame(pd.DataFrame(rows)))
+    assert pm.cells[0]["n_star"] == math.inf and not pm.cells[0]["ok"]
+    assert pm.warnings[0].kind == "minimum_outside" and "N* = inf" in pm.warnings[0].message
+    assert pm.to_dict()["cells"][0]["n_star"] is None

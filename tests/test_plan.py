@@ -88,6 +88,66 @@ def test_simulation_small(tmp_path):
     assert sim.power["phi=0"] == 1.0
 
 
+def test_simulation_draws_each_table_from_its_law():
+    """--law-uncertainty's engine: table j is simulated from laws[j] (recorded as phi_true),
+    and the fit recovers each table's own phi, not the common one."""
+    design = design_from_paper()
+    laws = [{"phi": 0.2}, {"phi": 0.5}, {"phi": 0.8}]
+    sim = simulate_plan(
+        design,
+        REFERENCE_PARAMS,
+        NoiseModel(0.004),
+        n_tables=3,
+        n_boot=20,
+        n_wild=39,
+        n_jobs=1,
+        progress=False,
+        laws=laws,
+        laws_source="test laws",
+    )
+    assert sim.law_draws == 3 and sim.law_draws_source == "test laws"
+    assert [t["phi_true"] for t in sim.tables] == [0.2, 0.5, 0.8]
+    for t in sim.tables:
+        assert abs(t["phi_hat"] - t["phi_true"]) < 0.1
+    with pytest.raises(ValueError, match="2 law draws for 3 tables"):
+        simulate_plan(design, REFERENCE_PARAMS, NoiseModel(0.004), n_tables=3, laws=laws[:2], progress=False)
+
+
+def test_spec_speed_below_recorded_widths_scales_with_width():
+    from phifit.plan_inputs import spec_speed
+    from phifit.trainers.sweep import load_spec
+
+    spec = load_spec("cpu_small")
+    at32, at16, at256 = (spec_speed(spec, w) for w in (32, 16, 256))
+    assert at16.flops_per_second == pytest.approx(at32.flops_per_second / 2)
+    assert at256.flops_per_second == pytest.approx(spec_speed(spec, 128).flops_per_second)
+
+
+def test_report_plan_section(tmp_path):
+    """phifit report --plan: the plan of the table's own design in results.json and on the page,
+    next to the realised interval."""
+    import json
+
+    from phifit.analysis import AnalysisOptions, analyse
+    from phifit.report import write_report
+    from phifit.runs import table_from_frame
+    from phifit.simulation import simulate
+
+    runs = table_from_frame(simulate("paper", noise=0.004, seed=3), source="sim.csv")
+    options = AnalysisOptions(n_boot=30, n_starts=100, n_wild=0, plan="self")
+    analysis = analyse(runs, options)
+    write_report(analysis, tmp_path / "rep")
+    results = json.loads((tmp_path / "rep" / "results.json").read_text())
+    plan = results["plan"]
+    assert plan["design"]["n_runs"] == len(runs) and plan["simulation"] is None
+    assert plan["asymptotic"]["width"] == pytest.approx(analysis.plan.asymptotic.width)
+    assert 0.02 < plan["asymptotic"]["width"] < 0.2  # the paper design at 0.004 (cf. the asymptotic test)
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert 'id="plan"' in html and "Realised on these runs" in html
+    with pytest.raises(ValueError, match="plan tables"):
+        AnalysisOptions(plan="self", plan_tables=1)
+
+
 def test_cli_plan_and_optimize(tmp_path, capsys):
     from phifit.cli.main import main
 
@@ -103,6 +163,8 @@ def test_cli_plan_and_optimize(tmp_path, capsys):
 
     assert load_spec(str(spec)).name == "cpu_small_planned"
     assert main(["plan", "--design", "paper", "--noise", "-1"]) == 2
+    assert main(["plan", "--design", "paper", "--law-uncertainty"]) == 2  # needs --pilot and --simulate
+    assert "--law-uncertainty needs --pilot" in capsys.readouterr().err
 
 
 @pytest.mark.slow

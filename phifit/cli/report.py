@@ -1,6 +1,7 @@
 """``phifit report``: fit, bootstrap, compare, diagnose, and write an HTML report folder.
 
     phifit report RUNS.csv --out DIR [--bootstrap N] [--level 0.95] [--bayes] [--seed S] [--columns MAP]
+                                     [--plan [DESIGN]] [--plan-tables N]
 
 writes ``DIR/index.html`` (opens offline: figures embedded), ``DIR/results.json`` and
 ``DIR/figures/*.png`` (and ``*.svg`` with ``--svg``).  Each stage prints a progress line to
@@ -51,6 +52,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every random step (default 0)")
     p.add_argument("--jobs", type=int, default=2, help="bootstrap workers (default 2)")
     p.add_argument(
+        "--plan",
+        nargs="?",
+        const="self",
+        default=None,
+        metavar="DESIGN",
+        help="add a section planning what a design can measure of phi, with this table as the pilot "
+        "(its fit gives the law and the noise): the table's own runs (--plan alone), 'paper', a sweep "
+        "spec or a CSV of planned runs, as phifit plan --design takes them",
+    )
+    p.add_argument(
+        "--plan-tables",
+        type=int,
+        default=0,
+        dest="plan_tables",
+        metavar="N",
+        help="simulated tables of the plan (default 0: the asymptotic prediction only; 100 takes minutes)",
+    )
+    p.add_argument(
         "--svg", action="store_true", help="also write each figure as SVG (the page embeds the PNGs)"
     )
     p.add_argument(
@@ -72,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         baseline=args.baseline,
         level=args.level,
         n_wild=args.wild,
+        plan=args.plan,
+        plan_tables=args.plan_tables,
     )
     check_report_dir(args.out, args.force)
     runs = load_runs_from_args(args)
