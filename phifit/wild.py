@@ -14,7 +14,9 @@ Davidson and MacKinnon 2010; Roodman et al. 2019, "Fast and wild", Stata J. 19(1
    build B tables y*_bi = y0_i + s_bc e_i, one Rademacher sign s_bc = +-1 per cell c
    (runs of a cell keep their residuals together, so noise shared within a cell is kept).
 3. Refit both laws to every table (the null from its estimate, the free law from the null
-   solution and from its own estimate, on the batched engine) and record T*_b.
+   solution and from its own estimate, on the batched engine; rows it leaves unconverged
+   are finished together by its active-set LM, the least-squares polish only as a fallback)
+   and record T*_b.
 4. p = (1 + #{b: T*_b >= T}) / (1 + B').  B' counts the replicates whose refits converged;
    failures are counted, never dropped silently.
 
@@ -107,9 +109,45 @@ class Refit:
     starts: tuple[np.ndarray, ...]
 
 
-def _refit(law: Refit, y: np.ndarray, delta: float, max_iter: int = 300) -> tuple[np.ndarray, np.ndarray]:
-    """Best objective per row of ``y`` (B, n) over the starts, and whether it converged; rows
-    the LM leaves unconverged are finished by the least-squares polish."""
+#: Iterations of the batched active-set finish of rows the first LM left unconverged.
+FINISH_ITER = 10_000
+
+
+def _residuals(model: Callable, y: np.ndarray) -> tuple[Callable, Callable]:
+    """``fun(x)`` (the residuals) and ``jac(x)`` (their Jacobian) of one response for the
+    least-squares polish, sharing one evaluation of ``model`` per point (the polish asks for
+    both at the same x)."""
+    last: dict[str, Any] = {}
+
+    def evaluate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if last.get("x") is None or not np.array_equal(last["x"], x):
+            pred, jac_t = model(x[None, :])
+            last.update(x=np.array(x, copy=True), res=pred[0] - y, jac=jac_t[0].T)
+        return last["res"], last["jac"]
+
+    # copies: scipy scales the residuals and the Jacobian of a robust loss in place
+    return (lambda x: evaluate(x)[0].copy()), (lambda x: evaluate(x)[1].copy())
+
+
+def _refit(
+    law: Refit,
+    y: np.ndarray,
+    delta: float,
+    max_iter: int = 300,
+    finish_iter: int = FINISH_ITER,
+    far_drop: float = 0.05,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Best objective per row of ``y`` (B, n) over the starts, and whether it converged.
+
+    Rows the LM leaves unconverged (typically log E creeping along its bound) are finished as
+    the bootstrap's refits are (:func:`phifit.fitters.engine.polish_unconverged`): first all
+    together by the active-set LM from where they stopped, for up to ``finish_iter``
+    iterations (it only accepts steps that lower the objective; an iteration on a batch of
+    rows costs far less than one scipy polish, and a row creeping along a flat valley needs
+    thousands); a row it does not finish, or one whose objective it lowered by more than
+    ``far_drop`` (it may have reached another basin, so the polish starts from where the
+    first LM stopped and the lower end is kept), is refined by the least-squares polish.
+    """
     m = len(y)
     best_x = best_obj = best_conv = None
     for start in law.starts:
@@ -125,19 +163,38 @@ def _refit(law: Refit, y: np.ndarray, delta: float, max_iter: int = 300) -> tupl
             obj[better],
             end.converged[better],
         )
-    for i in np.flatnonzero(~best_conv & np.isfinite(best_obj)):
-
-        def fun(x, row=i):
-            return law.model(x[None, :])[0][0] - y[row]
-
-        def jac(x):
-            return law.model(x[None, :])[1][0].T
-
-        sol = polish_residuals(fun, jac, best_x[i], law.lower, law.upper, delta)
+    rows = np.flatnonzero(~best_conv & np.isfinite(best_obj))
+    if len(rows) == 0:
+        return best_obj, best_conv
+    lm = batched_weighted_lm(
+        law.model,
+        best_x[rows],
+        y[rows],
+        1.0,
+        law.lower,
+        law.upper,
+        delta=delta,
+        max_iter=finish_iter,
+        active_set=True,
+    )
+    x_start, f_start = best_x[rows].copy(), best_obj[rows].copy()
+    lower = np.isfinite(lm.objective) & (lm.objective <= f_start)  # always: a guard
+    done = lm.converged & lower
+    far = done & (lm.objective < (1 - far_drop) * f_start)
+    best_x[rows[lower]], best_obj[rows[lower]] = lm.x[lower], lm.objective[lower]
+    best_conv[rows[done]] = True
+    for j in np.flatnonzero(~done | far):
+        i = rows[j]
+        fun, jac = _residuals(law.model, y[i])
+        x0 = x_start[j] if far[j] else best_x[i]
+        sol = polish_residuals(fun, jac, x0, law.lower, law.upper, delta)
         if sol is None or sol.status <= 0:
             continue
         obj = float(_objective(law.model(sol.x[None, :])[0][0], y[i], delta))
-        if obj <= best_obj[i] * (1 + 1e-9):
+        if far[j]:
+            if obj < best_obj[i] * (1 - 1e-12):
+                best_obj[i] = obj
+        elif obj <= best_obj[i] * (1 + 1e-9):
             best_obj[i], best_conv[i] = obj, True
     return best_obj, best_conv
 

@@ -76,3 +76,25 @@ def test_bad_arguments():
         wild_cluster_test(runs, free, null, n_boot=10)
     with pytest.raises(ValueError, match="must hold fixed every parameter"):
         wild_cluster_test(runs, null, free, n_boot=49)
+
+
+def test_rows_the_lm_leaves_unconverged_are_finished_together(monkeypatch):
+    """Issue #13: the rows the first LM leaves unconverged are finished by the batched
+    active-set LM, not one scipy polish each, and reach the same objectives."""
+    import phifit.wild as wild
+    from phifit.fitters.engine import DELTA
+    from phifit.law import log_loss
+
+    runs, free, null = _fits(0.0, 4, noise=0.004)
+    spec = free.spec
+    y0 = log_loss(null.theta, runs.design)
+    ys = y0 + np.random.default_rng(0).normal(0, 0.004, (40, len(runs)))
+    law = wild.Refit(law_model(spec, runs.design), spec.lower, spec.upper, (free.theta[spec.free_mask],))
+    polishes = []
+    real = wild.polish_residuals
+    monkeypatch.setattr(wild, "polish_residuals", lambda *a, **k: polishes.append(1) or real(*a, **k))
+    full, ok_full = wild._refit(law, ys, DELTA)
+    short, ok_short = wild._refit(law, ys, DELTA, max_iter=3)  # most rows stop unconverged
+    assert ok_full.all() and ok_short.all()
+    np.testing.assert_allclose(short, full, rtol=1e-8)
+    assert len(polishes) < 5
