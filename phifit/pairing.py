@@ -6,8 +6,9 @@ baseline, the *paired tables* are v's runs and the baseline's runs on the budget
 baseline's r = 1 runs on those budgets (a loop-only change leaves r = 1 unchanged, as in the
 study).  :func:`select_recipe` picks one recipe out of a mixed table for the single-law
 analyses; :func:`paired_block_weights` draws bootstrap weights that resample the same
-(budget, r) cells in both tables, and :func:`paired_delta_phi` refits both tables on them
-(:func:`refit_phi`) and reads the interval and p-value of Delta-phi (:mod:`phifit.intervals`).
+(budget, r) cells in both tables, and :func:`shared_delta_phi` refits the baseline table
+once and every variant paired with it on one such draw (:func:`refit_phi`) and reads the
+interval and p-value of each Delta-phi (:mod:`phifit.intervals`).
 """
 
 from __future__ import annotations
@@ -221,27 +222,71 @@ def refit_phi(
     return np.where(ok, phi, np.nan)
 
 
-def paired_delta_phi(pair, fv, fb, cols, n_boot, rng, n_jobs, progress, level, seed, key, baseline_key):
-    """Delta-phi replicates of one variant (module docstring, step 3): the entry's interval
-    fields {ci, ci_bca, n_blocks, p_value, mc_error, n_boot, n_failed, bootstrap_sd}."""
-    (w_v, w_b), jack = paired_block_weights([pair.variant, pair.baseline], cols, n_boot, rng)
-    phi_v = refit_phi(pair.variant, fv, w_v, rng, n_jobs, progress, f"bootstrap {key}")
-    phi_b = refit_phi(pair.baseline, fb, w_b, rng, n_jobs, progress, f"bootstrap {baseline_key}")
-    d = phi_v - phi_b
-    jack_d = None
-    if jack is not None:
-        jw_v, jw_b = jack
-        jack_d = refit_phi(pair.variant, fv, jw_v, rng, 1, False, "") - refit_phi(
-            pair.baseline, fb, jw_b, rng, 1, False, ""
+def pair_cells(pair: PairedTables, cols: list[str]) -> frozenset[str]:
+    """The blocks (``cols`` cells, or runs) of a pair's two tables, pooled: what its bootstrap
+    resamples.  Variants whose pairs have the same cells share their draws
+    (:func:`shared_delta_phi`)."""
+    return frozenset(cell_labels(pair.variant, cols)) | frozenset(cell_labels(pair.baseline, cols))
+
+
+def shared_delta_phi(
+    baseline: RunTable,
+    fb: FitResult,
+    variants: Sequence[tuple[str, RunTable, FitResult]],
+    cols: list[str],
+    n_boot: int,
+    rngs: Sequence[np.random.Generator],
+    n_jobs: int,
+    progress: bool,
+    level: float,
+    seed: int,
+    baseline_key: str,
+) -> dict[str, dict[str, Any]]:
+    """Delta-phi replicates of several variants paired with one baseline table, on one draw.
+
+    Every variant's pair (its table, ``baseline``) must have the same cells (:func:`pair_cells`).
+    The cells are drawn once (:func:`paired_block_weights`, with ``rngs[0]``), the baseline is
+    refitted once per replicate (and per delete-one-cell jackknife weighting), and each
+    variant is refitted on the same draws: Delta*_v = phi_v* - phi_base*.  For each variant
+    this is the paired cell bootstrap of its own pair (same cells, each drawn with replacement
+    G times); the variants' intervals are computed from common draws, so they are dependent.
+    Refits of variant j use ``rngs[j]`` for their spread starts; the first variant's sequence
+    of draws is exactly the one-variant bootstrap's (draws, variant refits, baseline refits,
+    jackknife).  Returns {variant: the entry's interval fields} (see :func:`delta_phi_fields`).
+    """
+    tables = [t for _, t, _ in variants]
+    weights, jack = paired_block_weights([*tables, baseline], cols, n_boot, rngs[0])
+    w_b, jw_b = weights[-1], jack[-1]
+    phi_v: list[np.ndarray] = []
+    jack_v: list[np.ndarray] = []
+    phi_b = jack_b = None
+    for j, (key, table, fv) in enumerate(variants):
+        rng = rngs[j]
+        phi_v.append(refit_phi(table, fv, weights[j], rng, n_jobs, progress, f"bootstrap {key}"))
+        if j == 0:
+            phi_b = refit_phi(baseline, fb, w_b, rng, n_jobs, progress, f"bootstrap {baseline_key}")
+        jack_v.append(refit_phi(table, fv, jack[j], rng, 1, False, ""))
+        if j == 0:
+            jack_b = refit_phi(baseline, fb, jw_b, rng, 1, False, "")
+    n_blocks = len(set(cell_labels(baseline, cols)).union(*(cell_labels(t, cols) for t in tables)))
+    return {
+        key: delta_phi_fields(
+            phi_v[j] - phi_b, jack_v[j] - jack_b, fv.phi - fb.phi, n_blocks, n_boot, level, seed
         )
-    estimate = fv.phi - fb.phi
+        for j, (key, _, fv) in enumerate(variants)
+    }
+
+
+def delta_phi_fields(d, jack_d, estimate, n_blocks, n_boot, level, seed) -> dict[str, Any]:
+    """Interval fields of one Delta-phi from its replicates ``d`` (NaN: failed) and delete-one-
+    cell jackknife values: {ci (percentile), ci_bca, n_blocks, p_value, mc_error, n_boot,
+    n_failed, bootstrap_sd}."""
     pct = bootstrap_interval(d, level=level, kind="percentile", mc_seed=seed)
     bca = (
         bootstrap_interval(d, level=level, kind="bca", estimate=estimate, jackknife=jack_d, mc_seed=seed)
         if jack_d is not None
         else None
     )
-    n_blocks = len(set(cell_labels(pair.variant, cols)) | set(cell_labels(pair.baseline, cols)))
     return {
         "ci": pct.to_list(),
         "ci_bca": bca.to_list() if bca else None,
@@ -254,6 +299,25 @@ def paired_delta_phi(pair, fv, fb, cols, n_boot, rng, n_jobs, progress, level, s
     }
 
 
+def paired_delta_phi(pair, fv, fb, cols, n_boot, rng, n_jobs, progress, level, seed, key, baseline_key):
+    """Delta-phi replicates of one variant (:func:`shared_delta_phi` with one variant): the
+    entry's interval fields {ci, ci_bca, n_blocks, p_value, mc_error, n_boot, n_failed,
+    bootstrap_sd}."""
+    return shared_delta_phi(
+        pair.baseline,
+        fb,
+        [(key, pair.variant, fv)],
+        cols,
+        n_boot,
+        [rng],
+        n_jobs,
+        progress,
+        level,
+        seed,
+        baseline_key,
+    )[key]
+
+
 __all__ = [
     "PairedTables",
     "RecipeSelection",
@@ -261,8 +325,10 @@ __all__ = [
     "cell_labels",
     "pair_tables",
     "paired_block_weights",
+    "pair_cells",
     "paired_delta_phi",
     "refit_phi",
     "recipe_table",
     "select_recipe",
+    "shared_delta_phi",
 ]

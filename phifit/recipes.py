@@ -21,6 +21,12 @@ baseline refitted on those four budgets (phi = 0.453), not the full-grid fit (0.
    same runs) moves together.  Each replicate refits both tables (warm start + spread
    starts, :func:`phifit.fitters.engine.refit_weighted`) and records
    Delta* = phi_v* - phi_base*; a replicate fails when either refit fails.
+   Variants whose pairs have the same cells (hence the same baseline table, e.g. every
+   variant probed on the same budgets) share one draw of the cells and the baseline's
+   replicates: the cells are drawn once, the baseline is refitted once per replicate, and
+   each variant is refitted on the same draws (:func:`phifit.pairing.shared_delta_phi`).
+   Each Delta-phi is still its own pair's paired cell bootstrap; the variants' intervals
+   then come from common draws (``shared_draws`` in the entry names the others).
    Intervals: percentile (and BCa with a delete-one-cell jackknife).  Without a budget
    column and without ``block`` every run is its own block and the two recipes are
    resampled independently (nothing pairs them).
@@ -48,12 +54,14 @@ from .cautions import Caution, caution, collect
 from .fitters import fit as fit_law
 from .jsonio import JsonIO
 from .pairing import (
+    PairedTables,
     RecipeSelection,
     block_columns,
+    pair_cells,
     pair_tables,
     paired_block_weights,
-    paired_delta_phi,
     select_recipe,
+    shared_delta_phi,
 )
 from .plain import to_plain
 from .recipe_joint import JointFit, fit_recipes_jointly
@@ -285,6 +293,10 @@ def compare_recipes(
         if "budget" in runs.frame.columns
         else None
     )
+    # the baseline on a variant's budgets is fitted once per set of budgets
+    base_fits: dict[tuple[str, ...] | None, FitResult] = {}
+    pairs: dict[str, tuple[int, PairedTables, FitResult, FitResult]] = {}
+    variant_notes: dict[str, list[Caution]] = {}
     for i, key in enumerate(by_text):
         if key == baseline_key:
             continue
@@ -293,11 +305,17 @@ def compare_recipes(
             raise ValueError(f"recipes: variant {key!r} has no looped runs (r > 1): phi is undefined for it")
         fv = fit_one(pair.variant)
         same = base_budgets is None or set(pair.budgets or []) == base_budgets
-        fb = fits[baseline_key] if same else fit_one(pair.baseline)
-        fits[key] = fv
-        if not same:
+        budgets_key = None if pair.budgets is None else tuple(pair.budgets)
+        if same:
+            fb = fits[baseline_key]
+        else:
+            if budgets_key not in base_fits:
+                base_fits[budgets_key] = fit_one(pair.baseline)
+            fb = base_fits[budgets_key]
             baseline_refits[key] = fb
-        entry: dict[str, Any] = {
+        fits[key] = fv
+        pairs[key] = (i, pair, fv, fb)
+        deltas[key] = {
             "estimate": fv.phi - fb.phi,
             "variant_phi": fv.phi,
             "baseline_phi": fb.phi,
@@ -306,8 +324,9 @@ def compare_recipes(
             "n_runs_variant": len(pair.variant),
             "n_runs_baseline": len(pair.baseline),
         }
+        variant_notes[key] = own = []
         if pair.borrowed_r1:
-            notes.append(
+            own.append(
                 _note(
                     "borrowed_r1",
                     f"{key}: no r = 1 runs of its own; borrowed the baseline's "
@@ -317,7 +336,7 @@ def compare_recipes(
                 )
             )
         if pair.dropped_variant_runs:
-            notes.append(
+            own.append(
                 _note(
                     "dropped_runs",
                     f"{key}: {pair.dropped_variant_runs} runs on budgets the baseline lacks "
@@ -326,40 +345,63 @@ def compare_recipes(
                     n_runs=pair.dropped_variant_runs,
                 )
             )
-        if n_boot:
-            rng = np.random.default_rng(seeds[i])
-            entry.update(
-                paired_delta_phi(
-                    pair, fv, fb, cols, n_boot, rng, n_jobs, progress, level, seed, key, baseline_key
+
+    if n_boot:
+        # variants whose pairs have the same baseline table and the same cells share one draw
+        # of the cells and the baseline's replicates (step 3)
+        groups: dict[tuple[Any, frozenset[str]], list[str]] = {}
+        for key, (_, pair, _, _) in pairs.items():
+            budgets_key = None if pair.budgets is None else tuple(pair.budgets)
+            groups.setdefault((budgets_key, pair_cells(pair, cols)), []).append(key)
+        for members in groups.values():
+            first = pairs[members[0]]
+            shared = shared_delta_phi(
+                first[1].baseline,
+                first[3],
+                [(key, pairs[key][1].variant, pairs[key][2]) for key in members],
+                cols,
+                n_boot,
+                [np.random.default_rng(seeds[pairs[key][0]]) for key in members],
+                n_jobs,
+                progress,
+                level,
+                seed,
+                baseline_key,
+            )
+            for key in members:
+                deltas[key].update(shared[key])
+                if len(members) > 1:
+                    deltas[key]["shared_draws"] = [k for k in members if k != key]
+    for key, entry in deltas.items():
+        if not n_boot:
+            entry.update({"ci": None, "ci_bca": None, "p_value": None, "n_boot": 0, "n_failed": 0})
+            continue
+        n_blocks, n_failed = entry["n_blocks"], entry["n_failed"]
+        if n_blocks < 10:
+            variant_notes[key].append(
+                _note(
+                    "few_blocks",
+                    f"{key}: the paired bootstrap resamples only {n_blocks} blocks "
+                    f"'{block_label}'; with this few blocks its interval is rough",
+                    level="warning",
+                    recipe=key,
+                    n_blocks=n_blocks,
                 )
             )
-            n_blocks, n_failed = entry["n_blocks"], entry["n_failed"]
-            if n_blocks < 10:
-                notes.append(
-                    _note(
-                        "few_blocks",
-                        f"{key}: the paired bootstrap resamples only {n_blocks} blocks "
-                        f"'{block_label}'; with this few blocks its interval is rough",
-                        level="warning",
-                        recipe=key,
-                        n_blocks=n_blocks,
-                    )
+        if n_failed:
+            variant_notes[key].append(
+                _note(
+                    "failed_replicates",
+                    f"{key}: {n_failed} of {n_boot} bootstrap replicates failed (either "
+                    f"refit unconverged or phi unidentifiable) and are excluded",
+                    level="warning",
+                    recipe=key,
+                    n_failed=n_failed,
+                    n_boot=int(n_boot),
                 )
-            if n_failed:
-                notes.append(
-                    _note(
-                        "failed_replicates",
-                        f"{key}: {n_failed} of {n_boot} bootstrap replicates failed (either "
-                        f"refit unconverged or phi unidentifiable) and are excluded",
-                        level="warning",
-                        recipe=key,
-                        n_failed=n_failed,
-                        n_boot=int(n_boot),
-                    )
-                )
-        else:
-            entry.update({"ci": None, "ci_bca": None, "p_value": None, "n_boot": 0, "n_failed": 0})
-        deltas[key] = entry
+            )
+    for own in variant_notes.values():
+        notes += own
 
     joint_fit = None
     if joint:

@@ -406,3 +406,43 @@ def test_few_blocks_make_the_delta_phi_interval_rough():
         joint=False,
     )
     assert full.delta_phi["probe"]["n_blocks"] == 24 and not any("only" in n for n in full.notes)
+
+
+def three_recipes(seed: int = 7, variant_budgets: int = 2) -> pd.DataFrame:
+    """The baseline and two loop-only variants probed on the same lower budgets."""
+    frame = two_recipes(0.45, 0.65, seed=seed, variant_budgets=variant_budgets)
+    other = two_recipes(0.45, 0.40, seed=seed + 1, variant_budgets=variant_budgets)
+    other = other[other.variant == "probe"].assign(variant="probe2")
+    other["run_id"] = other["run_id"] + "2"
+    return pd.concat([frame, other], ignore_index=True)
+
+
+def test_variants_on_the_same_cells_share_the_baselines_draws(monkeypatch):
+    """Issue #13: the cells are drawn once, the baseline (on the variants' budgets) is fitted
+    once and refitted once per replicate; the first variant's bootstrap is exactly its
+    one-variant bootstrap, the second is refitted on the same draws."""
+    import phifit.pairing as pairing
+    import phifit.recipes as recipes
+
+    refits, fits = [], []
+    real_refit, real_fit = pairing.refit_phi, recipes.fit_law
+    monkeypatch.setattr(
+        pairing, "refit_phi", lambda table, *a, **k: refits.append(table.source) or real_refit(table, *a, **k)
+    )
+    monkeypatch.setattr(
+        recipes, "fit_law", lambda table, *a, **k: fits.append(table.source) or real_fit(table, *a, **k)
+    )
+    frame = three_recipes()
+    opts = {"n_boot": 30, "seed": 0, "n_jobs": 1, "n_starts": 100, "joint": False}
+    both = compare_recipes(table_from_frame(frame, source="t"), **opts)
+    base = "t[variant=baseline]"
+    assert fits.count(base) == 1  # on the variants' two budgets (its full fit is source "t")
+    assert refits.count(base) == 2  # the bootstrap and the jackknife, shared by both variants
+    assert both.baseline_refits["probe"] is both.baseline_refits["probe2"]
+    assert both.delta_phi["probe"]["shared_draws"] == ["probe2"]
+    assert both.delta_phi["probe2"]["shared_draws"] == ["probe"]
+    alone = compare_recipes(table_from_frame(frame[frame.variant != "probe2"], source="t"), **opts)
+    for key in ("estimate", "ci", "ci_bca", "p_value", "n_failed", "bootstrap_sd", "n_blocks"):
+        assert both.delta_phi["probe"][key] == alone.delta_phi["probe"][key]
+    assert "shared_draws" not in alone.delta_phi["probe"]
+    assert both.delta_phi["probe2"]["n_blocks"] == 8
