@@ -7,14 +7,15 @@ seed 0), and 1,000 block-bootstrap weightings of its (budget, r) cells drawn as
 *same* weightings from the *same* spread starts with ``refit_weighted`` (4 spread starts,
 chunks of 125, ``--n-jobs`` threads), exactly as the bootstrap calls it.
 
-- old: ``phifit/fitters/engine.py`` at ``--old-rev`` (default: the commit before the
-  vectorised finish), loaded as a separate module;
+- old: ``phifit/fitters/engine.py`` and ``phifit/law.py`` at ``--old-rev`` (default: the
+  commit before the same-path speed-ups of the LM), loaded as separate modules;
 - new: the working tree's engine.
 
 Reported: wall time of each (median of ``--repeats``, interleaved old/new), the replicates
 left unconverged by the vectorised LM and how many of them went to the scipy polish (old:
 all; new: the fallback only), and per replicate the objective difference new - old:
-counts worse / better beyond a relative 1e-9 and the largest relative worsening.
+counts worse / better beyond a relative 1e-12, the largest relative worsening, how many
+replicates end bit-identical (objective and parameters) and the largest parameter change.
 
 Run:  python benchmarks/refit_speed.py [--table cpu|paper|digitized] [--repeats 3] [--n-jobs 2]
 """
@@ -22,6 +23,7 @@ Run:  python benchmarks/refit_speed.py [--table cpu|paper|digitized] [--repeats 
 from __future__ import annotations
 
 import argparse
+import inspect
 import subprocess
 import sys
 import time
@@ -31,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 import phifit.fitters.engine as engine
-from phifit.bootstrap import draw_weights
+from phifit.bootstrap import block_bootstrap, draw_weights
 from phifit.fitters.common import effective_spec
 from phifit.fitters.huber import HuberOptions, fit_huber
 from phifit.law import LawSpec
@@ -39,7 +41,7 @@ from phifit.recipes import select_recipe
 from phifit.runs import load_runs
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_REV = "6b88e35"  # engine.py before the vectorised finish of unconverged refits
+OLD_REV = "244158f"  # engine.py before the same-path speed-ups (skipped Jacobians of rejected steps)
 TABLES = {
     "cpu": "data/cpu_small_runs.csv",
     "paper": "data/paper_design_simulated.csv",
@@ -47,22 +49,33 @@ TABLES = {
 }
 
 
-def load_engine(rev: str) -> types.ModuleType:
-    """``phifit/fitters/engine.py`` at git revision ``rev`` as a standalone module."""
-    source = subprocess.run(
-        ["git", "show", f"{rev}:phifit/fitters/engine.py"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
+def _git_show(rev: str, path: str) -> str:
+    return subprocess.run(
+        ["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout
-    for name in ("law", "result", "runs"):
-        source = source.replace(f"from ..{name} import", f"from phifit.{name} import")
-    module = types.ModuleType(f"phifit_engine_{rev}")
-    module.__file__ = f"<engine.py at {rev}>"
+
+
+def _module(name: str, label: str, source: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = label
     sys.modules[module.__name__] = module  # dataclasses look their module up
     exec(compile(source, module.__file__, "exec"), module.__dict__)
     return module
+
+
+def load_engine(rev: str) -> types.ModuleType:
+    """``phifit/fitters/engine.py`` at git revision ``rev`` as a standalone module, with the
+    law (``phifit/law.py``) at the same revision, so that the old engine computes exactly
+    as it did then."""
+    law_source = _git_show(rev, "phifit/law.py")
+    law_source = law_source.replace("from .reference import", "from phifit.reference import")
+    law_name = f"phifit_law_{rev}"
+    _module(law_name, f"<law.py at {rev}>", law_source)
+    source = _git_show(rev, "phifit/fitters/engine.py")
+    source = source.replace("from ..law import", f"from {law_name} import")
+    for name in ("result", "runs"):
+        source = source.replace(f"from ..{name} import", f"from phifit.{name} import")
+    return _module(f"phifit_engine_{rev}", f"<engine.py at {rev}>", source)
 
 
 def load_table(name: str):
@@ -88,16 +101,17 @@ class CountingPolish:
         self.module.polish = self.inner
 
 
-def refit(module, runs, spec, weights, x_hat, n_jobs: int) -> tuple[dict, float, int]:
-    """refit_weighted as block_bootstrap calls it; returns (output, seconds, scipy polishes)."""
+def refit(module, runs, spec, weights, x_hat, n_jobs: int, chunk_size: int) -> tuple[dict, float, float, int]:
+    """refit_weighted as block_bootstrap calls it; returns (output, wall seconds, CPU seconds
+    of the process, scipy polishes)."""
     rng = np.random.default_rng(np.random.SeedSequence(0).spawn(3)[1])
     with CountingPolish(module) as counter:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = module.refit_weighted(
-            runs, spec, weights, x_hat, n_spread=4, seed=rng, n_jobs=n_jobs, chunk_size=125
+            runs, spec, weights, x_hat, n_spread=4, seed=rng, n_jobs=n_jobs, chunk_size=chunk_size
         )
-        seconds = time.perf_counter() - t0
-    return out, seconds, counter.calls
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return out, seconds, cpu, counter.calls
 
 
 def main() -> None:
@@ -107,6 +121,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--old-rev", default=OLD_REV)
+    parser.add_argument("--old-chunk-size", type=int, default=125, help="the old bootstrap's chunk size")
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        default=inspect.signature(block_bootstrap).parameters["chunk_size"].default,
+        help="the new engine's chunk size (default: block_bootstrap's)",
+    )
     parser.add_argument("--save", help="write per-replicate objectives of both engines to this .npz")
     args = parser.parse_args()
 
@@ -125,33 +146,49 @@ def main() -> None:
     )
 
     times: dict[str, list[float]] = {"old": [], "new": []}
+    cpus: dict[str, list[float]] = {"old": [], "new": []}
     results: dict[str, tuple[dict, int]] = {}
+    engines = (("old", old, args.old_chunk_size), ("new", engine, args.chunk_size))
     for _ in range(args.repeats):
-        for name, module in (("old", old), ("new", engine)):
-            out, seconds, n_scipy = refit(module, runs, spec, weights, x_hat, args.n_jobs)
+        for name, module, chunk_size in engines:
+            out, seconds, cpu, n_scipy = refit(module, runs, spec, weights, x_hat, args.n_jobs, chunk_size)
             times[name].append(seconds)
+            cpus[name].append(cpu)
             results[name] = (out, n_scipy)
-    for name in ("old", "new"):
+    for name, _, chunk_size in engines:
         out, n_scipy = results[name]
-        t = times[name]
+        t, c = times[name], cpus[name]
         print(
-            f"{name}: median {np.median(t):.2f} s (runs {', '.join(f'{s:.2f}' for s in t)}); "
+            f"{name} (chunks of {chunk_size}): median {np.median(t):.2f} s "
+            f"(runs {', '.join(f'{s:.2f}' for s in t)}), CPU median {np.median(c):.2f} s; "
             f"finished after the LM {int(out['polished'].sum())}, scipy polishes {n_scipy}, "
             f"unconverged {int((~out['converged']).sum())}"
         )
-    print(f"speed-up old/new: {np.median(times['old']) / np.median(times['new']):.2f}x")
+    print(
+        f"speed-up old/new: wall {np.median(times['old']) / np.median(times['new']):.2f}x, "
+        f"CPU {np.median(cpus['old']) / np.median(cpus['new']):.2f}x "
+        f"(per repeat, wall: {', '.join(f'{o / n:.2f}' for o, n in zip(times['old'], times['new']))})"
+    )
 
     f_old, f_new = results["old"][0]["objective"], results["new"][0]["objective"]
+    x_old, x_new = results["old"][0]["x"], results["new"][0]["x"]
     rel = (f_new - f_old) / np.abs(f_old)
-    worse, better = rel > 1e-9, rel < -1e-9
+    worse, better = rel > 1e-12, rel < -1e-12
     print(
-        f"objective new - old per replicate: worse (rel > 1e-9) {int(worse.sum())}, "
-        f"better (rel < -1e-9) {int(better.sum())}, equal {int((~worse & ~better).sum())}; "
+        f"objective new - old per replicate: worse (rel > 1e-12) {int(worse.sum())}, "
+        f"better (rel < -1e-12) {int(better.sum())}, equal {int((~worse & ~better).sum())}; "
         f"max relative worse {max(float(rel.max()), 0.0):.3g}, "
         f"max relative better {max(float(-rel.min()), 0.0):.3g}"
     )
+    identical = (f_new == f_old) & np.all(x_new == x_old, axis=1)
+    dx = np.max(np.abs(x_new - x_old), axis=1)
+    print(
+        f"bit-identical (objective and parameters) {int(identical.sum())} of {len(f_old)}; "
+        f"largest parameter difference {float(dx.max()):.3g}; "
+        f"parameters differ by > 1e-8: {int((dx > 1e-8).sum())}"
+    )
     touched = results["old"][0]["polished"] | results["new"][0]["polished"]
-    moved = np.max(np.abs(results["new"][0]["x"] - results["old"][0]["x"]), axis=1) > 1e-4
+    moved = dx > 1e-4
     print(
         f"replicates finished after the LM (either engine) {int(touched.sum())}; "
         f"end points moved by > 1e-4 in some coordinate: {int(moved.sum())} "

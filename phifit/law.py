@@ -261,26 +261,47 @@ def log_loss_and_jacobian_t(theta: np.ndarray, design: Design) -> tuple[np.ndarr
     The transposed layout keeps each parameter's row contiguous, which makes the
     batched normal equations J^T W J of the vectorised fitters fast.
     """
+    out, parts = log_loss_parts(theta, design)
+    return out, jacobian_t_from_parts(parts, design)
+
+
+def log_loss_parts(theta: np.ndarray, design: Design) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """The first half of :func:`log_loss_and_jacobian_t`: log L and what its Jacobian needs.
+
+    Returns (log L of shape (..., n), parts); :func:`jacobian_t_from_parts` turns parts (or
+    the same rows of every part, selected along the first axis) into the transposed
+    Jacobian.  Together they do exactly the arithmetic of :func:`log_loss_and_jacobian_t`,
+    so a solver that only needs the Jacobian where it accepts a step can skip it elsewhere.
+    """
     theta = np.asarray(theta, dtype=float)
     a, alpha, b, beta, e, phi = (theta[..., i, None] for i in range(6))
     rec = phi * design.log_r + design.log_n_rec
     lne = np.logaddexp(design.log_n_once, rec)
-    with np.errstate(over="ignore"):
-        w = 1.0 / (1.0 + np.exp(design.log_n_once - rec))  # r^phi N_rec / N_eff
     u1 = a - alpha * lne
     u2 = b - beta * design.log_tokens
     m = np.maximum(np.maximum(u1, u2), e)
     e1, e2, e3 = np.exp(u1 - m), np.exp(u2 - m), np.exp(e - m)
     total = e1 + e2 + e3
     out = m + np.log(total)
-    jac = np.empty(out.shape[:-1] + (6, out.shape[-1]))
+    return out, (alpha, rec, lne, e1, e2, e3, total)
+
+
+def jacobian_t_from_parts(parts: tuple[np.ndarray, ...], design: Design) -> np.ndarray:
+    """The second half of :func:`log_loss_and_jacobian_t`: the (..., 6, n) Jacobian.
+
+    With p = softmax(u) and w = r^phi N_rec / N_eff (see :func:`log_loss_and_jacobian`).
+    """
+    alpha, rec, lne, e1, e2, e3, total = parts
+    with np.errstate(over="ignore"):
+        w = 1.0 / (1.0 + np.exp(design.log_n_once - rec))  # r^phi N_rec / N_eff
+    jac = np.empty(total.shape[:-1] + (6, total.shape[-1]))
     p1 = np.divide(e1, total, out=jac[..., 0, :])
     np.multiply(p1, -lne, out=jac[..., 1, :])
     p2 = np.divide(e2, total, out=jac[..., 2, :])
     np.multiply(p2, -design.log_tokens, out=jac[..., 3, :])
     np.divide(e3, total, out=jac[..., 4, :])
     np.multiply(-alpha * p1 * w, design.log_r, out=jac[..., 5, :])
-    return out, jac
+    return jac
 
 
 @dataclass(frozen=True)

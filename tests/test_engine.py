@@ -162,3 +162,56 @@ def test_pruned_multistart_fit_reaches_the_unpruned_optimum():
     full = fit_huber(runs, options=HuberOptions(prune_after=None))
     assert pruned.objective <= full.objective * (1 + 1e-12)
     np.testing.assert_allclose(pruned.theta, full.theta, rtol=0, atol=1e-5)
+
+
+def test_split_law_evaluation_equals_the_joint_one(problem):
+    """log_loss_parts + jacobian_t_from_parts (on all rows or on a subset of rows) give the
+    same numbers, bit for bit, as log_loss_and_jacobian_t; law_model's forward/jacobian
+    pair equals model(x), with phi fixed as well."""
+    from phifit.law import jacobian_t_from_parts, log_loss_and_jacobian_t, log_loss_parts
+
+    rng = np.random.default_rng(11)
+    spec = LawSpec()
+    lo, hi = spec.lower, spec.upper
+    theta = lo + (hi - lo) * rng.random((9, 6))
+    out, jac_t = log_loss_and_jacobian_t(theta, problem.design)
+    out_p, parts = log_loss_parts(theta, problem.design)
+    np.testing.assert_array_equal(out, out_p)
+    np.testing.assert_array_equal(jac_t, jacobian_t_from_parts(parts, problem.design))
+    rows = np.array([False, True, True, False, True, False, False, True, False])
+    np.testing.assert_array_equal(
+        jac_t[rows], jacobian_t_from_parts(tuple(p[rows] for p in parts), problem.design)
+    )
+    for s in (spec, LawSpec(fixed={"phi": 0.0})):
+        model = law_model(s, problem.design)
+        x = theta[:, s.free_mask]
+        pred, jac = model(x)
+        pred_f, parts_f = model.forward(x)
+        np.testing.assert_array_equal(pred, pred_f)
+        np.testing.assert_array_equal(jac, model.jacobian(parts_f))
+        ref_pred, ref_jac = log_loss_and_jacobian_t(s.full_theta(x), problem.design)
+        np.testing.assert_array_equal(pred, ref_pred)
+        np.testing.assert_array_equal(jac, ref_jac[:, s.free_mask, :])
+
+
+@pytest.mark.parametrize("active_set", [False, True])
+def test_skipping_the_jacobian_of_rejected_steps_changes_nothing(problem, weights, active_set):
+    """The LM computes the Jacobian only where a trial step is accepted (law_model's split
+    evaluation) and keeps the decrement of rows whose state did not change; a model without
+    the split (Jacobian at every trial point) gives bit-identical end points."""
+    model = law_model(problem.spec, problem.design)
+
+    def plain(x):
+        return model(x)
+
+    rng = np.random.default_rng(13)
+    lo, hi = problem.spec.lower, problem.spec.upper
+    x0 = np.concatenate([starts(problem, 20, 17), lo + (hi - lo) * rng.random((20, 6))])
+    w = weights[rng.integers(0, len(weights), 40)]
+    kw = {"max_iter": 60, "active_set": active_set}
+    split = batched_weighted_lm(model, x0, problem.y, w, lo, hi, **kw)
+    whole = batched_weighted_lm(plain, x0, problem.y, w, lo, hi, **kw)
+    np.testing.assert_array_equal(split.x, whole.x)
+    np.testing.assert_array_equal(split.objective, whole.objective)
+    np.testing.assert_array_equal(split.n_iter, whole.n_iter)
+    np.testing.assert_array_equal(split.converged, whole.converged)

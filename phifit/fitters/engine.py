@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from ..law import Design, LawSpec, log_loss, log_loss_and_jacobian, log_loss_and_jacobian_t
+from ..law import Design, LawSpec, jacobian_t_from_parts, log_loss, log_loss_and_jacobian, log_loss_parts
 from ..result import FitResult
 from ..runs import RunTable
 
@@ -81,12 +81,13 @@ def polish(
     ``None``.  Returns the scipy result (``status > 0``: a tolerance was met).
     """
     mask = spec.free_mask
+    full_theta = _theta_filler(spec)
 
     def fun(x):
-        return log_loss(spec.full_theta(x), design) - y
+        return log_loss(full_theta(x), design) - y
 
     def jac(x):
-        return log_loss_and_jacobian(spec.full_theta(x), design)[1][:, mask]
+        return log_loss_and_jacobian(full_theta(x), design)[1][:, mask]
 
     return polish_residuals(fun, jac, x0, spec.lower, spec.upper, delta, weights)
 
@@ -267,11 +268,20 @@ def batched_weighted_lm(
     eye = np.eye(k)
     finite_delta = bool(np.isfinite(delta))
     block = max(1, int(block_bytes) // (8 * k * max(n_runs, 1)))
+    # a model may split its evaluation (see law_model): predictions first, the Jacobian only
+    # for the rows that need it (a rejected trial step needs the objective alone)
+    forward = getattr(model, "forward", None)
+    jacobian = getattr(model, "jacobian", None)
+    if forward is None or jacobian is None:
 
-    def evaluate_block(xs, ws, ys, curv):
-        pred, jac_t = model(xs)
-        res = pred - ys
-        obj = (ws * loss_terms(res, delta)).sum(-1)
+        def forward(xs):
+            pred, jac_t = model(xs)
+            return pred, (jac_t,)
+
+        def jacobian(parts):
+            return parts[0]
+
+    def derivatives(jac_t, ws, res, curv):
         if finite_delta:
             ares = np.abs(res)
             inner = ares <= delta
@@ -281,7 +291,13 @@ def batched_weighted_lm(
             psi, omega = res, 1.0
         grad = np.matmul(jac_t, (ws * psi)[..., None])[..., 0]
         hess = np.matmul(jac_t * (ws * omega)[..., None, :], np.swapaxes(jac_t, -1, -2))
-        return obj, grad, hess
+        return grad, hess
+
+    def evaluate_block(xs, ws, ys, curv):
+        pred, parts = forward(xs)
+        res = pred - ys
+        obj = (ws * loss_terms(res, delta)).sum(-1)
+        return (obj, *derivatives(jacobian(parts), ws, res, curv))
 
     def evaluate(xs, ws, ys, curv):
         rows = len(xs)
@@ -294,6 +310,28 @@ def batched_weighted_lm(
             obj[part], grad[part], hess[part] = evaluate_block(xs[part], ws[part], y_part, curv[part])
         return obj, grad, hess
 
+    def trial(xs, ws, ys, curv, obj_cur, grad, hess):
+        """Objective at the trial points xs; where it is lower than obj_cur, also the
+        gradient and H there, written into grad and hess (the accepted rows)."""
+        rows = len(xs)
+        obj = np.empty(rows)
+        better = np.empty(rows, dtype=bool)
+        for s in range(0, rows, block):
+            part = slice(s, s + block)
+            y_part = ys[part] if per_row_y else ys
+            pred, parts = forward(xs[part])
+            res = pred - y_part
+            obj[part] = obj_part = (ws[part] * loss_terms(res, delta)).sum(-1)
+            ok = np.isfinite(obj_part) & (obj_part < obj_cur[part])
+            better[part] = ok
+            if ok.all():
+                grad[part], hess[part] = derivatives(jacobian(parts), ws[part], res, curv[part])
+            elif ok.any():
+                at = np.flatnonzero(ok) + s
+                jac_t = jacobian(tuple(p[ok] for p in parts))
+                grad[at], hess[at] = derivatives(jac_t, ws[at], res[ok], curv[at])
+        return obj, better
+
     def projected(xs, grad, hess):
         """g_p (out-pushing components at a bound zeroed) and H, reduced with ``active_set``."""
         at_bound = ((xs <= lower) & (grad > 0)) | ((xs >= upper) & (grad < 0))
@@ -305,13 +343,27 @@ def batched_weighted_lm(
         hp += at_bound[:, :, None] * eye
         return gp, hp
 
-    def decrement(gp, hess):
+    def newton_decrement(gp, hess):
+        """Per row |g_p^T (H + reg)^-1 g_p| / 2 and whether its system is singular (NaN then)."""
         diag = np.einsum("skk->sk", hess)
         reg = hess + (1e-12 * diag.max(-1) + 1e-300)[:, None, None] * eye
+        singular = np.zeros(len(gp), dtype=bool)
         try:
             sol = np.linalg.solve(reg, gp[..., None])[..., 0]
         except np.linalg.LinAlgError:
-            sol = gp / np.maximum(diag, 1e-300)
+            # which rows: each system alone (LAPACK solves every matrix of a stack separately)
+            sol = np.full(gp.shape, np.nan)
+            for j in range(len(gp)):
+                try:
+                    sol[j] = np.linalg.solve(reg[j : j + 1], gp[j : j + 1, :, None])[0, :, 0]
+                except np.linalg.LinAlgError:
+                    singular[j] = True
+        return 0.5 * np.abs(np.einsum("sk,sk->s", gp, sol)), singular
+
+    def diagonal_decrement(gp, hess):
+        """The decrement with diag(H) for H, for every row when some row's system is singular."""
+        diag = np.einsum("skk->sk", hess)
+        sol = gp / np.maximum(diag, 1e-300)
         return 0.5 * np.abs(np.einsum("sk,sk->s", gp, sol))
 
     curv = np.ones(m)
@@ -325,6 +377,13 @@ def batched_weighted_lm(
     ya = y[idx] if per_row_y else y
     grad_a, hess_a = grad_a[idx], hess_a[idx]
     lam = np.full(len(idx), 1e-3)
+    # The decrement of a row depends on its x, gradient and H only, which change where a step
+    # is accepted (or the curvature switched): it is recomputed there ("stale") and kept
+    # elsewhere.  Rows whose system is singular make the whole iteration use the diagonal
+    # decrement, as one solve over all rows would.
+    dec_solved = np.zeros(len(idx))
+    singular = np.zeros(len(idx), dtype=bool)
+    stale = np.ones(len(idx), dtype=bool)
     for it in range(max_iter):
         if len(idx) == 0:
             break
@@ -347,9 +406,24 @@ def batched_weighted_lm(
                     floor[keep],
                 )
                 grad_a, hess_a = grad_a[keep], hess_a[keep]
+                dec_solved, singular, stale = dec_solved[keep], singular[keep], stale[keep]
                 if per_row_y:
                     ya = ya[keep]
-        dec = decrement(*projected(xa, grad_a, hess_a))
+        if active_set:
+            gp_all, hp_all = projected(xa, grad_a, hess_a)
+            if stale.any():
+                dec_solved[stale], singular[stale] = newton_decrement(gp_all[stale], hp_all[stale])
+        elif stale.all():
+            dec_solved, singular = newton_decrement(*projected(xa, grad_a, hess_a))
+        elif stale.any():
+            dec_solved[stale], singular[stale] = newton_decrement(
+                *projected(xa[stale], grad_a[stale], hess_a[stale])
+            )
+        stale[:] = False
+        if singular.any():
+            dec = diagonal_decrement(*(projected(xa, grad_a, hess_a) if not active_set else (gp_all, hp_all)))
+        else:
+            dec = dec_solved
         threshold = tol * obj_a + floor
         near = dec <= threshold
         switch = (curv > near_curvature) & ((dec <= switch_rtol * obj_a) | (lam >= 1e10))
@@ -372,6 +446,9 @@ def batched_weighted_lm(
                 floor[keep],
             )
             grad_a, hess_a, switch = grad_a[keep], hess_a[keep], switch[keep]
+            dec_solved, singular, stale = dec_solved[keep], singular[keep], stale[keep]
+            if active_set:
+                gp_all, hp_all = gp_all[keep], hp_all[keep]
             if per_row_y:
                 ya = ya[keep]
             if len(idx) == 0:
@@ -381,37 +458,77 @@ def batched_weighted_lm(
             lam[switch] = 1e-3
             y_switch = ya[switch] if per_row_y else ya
             _, grad_a[switch], hess_a[switch] = evaluate(xa[switch], wa[switch], y_switch, curv[switch])
-        g_step, h_step = projected(xa, grad_a, hess_a) if active_set else (grad_a, hess_a)
+            stale |= switch
+            if active_set:
+                gp_all, hp_all = projected(xa, grad_a, hess_a)
+        g_step, h_step = (gp_all, hp_all) if active_set else (grad_a, hess_a)
         diag = np.einsum("skk->sk", h_step)
-        damped = h_step + lam[:, None, None] * (diag[:, :, None] * eye) + 1e-300 * eye
+        if np.isfinite(diag).all():
+            # H + lam diag(H) + 1e-300 I, adding to the diagonal only: the same numbers as the
+            # sum of the full matrices (off the diagonal that adds zeros)
+            damped = h_step.copy()
+            on_diag = damped.reshape(len(damped), k * k)[:, :: k + 1]
+            on_diag += lam[:, None] * diag
+            on_diag += 1e-300
+        else:
+            damped = h_step + lam[:, None, None] * (diag[:, :, None] * eye) + 1e-300 * eye
         try:
             step = np.linalg.solve(damped, -g_step[..., None])[..., 0]
         except np.linalg.LinAlgError:
             step = -g_step / np.maximum(diag, 1e-300)
-        step = np.nan_to_num(step, nan=0.0, posinf=0.0, neginf=0.0)
+        step = np.where(np.isfinite(step), step, 0.0)
         x_new = np.clip(xa + step, lower, upper)
-        obj_new, grad_new, hess_new = evaluate(x_new, wa, ya, curv)
-        better = np.isfinite(obj_new) & (obj_new < obj_a)
+        obj_new, better = trial(x_new, wa, ya, curv, obj_a, grad_a, hess_a)
         xa[better], obj_a[better] = x_new[better], obj_new[better]
-        grad_a[better], hess_a[better] = grad_new[better], hess_new[better]
+        stale |= better
         lam = np.where(better, np.maximum(lam * 0.2, 1e-12), np.minimum(lam * 10.0, 1e10))
     x[idx], obj[idx] = xa, obj_a
     return BatchedLM(x=x, objective=obj, converged=converged, n_iter=n_iter)
+
+
+def _theta_filler(spec: LawSpec):
+    """``spec.full_theta`` with the mask and the fixed values looked up once (same numbers)."""
+    mask = spec.free_mask
+    if mask.all():
+        return lambda x: np.array(x, dtype=float)
+    fixed_at = np.flatnonzero(~mask)
+    fixed_values = spec.full_theta(np.zeros(int(mask.sum())))[fixed_at]
+
+    def full_theta(x):
+        x = np.asarray(x, dtype=float)
+        theta = np.empty(x.shape[:-1] + (len(mask),))
+        theta[..., mask] = x
+        theta[..., fixed_at] = fixed_values
+        return theta
+
+    return full_theta
 
 
 def law_model(spec: LawSpec, design):
     """``model(x)`` for :func:`batched_weighted_lm`: the joint law on ``design`` under ``spec``.
 
     Returns predicted log-loss (m, n) and its transposed Jacobian over the free
-    coordinates (m, k, n).
+    coordinates (m, k, n).  ``model.forward(x)`` gives the predictions and the parts of the
+    Jacobian, ``model.jacobian(parts)`` (parts of some rows) the Jacobian of those rows: the
+    same arithmetic in two steps (:func:`~phifit.law.log_loss_parts`), which
+    :func:`batched_weighted_lm` uses to skip the Jacobian of rejected steps.
     """
     mask = spec.free_mask
     all_free = bool(mask.all())
+    full_theta = _theta_filler(spec)
+
+    def forward(x):
+        return log_loss_parts(full_theta(x), design)
+
+    def jacobian(parts):
+        jac_t = jacobian_t_from_parts(parts, design)
+        return jac_t if all_free else jac_t[..., mask, :]
 
     def model(x):
-        pred, jac_t = log_loss_and_jacobian_t(spec.full_theta(x), design)
-        return pred, (jac_t if all_free else jac_t[..., mask, :])
+        pred, parts = forward(x)
+        return pred, jacobian(parts)
 
+    model.forward, model.jacobian = forward, jacobian
     return model
 
 
