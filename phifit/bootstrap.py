@@ -106,7 +106,7 @@ def block_bootstrap(
     point: FitResult | None = None,
     level: float = 0.95,
     n_spread: int = 4,
-    chunk_size: int = 125,
+    chunk_size: int = 250,
     jackknife: bool = True,
     n: int | None = None,
 ) -> BootstrapResult:
@@ -140,6 +140,11 @@ def block_bootstrap(
         Interval level (default 0.95).
     n_spread
         Spread starts per replicate besides the warm start.
+    chunk_size
+        Replicates refitted together (one task of a worker thread).  Results do not depend
+        on it; larger chunks mean fewer, larger array operations per iteration (250: about
+        a fifth less CPU than 125 on 1,000 replicates of the CPU baseline, with two threads
+        still sharing the chunks).
     jackknife
         Compute the delete-one-block jackknife (needed for BCa; n_blocks extra refits).
     """
