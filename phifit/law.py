@@ -286,15 +286,18 @@ def log_loss_parts(theta: np.ndarray, design: Design) -> tuple[np.ndarray, tuple
     return out, (alpha, rec, lne, e1, e2, e3, total)
 
 
-def jacobian_t_from_parts(parts: tuple[np.ndarray, ...], design: Design) -> np.ndarray:
+def jacobian_t_from_parts(
+    parts: tuple[np.ndarray, ...], design: Design, out: np.ndarray | None = None
+) -> np.ndarray:
     """The second half of :func:`log_loss_and_jacobian_t`: the (..., 6, n) Jacobian.
 
     With p = softmax(u) and w = r^phi N_rec / N_eff (see :func:`log_loss_and_jacobian`).
+    ``out``: an array of that shape to write it into (a solver reusing one buffer).
     """
     alpha, rec, lne, e1, e2, e3, total = parts
     with np.errstate(over="ignore"):
         w = 1.0 / (1.0 + np.exp(design.log_n_once - rec))  # r^phi N_rec / N_eff
-    jac = np.empty(total.shape[:-1] + (6, total.shape[-1]))
+    jac = np.empty(total.shape[:-1] + (6, total.shape[-1])) if out is None else out
     p1 = np.divide(e1, total, out=jac[..., 0, :])
     np.multiply(p1, -lne, out=jac[..., 1, :])
     p2 = np.divide(e2, total, out=jac[..., 2, :])

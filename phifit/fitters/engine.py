@@ -278,8 +278,19 @@ def batched_weighted_lm(
             pred, jac_t = model(xs)
             return pred, (jac_t,)
 
-        def jacobian(parts):
+        def jacobian(parts, out=None):
             return parts[0]
+
+    # the (rows, k, n) arrays of a block live in two buffers reused every iteration: fresh
+    # ones of that size cost page faults on every first touch
+    buffers: list[np.ndarray] = []
+
+    def buffer(i, rows, kk):
+        while len(buffers) <= i:
+            buffers.append(np.empty(0))
+        if buffers[i].size < rows * kk * n_runs:
+            buffers[i] = np.empty(rows * kk * n_runs)
+        return buffers[i][: rows * kk * n_runs].reshape(rows, kk, n_runs)
 
     def derivatives(jac_t, ws, res, curv):
         if finite_delta:
@@ -290,7 +301,8 @@ def batched_weighted_lm(
         else:
             psi, omega = res, 1.0
         grad = np.matmul(jac_t, (ws * psi)[..., None])[..., 0]
-        hess = np.matmul(jac_t * (ws * omega)[..., None, :], np.swapaxes(jac_t, -1, -2))
+        scaled = np.multiply(jac_t, (ws * omega)[..., None, :], out=buffer(1, *jac_t.shape[:2]))
+        hess = np.matmul(scaled, np.swapaxes(jac_t, -1, -2))
         return grad, hess
 
     def evaluate_block(xs, ws, ys, curv):
@@ -325,10 +337,11 @@ def batched_weighted_lm(
             ok = np.isfinite(obj_part) & (obj_part < obj_cur[part])
             better[part] = ok
             if ok.all():
-                grad[part], hess[part] = derivatives(jacobian(parts), ws[part], res, curv[part])
+                jac_t = jacobian(parts, buffer(0, len(ok), 6))
+                grad[part], hess[part] = derivatives(jac_t, ws[part], res, curv[part])
             elif ok.any():
                 at = np.flatnonzero(ok) + s
-                jac_t = jacobian(tuple(p[ok] for p in parts))
+                jac_t = jacobian(tuple(p[ok] for p in parts), buffer(0, len(at), 6))
                 grad[at], hess[at] = derivatives(jac_t, ws[at], res[ok], curv[at])
         return obj, better
 
@@ -509,7 +522,8 @@ def law_model(spec: LawSpec, design):
 
     Returns predicted log-loss (m, n) and its transposed Jacobian over the free
     coordinates (m, k, n).  ``model.forward(x)`` gives the predictions and the parts of the
-    Jacobian, ``model.jacobian(parts)`` (parts of some rows) the Jacobian of those rows: the
+    Jacobian, ``model.jacobian(parts, out=None)`` (parts of some rows; ``out`` a buffer it
+    may write into) the Jacobian of those rows: the
     same arithmetic in two steps (:func:`~phifit.law.log_loss_parts`), which
     :func:`batched_weighted_lm` uses to skip the Jacobian of rejected steps.
     """
@@ -520,9 +534,10 @@ def law_model(spec: LawSpec, design):
     def forward(x):
         return log_loss_parts(full_theta(x), design)
 
-    def jacobian(parts):
-        jac_t = jacobian_t_from_parts(parts, design)
-        return jac_t if all_free else jac_t[..., mask, :]
+    def jacobian(parts, out=None):
+        if all_free:
+            return jacobian_t_from_parts(parts, design, out)
+        return jacobian_t_from_parts(parts, design)[..., mask, :]
 
     def model(x):
         pred, parts = forward(x)
