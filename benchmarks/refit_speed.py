@@ -114,6 +114,37 @@ def refit(module, runs, spec, weights, x_hat, n_jobs: int, chunk_size: int) -> t
     return out, seconds, cpu, counter.calls
 
 
+def whole_bootstrap(old: types.ModuleType, runs, fit, args) -> None:
+    """``block_bootstrap(runs, n_boot, point=fit, seed=0, n_jobs)`` with the old engine's
+    ``refit_weighted`` patched in (chunks of --old-chunk-size) against the working tree's
+    (its default chunks), interleaved; the intervals of both are compared."""
+    import phifit.bootstrap as bootstrap
+
+    times: dict[str, list[float]] = {"old": [], "new": []}
+    intervals: dict[str, dict] = {}
+    for _ in range(args.repeats):
+        for name in ("old", "new"):
+            kw = {"chunk_size": args.old_chunk_size} if name == "old" else {}
+            if name == "old":
+                bootstrap.refit_weighted = old.refit_weighted
+            try:
+                t0 = time.perf_counter()
+                boot = bootstrap.block_bootstrap(
+                    runs, n_boot=args.replicates, point=fit, seed=0, n_jobs=args.n_jobs, progress=False, **kw
+                )
+                times[name].append(time.perf_counter() - t0)
+            finally:
+                bootstrap.refit_weighted = engine.refit_weighted
+            intervals[name] = {"percentile": boot.ci, "bca": boot.ci_bca}
+    t_old, t_new = np.median(times["old"]), np.median(times["new"])
+    runs_old, runs_new = (", ".join(f"{s:.2f}" for s in times[name]) for name in ("old", "new"))
+    print(
+        f"block_bootstrap, whole: old median {t_old:.2f} s (runs {runs_old}), "
+        f"new median {t_new:.2f} s (runs {runs_new}); "
+        f"speed-up {t_old / t_new:.2f}x; intervals identical: {intervals['old'] == intervals['new']}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--table", choices=sorted(TABLES), default="cpu")
@@ -129,6 +160,11 @@ def main() -> None:
         help="the new engine's chunk size (default: block_bootstrap's)",
     )
     parser.add_argument("--save", help="write per-replicate objectives of both engines to this .npz")
+    parser.add_argument(
+        "--whole",
+        action="store_true",
+        help="also time the whole block_bootstrap (jackknife and intervals included) with each engine",
+    )
     args = parser.parse_args()
 
     old = load_engine(args.old_rev)
@@ -194,6 +230,8 @@ def main() -> None:
         f"end points moved by > 1e-4 in some coordinate: {int(moved.sum())} "
         f"(of which worse {int((moved & worse).sum())}, better {int((moved & better).sum())})"
     )
+    if args.whole:
+        whole_bootstrap(old, runs, fit, args)
     if args.save:
         np.savez(
             args.save, f_old=f_old, f_new=f_new, x_old=results["old"][0]["x"], x_new=results["new"][0]["x"]
