@@ -114,28 +114,31 @@ def refit(module, runs, spec, weights, x_hat, n_jobs: int, chunk_size: int) -> t
     return out, seconds, cpu, counter.calls
 
 
+def load_bootstrap(rev: str, engine_module: types.ModuleType) -> types.ModuleType:
+    """``phifit/bootstrap.py`` at ``rev`` as a standalone module calling ``engine_module``."""
+    source = _git_show(rev, "phifit/bootstrap.py")
+    source = source.replace("from .fitters.engine import", f"from {engine_module.__name__} import")
+    source = source.replace("from .", "from phifit.")
+    return _module(f"phifit_bootstrap_{rev}", f"<bootstrap.py at {rev}>", source)
+
+
 def whole_bootstrap(old: types.ModuleType, runs, fit, args) -> None:
-    """``block_bootstrap(runs, n_boot, point=fit, seed=0, n_jobs)`` with the old engine's
-    ``refit_weighted`` patched in (chunks of --old-chunk-size) against the working tree's
-    (its default chunks), interleaved; the intervals of both are compared."""
+    """``block_bootstrap(runs, n_boot, point=fit, seed=0, n_jobs)`` as committed at --old-rev
+    (its bootstrap.py with its engine, its default chunks) against the working tree's,
+    interleaved; the intervals of both are compared."""
     import phifit.bootstrap as bootstrap
 
+    modules = {"old": load_bootstrap(args.old_rev, old), "new": bootstrap}
     times: dict[str, list[float]] = {"old": [], "new": []}
     intervals: dict[str, dict] = {}
     for _ in range(args.repeats):
-        for name in ("old", "new"):
-            kw = {"chunk_size": args.old_chunk_size} if name == "old" else {}
-            if name == "old":
-                bootstrap.refit_weighted = old.refit_weighted
-            try:
-                t0 = time.perf_counter()
-                boot = bootstrap.block_bootstrap(
-                    runs, n_boot=args.replicates, point=fit, seed=0, n_jobs=args.n_jobs, progress=False, **kw
-                )
-                times[name].append(time.perf_counter() - t0)
-            finally:
-                bootstrap.refit_weighted = engine.refit_weighted
-            intervals[name] = {"percentile": boot.ci, "bca": boot.ci_bca}
+        for name, module in modules.items():
+            t0 = time.perf_counter()
+            boot = module.block_bootstrap(
+                runs, n_boot=args.replicates, point=fit, seed=0, n_jobs=args.n_jobs, progress=False
+            )
+            times[name].append(time.perf_counter() - t0)
+            intervals[name] = {"percentile": boot.ci, "bca": boot.ci_bca, "mc": boot.mc_error}
     t_old, t_new = np.median(times["old"]), np.median(times["new"])
     runs_old, runs_new = (", ".join(f"{s:.2f}" for s in times[name]) for name in ("old", "new"))
     print(
@@ -163,7 +166,7 @@ def main() -> None:
     parser.add_argument(
         "--whole",
         action="store_true",
-        help="also time the whole block_bootstrap (jackknife and intervals included) with each engine",
+        help="also time the whole block_bootstrap (jackknife and intervals included), old against new",
     )
     args = parser.parse_args()
 

@@ -46,8 +46,10 @@ section quotes its results, with the command and seeds).
 from __future__ import annotations
 
 import math
+import os
 import warnings as _warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -251,17 +253,28 @@ def block_bootstrap(
     mc: dict[str, dict[str, list[float]]] = {"percentile": {}, "bca": {}}
     mc_seed = int(streams[2].generate_state(1)[0])
     bca_undefined = []
+    tasks = []
     for name in free_names:
-        vals = params[name]
-        p = bootstrap_interval(vals, level=level, kind="percentile", mc_seed=mc_seed)
-        b = bootstrap_interval(
-            vals,
-            level=level,
-            kind="bca",
-            estimate=estimate[name],
-            jackknife=jack_params[name],
-            mc_seed=mc_seed,
+        tasks.append({"values": params[name], "level": level, "kind": "percentile", "mc_seed": mc_seed})
+        tasks.append(
+            {
+                "values": params[name],
+                "level": level,
+                "kind": "bca",
+                "estimate": estimate[name],
+                "jackknife": jack_params[name],
+                "mc_seed": mc_seed,
+            }
         )
+    workers = (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
+    if workers > 1:
+        # the Monte-Carlo errors sort large arrays (NumPy releases the GIL there): in threads
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            done = list(pool.map(lambda kw: bootstrap_interval(**kw), tasks))
+    else:
+        done = [bootstrap_interval(**kw) for kw in tasks]
+    for j, name in enumerate(free_names):
+        p, b = done[2 * j], done[2 * j + 1]
         ci[name], ci_bca[name] = p.to_list(), b.to_list()
         mc["percentile"][name], mc["bca"][name] = list(p.mc_error), list(b.mc_error)
         if not np.all(np.isfinite(b.to_list())):
