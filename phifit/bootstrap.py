@@ -58,7 +58,7 @@ from .cautions import Caution, caution
 from .fitters.common import effective_spec
 from .fitters.engine import DELTA, identifiable_rows, refit_weighted
 from .fitters.huber import HuberOptions, fit_huber
-from .intervals import Interval, bootstrap_interval, jackknife_acceleration
+from .intervals import Interval, bootstrap_interval, jackknife_acceleration, mc_resamples
 from .law import THETA_NAMES, THETA_TO_PARAM, LawSpec
 from .result import FitResult
 from .runs import RunTable
@@ -253,28 +253,30 @@ def block_bootstrap(
     mc: dict[str, dict[str, list[float]]] = {"percentile": {}, "bca": {}}
     mc_seed = int(streams[2].generate_state(1)[0])
     bca_undefined = []
-    tasks = []
-    for name in free_names:
-        tasks.append({"values": params[name], "level": level, "kind": "percentile", "mc_seed": mc_seed})
-        tasks.append(
-            {
-                "values": params[name],
-                "level": level,
-                "kind": "bca",
-                "estimate": estimate[name],
-                "jackknife": jack_params[name],
-                "mc_seed": mc_seed,
-            }
+
+    def both_intervals(name: str) -> tuple[Interval, Interval]:
+        """Percentile and BCa interval of one parameter, over one set of sorted MC resamples."""
+        resampled = mc_resamples(params[name], mc_seed) if np.isfinite(params[name]).sum() >= 2 else None
+        pct = bootstrap_interval(params[name], level=level, mc_seed=mc_seed, resampled=resampled)
+        bca = bootstrap_interval(
+            params[name],
+            level=level,
+            kind="bca",
+            estimate=estimate[name],
+            jackknife=jack_params[name],
+            mc_seed=mc_seed,
+            resampled=resampled,
         )
+        return pct, bca
+
     workers = (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
     if workers > 1:
         # the Monte-Carlo errors sort large arrays (NumPy releases the GIL there): in threads
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            done = list(pool.map(lambda kw: bootstrap_interval(**kw), tasks))
+            pairs = list(pool.map(both_intervals, free_names))
     else:
-        done = [bootstrap_interval(**kw) for kw in tasks]
-    for j, name in enumerate(free_names):
-        p, b = done[2 * j], done[2 * j + 1]
+        pairs = [both_intervals(name) for name in free_names]
+    for name, (p, b) in zip(free_names, pairs):
         ci[name], ci_bca[name] = p.to_list(), b.to_list()
         mc["percentile"][name], mc["bca"][name] = list(p.mc_error), list(b.mc_error)
         if not np.all(np.isfinite(b.to_list())):

@@ -152,11 +152,14 @@ def bootstrap_interval(
     estimate: float | None = None,
     jackknife: np.ndarray | None = None,
     mc_seed: int = 0,
+    resampled: np.ndarray | None = None,
 ) -> Interval:
     """Percentile or BCa interval from replicate values (NaN = failed, excluded).
 
     BCa needs the point ``estimate`` and the delete-one-block ``jackknife`` values.  The
-    Monte-Carlo error resamples the B values 1000 times (seeded by ``mc_seed``).
+    Monte-Carlo error resamples the B values 1000 times (seeded by ``mc_seed``); pass
+    ``resampled`` (:func:`mc_resamples` of the same values and seed) to share those sorted
+    resamples between the percentile and the BCa interval of one quantity.
     """
     if kind not in INTERVAL_KINDS:
         raise ValueError(f"unknown interval kind {kind!r}; expected one of {', '.join(INTERVAL_KINDS)}")
@@ -167,8 +170,10 @@ def bootstrap_interval(
     nan = float("nan")
     if len(ok) < 2:
         return Interval(nan, nan, level, kind, (nan, nan), len(ok))
-    rng = np.random.default_rng(mc_seed)
-    resampled = np.sort(ok[rng.integers(0, len(ok), size=(MC_RESAMPLES, len(ok)))], axis=1)
+    if resampled is None:
+        resampled = mc_resamples(ok, mc_seed)
+    elif resampled.shape != (MC_RESAMPLES, len(ok)):
+        raise ValueError(f"resampled has shape {resampled.shape}; expected ({MC_RESAMPLES}, {len(ok)})")
     base = np.sort(ok)[None, :]
     if kind == "percentile":
         q = np.array([[(1 - level) / 2, (1 + level) / 2]])
@@ -199,6 +204,16 @@ def bootstrap_interval(
             else np.array([nan, nan])
         )
     return Interval(float(ends[0]), float(ends[1]), level, kind, (float(mc[0]), float(mc[1])), len(ok))
+
+
+def mc_resamples(values: np.ndarray, mc_seed: int = 0) -> np.ndarray:
+    """The finite replicate ``values`` resampled with replacement ``MC_RESAMPLES`` times
+    (seeded by ``mc_seed``), each row sorted: what the Monte-Carlo errors of the interval ends
+    are computed over."""
+    values = np.asarray(values, dtype=float).ravel()
+    ok = values[np.isfinite(values)]
+    rng = np.random.default_rng(mc_seed)
+    return np.sort(ok[rng.integers(0, len(ok), size=(MC_RESAMPLES, len(ok)))], axis=1)
 
 
 def bootstrap_p_value(values: np.ndarray) -> float:
