@@ -1,7 +1,8 @@
 """Refits of 1,000 bootstrap weightings: the committed engine against the working tree, in one run.
 
 Problem: a run table (default: the bundled CPU baseline, 44 runs; ``--table paper`` or
-``--table digitized`` for the study-size 116-run tables), its Huber point fit (500 starts,
+``--table digitized`` for the study-size 116-run tables; ``--table hc``, ``tbptt`` or
+``baseline2`` for the CPU table's recipe pairs on their two common budgets), its Huber point fit (500 starts,
 seed 0), and 1,000 block-bootstrap weightings of its (budget, r) cells drawn as
 :func:`phifit.bootstrap.block_bootstrap` draws them (seed 0).  Both engines refit the
 *same* weightings from the *same* spread starts with ``refit_weighted`` (4 spread starts,
@@ -47,6 +48,8 @@ TABLES = {
     "paper": "data/paper_design_simulated.csv",
     "digitized": "data/looped_study_runs_digitized.csv",
 }
+#: The CPU table's recipe pairs (``--table hc`` ...): (variant, which side of the pair).
+PAIRED = {"hc": ("hc", "variant"), "tbptt": ("tbptt", "variant"), "baseline2": ("hc", "baseline")}
 
 
 def _git_show(rev: str, path: str) -> str:
@@ -79,6 +82,12 @@ def load_engine(rev: str) -> types.ModuleType:
 
 
 def load_table(name: str):
+    if name in PAIRED:  # a recipe's table as the recipes' paired bootstrap refits it
+        from phifit.pairing import pair_tables
+
+        variant, side = PAIRED[name]
+        pair = pair_tables(load_runs(ROOT / TABLES["cpu"]), "variant", variant, "baseline")
+        return getattr(pair, side)
     runs = load_runs(ROOT / TABLES[name])
     return select_recipe(runs).runs if name == "cpu" else runs
 
@@ -150,7 +159,7 @@ def whole_bootstrap(old: types.ModuleType, runs, fit, args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--table", choices=sorted(TABLES), default="cpu")
+    parser.add_argument("--table", choices=sorted(TABLES) + sorted(PAIRED), default="cpu")
     parser.add_argument("--replicates", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--n-jobs", type=int, default=2)

@@ -634,6 +634,10 @@ def refit_chunk(
     }
 
 
+#: Iterations of the batched active-set finish of rows the refit's LM left unconverged.
+FINISH_ITER = 3_000
+
+
 def polish_unconverged(
     problem: RefitProblem,
     weights: np.ndarray,
@@ -641,6 +645,7 @@ def polish_unconverged(
     objective: np.ndarray,
     converged: np.ndarray,
     far_drop: float = 0.05,
+    finish_iter: int = FINISH_ITER,
 ) -> np.ndarray:
     """Finish, in place, the rows the vectorised LM left unconverged (finite objective).
 
@@ -651,8 +656,10 @@ def polish_unconverged(
     1. All such rows continue together from where they stopped in
        :func:`batched_weighted_lm` with ``active_set=True`` (coordinates pinned at a bound
        leave the linear system, the others keep stepping; the stopping rule is the
-       reduced problem's decrement).  It only accepts steps that lower the objective, so
-       a row it finishes ends no higher than it started.
+       reduced problem's decrement), for up to ``finish_iter`` iterations: a row creeping
+       along the flat E valley needs thousands, and an iteration on a batch of rows costs far
+       less than one least-squares polish.  It only accepts steps that lower the objective,
+       so a row it finishes ends no higher than it started.
     2. A row that still fails (typically still creeping along the E valley after
        ``max_iter`` steps) is refined from where stage 1 left it by the point fit's
        least-squares polish (:func:`polish`, ``least_squares`` at tight tolerances on the
@@ -678,7 +685,7 @@ def polish_unconverged(
         spec.lower,
         spec.upper,
         delta=problem.delta,
-        max_iter=problem.max_iter,
+        max_iter=finish_iter,
         active_set=True,
     )
     # a row that fell far (> far_drop of its objective) was not near a minimum: its path may
