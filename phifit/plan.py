@@ -269,6 +269,17 @@ class PlanResult:
                 "its width and P(box) include the law's uncertainty, its power is an assurance "
                 "(averaged over the plausible laws)"
             )
+        if s is not None and s.misfit:
+            m = s.misfit
+            lines.append(
+                f"simulation: every table carries {m['source']} as fixed (budget, r) offsets"
+                + (
+                    f" ({m['cells_without_offset']} planned cell(s) have none)"
+                    if m["cells_without_offset"]
+                    else ""
+                )
+                + "; the asymptotic mode sees only the per-run noise"
+            )
         if not a.trusted:
             lines.append("(!) the asymptotic mode cannot be trusted here:")
             lines += [f"    - {r}" for r in a.reasons]
@@ -353,10 +364,12 @@ def plan_design(
     progress: bool = True,
     laws: Sequence[Mapping[str, float]] | None = None,
     laws_source: str = "",
+    misfit: Any | None = None,
 ) -> PlanResult:
     """Plan ``design`` under ``params`` (default the study's law) and ``noise``: the
     asymptotic prediction always, the simulation with ``n_tables`` > 0 (each table's law drawn
-    from ``laws`` when given: :func:`phifit.plan_modes.simulate_plan`)."""
+    from ``laws`` when given, and carrying a pilot's ``misfit`` when given:
+    :func:`phifit.plan_modes.simulate_plan`)."""
     p = {**REFERENCE_PARAMS, **(params or {})}
     asym = asymptotic_plan(design, p, noise, delta_phi=delta_phi)
     sim = None
@@ -374,6 +387,7 @@ def plan_design(
             progress=progress,
             laws=laws,
             laws_source=laws_source,
+            misfit=misfit,
         )
     brackets = bracketing(design, p)
     warnings = []

@@ -354,6 +354,57 @@ def noise_from_pilot(runs: Any, fit: Any, *, cell_noise: float | None = None) ->
     return NoiseModel(math.sqrt(s2), 0.0, "pilot", note)
 
 
+@dataclass(frozen=True)
+class Misfit:
+    """The pilot's misfit of the law, carried into simulated tables.
+
+    ``offsets`` {(budget, r): mean residual of log-loss in that cell of the pilot}: added to
+    every simulated run of the cell as a fixed offset, so each table is the law plus the
+    systematic departures the pilot showed (e.g. r = 2 runs above the law), not the law
+    alone.  ``within_sd``: the pooled within-cell residual sd sqrt(sum (e - mean_cell)^2 /
+    (n - cells - k * cells / n)), the per-run noise that remains once the cell means are
+    fixed.  Cells of a design that the pilot lacks get no offset (``missing`` counts them).
+    """
+
+    offsets: dict[tuple[float, int], float]
+    within_sd: float
+    source: str
+
+    def offset_for(self, budget: float, r: int) -> float:
+        return self.offsets.get((float(budget), int(r)), 0.0)
+
+    def missing(self, frame: pd.DataFrame) -> int:
+        cells = {(float(b), int(r)) for b, r in zip(frame["budget"], frame["r"])}
+        return len(cells - set(self.offsets))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "offsets": [{"budget": b, "r": r, "offset": v} for (b, r), v in sorted(self.offsets.items())],
+            "within_sd": self.within_sd,
+            "source": self.source,
+        }
+
+
+def misfit_from_pilot(runs: Any, fit: Any) -> Misfit:
+    """The pilot's (budget, r) cell-mean residuals of log-loss around its fit (:class:`Misfit`)."""
+    frame = runs.frame
+    if "budget" not in frame or "r" not in frame:
+        raise ValueError(
+            f"{runs.source}: the misfit is read per (budget, r) cell; the pilot has no 'budget' column"
+        )
+    res = np.log(runs.loss) - log_loss(fit.theta, runs.design)
+    df = pd.DataFrame(
+        {"res": res, "budget": frame["budget"].astype(float).to_numpy(), "r": frame["r"].to_numpy()}
+    )
+    groups = df.groupby(["budget", "r"])["res"]
+    means = groups.mean()
+    n, n_cells = len(df), len(means)
+    dof = max(n - n_cells, 1)
+    within = math.sqrt(float(((df["res"] - groups.transform("mean")) ** 2).sum()) / dof)
+    offsets = {(float(b), int(r)): float(v) for (b, r), v in means.items()}
+    return Misfit(offsets, within, f"the cell-mean residuals of {runs.source} (sd {float(means.std()):.3g})")
+
+
 def cell_share_hint(res: np.ndarray, frame: pd.DataFrame) -> float | None:
     """Method-of-moments (one-way random effects ANOVA) sd of a cell-shared part of residuals:
     tau^2 = var(cell means) - sigma_w^2 / n_bar, sigma_w^2 the pooled within-cell variance;

@@ -188,6 +188,7 @@ class SimulatedPlan:
     {restriction: rejection rate at p < 0.05}, ``power_mc_se`` (binomial MC error).
     ``law_draws``: how many distinct laws the tables were drawn from (0: the one law), and
     ``law_draws_source`` where they came from; each table then records its ``phi_true``.
+    ``misfit``: the pilot's cell offsets added to every table (None: the law alone).
     """
 
     n_tables: int
@@ -205,6 +206,7 @@ class SimulatedPlan:
     seconds: float
     law_draws: int = 0
     law_draws_source: str = ""
+    misfit: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self.__dict__)
@@ -219,8 +221,11 @@ def analyse_table(
     n_wild: int,
     delta_phi: float | None,
     n_starts: int,
+    offsets: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """One simulated table through the reference analysis (see :class:`SimulatedPlan`)."""
+    """One simulated table through the reference analysis (see :class:`SimulatedPlan`);
+    ``offsets`` (one per row of ``frame``) are added to the simulated log-losses (the pilot's
+    misfit, :class:`phifit.plan_inputs.Misfit`)."""
     import warnings
 
     from .bootstrap import block_bootstrap
@@ -237,6 +242,8 @@ def analyse_table(
 
     def fit_and_boot(p: dict[str, float], s_sim: int, s_boot: int) -> tuple[Any, Any, Any]:
         table = simulate(frame, params=p, noise=noise[0], cell_noise=noise[1], seed=s_sim)
+        if offsets is not None:
+            table["loss"] = table["loss"].to_numpy() * np.exp(offsets)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             runs = table_from_frame(table, source="simulated")
@@ -289,12 +296,14 @@ def simulate_plan(
     progress: bool = True,
     laws: Sequence[Mapping[str, float]] | None = None,
     laws_source: str = "",
+    misfit: Any | None = None,
 ) -> SimulatedPlan:
     """Simulate ``n_tables`` tables and analyse each as the reference method would (module docstring).
 
     Table j uses the j-th child of ``SeedSequence(seed)``: results do not depend on ``n_jobs``.
     With ``laws`` (at least ``n_tables`` of them), table j is drawn from ``params`` updated
-    with ``laws[j]``.
+    with ``laws[j]``.  With ``misfit`` (:class:`phifit.plan_inputs.Misfit`), every table also
+    carries the pilot's (budget, r) cell-mean residuals as fixed offsets.
     """
     import time
 
@@ -311,18 +320,22 @@ def simulate_plan(
     ]
     seeds = [int(s.generate_state(1)[0] % 2**31) for s in np.random.SeedSequence(seed).spawn(n_tables)]
     cell_noise = (noise.per_run, noise.cell)
+    offsets = None
+    if misfit is not None:
+        offsets = np.array([misfit.offset_for(b, r) for b, r in zip(frame["budget"], frame["r"])])
     start = time.perf_counter()
     tables: list[dict[str, Any]] = []
     jobs = zip(table_laws, seeds)
     if n_jobs == 1:
         results = (
-            analyse_table(frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts) for law, s in jobs
+            analyse_table(frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts, offsets)
+            for law, s in jobs
         )
     else:
         from joblib import Parallel, delayed
 
         results = Parallel(n_jobs=n_jobs, return_as="generator")(
-            delayed(analyse_table)(frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts)
+            delayed(analyse_table)(frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts, offsets)
             for law, s in jobs
         )
     for i, res in enumerate(results, 1):
@@ -361,4 +374,7 @@ def simulate_plan(
         seconds=time.perf_counter() - start,
         law_draws=0 if laws is None else n_tables,
         law_draws_source=laws_source if laws is not None else "",
+        misfit=None
+        if misfit is None
+        else {**misfit.to_dict(), "cells_without_offset": misfit.missing(frame)},
     )

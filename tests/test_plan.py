@@ -113,9 +113,53 @@ def test_simulation_draws_each_table_from_its_law():
         simulate_plan(design, REFERENCE_PARAMS, NoiseModel(0.004), n_tables=3, laws=laws[:2], progress=False)
 
 
+def test_misfit_from_pilot_and_its_offsets_in_simulated_tables():
+    """--misfit: the pilot's (budget, r) cell-mean residuals ride on every simulated table.
+
+    A pilot whose r = 8 cells all sit 0.03 above the law: the offsets recover that pattern
+    (r = 8 above the rest), the within-cell sd lies between the per-run noise and the whole
+    residual sd, tables carrying the offsets have the wider intervals the misfit makes, and
+    the offsets land on their cells with their sign."""
+    from phifit.fitters.huber import fit_huber
+    from phifit.plan_inputs import misfit_from_pilot
+    from phifit.runs import table_from_frame
+    from phifit.simulation import simulate
+
+    frame = simulate("paper", noise=0.004, seed=11)
+    frame.loc[frame["r"] == 8, "loss"] *= np.exp(0.03)
+    pilot = table_from_frame(frame, source="pilot.csv")
+    fit = fit_huber(pilot, n_starts=100)
+    misfit = misfit_from_pilot(pilot, fit)
+    by_r = {r: np.mean([v for (b, rr), v in misfit.offsets.items() if rr == r]) for r in (1, 2, 4, 8)}
+    assert by_r[8] > max(by_r[1], by_r[2], by_r[4]) + 0.01
+    # the per-run noise (0.004) plus what the law misses along size within a cell, and less
+    # than the whole residual sd, which also holds the cell means
+    assert 0.0036 < misfit.within_sd < noise_from_pilot(pilot, fit).per_run
+    design = design_from_paper()
+    assert misfit.missing(design.frame) == 0
+    common = dict(n_tables=2, n_boot=30, n_wild=39, n_jobs=1, progress=False, seed=4)
+    law = dict(fit.params)
+    plain = simulate_plan(design, law, NoiseModel(0.002), **common)
+    carried = simulate_plan(design, law, NoiseModel(0.002), misfit=misfit, **common)
+    assert carried.misfit["cells_without_offset"] == 0 and len(carried.misfit["offsets"]) == 24
+    for a, b in zip(plain.tables, carried.tables):
+        assert b["width"] > 2 * a["width"]  # the misfit, not the 0.002 noise, sets the width
+    # the sign and place of the offsets: a noise-free table of law + offsets, refitted, shows
+    # the pilot's cell pattern again in its residuals
+    table = simulate(design.frame, params=law, noise=0.0)
+    offsets = np.array([misfit.offset_for(b, r) for b, r in zip(table["budget"], table["r"])])
+    table["loss"] *= np.exp(offsets)
+    again = table_from_frame(table, source="law + offsets")
+    refit = fit_huber(again, n_starts=100)
+    means = misfit_from_pilot(again, refit).offsets
+    keys = sorted(misfit.offsets)
+    assert np.corrcoef([misfit.offsets[k] for k in keys], [means[k] for k in keys])[0, 1] > 0.9
+
+
 def test_spec_speed_below_recorded_widths_scales_with_width():
-    from phifit.plan_inputs import spec_speed
     from phifit.trainers.sweep import load_spec
+
+    from phifit.plan_inputs import spec_speed
 
     spec = load_spec("cpu_small")
     at32, at16, at256 = (spec_speed(spec, w) for w in (32, 16, 256))
@@ -165,6 +209,8 @@ def test_cli_plan_and_optimize(tmp_path, capsys):
     assert main(["plan", "--design", "paper", "--noise", "-1"]) == 2
     assert main(["plan", "--design", "paper", "--law-uncertainty"]) == 2  # needs --pilot and --simulate
     assert "--law-uncertainty needs --pilot" in capsys.readouterr().err
+    assert main(["plan", "--design", "paper", "--misfit"]) == 2
+    assert "--misfit needs --pilot" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -52,6 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --pilot and --simulate: draw each simulated table's law from the pilot's (budget, r) "
         "cell-bootstrap replicates, so the prediction carries the pilot's uncertainty about the law",
     )
+    p.add_argument(
+        "--misfit",
+        action="store_true",
+        help="with --pilot and --simulate: add the pilot's (budget, r) cell-mean residuals "
+        "(the law's misfit) to every simulated table as fixed offsets, with the within-cell "
+        "residual sd as the per-run noise",
+    )
     p.add_argument("--boot", type=int, default=100, help="cell-bootstrap replicates per simulated table")
     p.add_argument("--wild", type=int, default=39, help="wild cluster replicates per test per table")
     p.add_argument("--jobs", type=int, default=2, help="parallel processes for --simulate")
@@ -98,7 +105,13 @@ def run(args: argparse.Namespace) -> int:
     law_source = "the study's joint fit"
     noise = None
     pilot = None
-    laws, laws_source = None, ""
+    laws, laws_source, misfit = None, "", None
+    if args.misfit and not (args.pilot and args.simulate):
+        print(
+            "phifit plan: --misfit needs --pilot (whose residuals it carries) and --simulate N",
+            file=sys.stderr,
+        )
+        return 2
     if args.law_uncertainty and not (args.pilot and args.simulate):
         print(
             "phifit plan: --law-uncertainty needs --pilot (whose fit is uncertain) and --simulate N",
@@ -118,6 +131,18 @@ def run(args: argparse.Namespace) -> int:
         params = dict(fit.params)
         law_source = f"Huber fit of the pilot {pilot.source}"
         noise = noise_from_pilot(pilot, fit, cell_noise=args.cell_noise)
+        if args.misfit:
+            from ..plan_inputs import misfit_from_pilot
+
+            misfit = misfit_from_pilot(pilot, fit)
+            noise = NoiseModel(
+                misfit.within_sd,
+                args.cell_noise or 0.0,
+                "pilot within-cell (--misfit)",
+                f"the pilot's residual sd within its (budget, r) cells, {misfit.within_sd:.4g}; "
+                "its cell means are carried as fixed offsets by the simulation"
+                + (f", plus {args.cell_noise:g} random per cell" if args.cell_noise else ""),
+            )
         if args.law_uncertainty:
             laws, laws_source = _pilot_law_draws(pilot, fit, args)
     if args.phi is not None:
@@ -147,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         progress=sys.stderr.isatty() or bool(args.simulate),
         laws=laws,
         laws_source=laws_source,
+        misfit=misfit,
     )
     if args.optimize:
         result = _optimize(args, design, params, noise, result)
