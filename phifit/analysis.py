@@ -68,7 +68,8 @@ class AnalysisOptions:
     plan: also plan a design with the table as the pilot (:func:`phifit.plan.plan_from_fit`):
     "self" (the table's own runs, to see what its design could measure), "paper", a sweep spec
     or a CSV of planned runs; None: no plan.  plan_tables: simulated tables of the plan (0:
-    the asymptotic prediction only).
+    the asymptotic prediction only); plan_misfit: the simulated tables carry the table's
+    (budget, r) cell-mean residuals (``phifit plan --misfit``).
     """
 
     n_boot: int = 1000
@@ -81,6 +82,7 @@ class AnalysisOptions:
     n_wild: int = 999
     plan: str | None = None
     plan_tables: int = 0
+    plan_misfit: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.level < 1:
@@ -358,6 +360,7 @@ def analyse(
             n_tables=options.plan_tables,
             seed=options.seed,
             n_jobs=options.n_jobs,
+            misfit=options.plan_misfit,
         )
 
     bayes = bayes_draws = idata = None

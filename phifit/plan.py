@@ -139,10 +139,12 @@ def wide_reasons(
     noise: NoiseModel,
     asym: AsymptoticPlan,
     brackets: list[dict[str, Any]],
+    sim: SimulatedPlan | None = None,
 ) -> list[str]:
-    """Plain reasons why phi's interval is predicted wide (empty when it is not)."""
+    """Plain reasons why phi's interval is predicted wide (empty when neither mode predicts it)."""
     reasons = []
-    if asym.width < 0.3 and asym.p_box < 0.05:
+    narrow_sim = sim is None or (sim.width_median < 0.3 and sim.p_box < 0.05)
+    if asym.width < 0.3 and asym.p_box < 0.05 and narrow_sim:
         return reasons
     unb = [b for b in brackets if b["status"] != "bracketed"]
     if unb:
@@ -175,6 +177,14 @@ def wide_reasons(
     if design.n_cells < 12:
         reasons.append(
             f"only {design.n_cells} (budget, r) cells: the cell bootstrap and wild test are coarse"
+        )
+    if sim is not None and sim.misfit:
+        offsets = np.array([o["offset"] for o in sim.misfit["offsets"]])
+        reasons.append(
+            f"the law's misfit at these cells: the pilot's (budget, r) cell means sit {np.std(offsets):.2g} "
+            f"(sd; up to {np.max(np.abs(offsets)):.2g}) off the law, fixed in every table, against "
+            f"{asym.signal:.2g} of log-loss per 0.1 of phi: the fit bends phi (and E, alpha, beta) to "
+            "absorb them, table after table"
         )
     return reasons
 
@@ -421,7 +431,7 @@ def plan_design(
         asymptotic=asym,
         simulation=sim,
         bracketing=brackets,
-        reasons=wide_reasons(design, noise, asym, brackets),
+        reasons=wide_reasons(design, noise, asym, brackets, sim),
         warnings=warnings,
     )
 
@@ -436,12 +446,21 @@ def plan_from_fit(
     seed: int = 0,
     n_jobs: int = 2,
     progress: bool = False,
+    misfit: bool = False,
 ) -> PlanResult:
     """Plan ``design`` (default: the runs' own) with a fitted table as the pilot: the fit's
     law and the noise of its residuals (:func:`noise_from_pilot`), as ``phifit plan --pilot``
-    does; what ``phifit report --plan`` adds to a report."""
+    does; with ``misfit`` (and ``n_tables``) the simulated tables also carry the runs' cell-mean
+    residuals (``--misfit``).  What ``phifit report --plan`` adds to a report."""
+    from .plan_inputs import misfit_from_pilot, misfit_noise
+
     planned = resolve_design(design, runs)
-    noise = noise_from_pilot(runs, fit, cell_noise=cell_noise)
+    carried = misfit_from_pilot(runs, fit) if misfit and n_tables else None
+    noise = (
+        noise_from_pilot(runs, fit, cell_noise=cell_noise)
+        if carried is None
+        else misfit_noise(carried, cell_noise)
+    )
     return plan_design(
         planned,
         params=dict(fit.params),
@@ -451,6 +470,7 @@ def plan_from_fit(
         seed=seed,
         n_jobs=n_jobs,
         progress=progress,
+        misfit=carried,
     )
 
 

@@ -405,6 +405,19 @@ def misfit_from_pilot(runs: Any, fit: Any) -> Misfit:
     return Misfit(offsets, within, f"the cell-mean residuals of {runs.source} (sd {float(means.std()):.3g})")
 
 
+def misfit_noise(misfit: Misfit, cell_noise: float | None = None) -> NoiseModel:
+    """The noise that remains when the pilot's cell means are carried as offsets: its
+    within-cell residual sd per run, plus ``cell_noise`` random per cell when given."""
+    return NoiseModel(
+        misfit.within_sd,
+        cell_noise or 0.0,
+        "pilot within-cell (--misfit)",
+        f"the pilot's residual sd within its (budget, r) cells, {misfit.within_sd:.4g}; "
+        "its cell means are carried as fixed offsets by the simulation"
+        + (f", plus {cell_noise:g} random per cell" if cell_noise else ""),
+    )
+
+
 def cell_share_hint(res: np.ndarray, frame: pd.DataFrame) -> float | None:
     """Method-of-moments (one-way random effects ANOVA) sd of a cell-shared part of residuals:
     tau^2 = var(cell means) - sigma_w^2 / n_bar, sigma_w^2 the pooled within-cell variance;

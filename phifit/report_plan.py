@@ -69,10 +69,16 @@ def _realised(a: Analysis) -> str:
         inside = s.width_q10 <= width <= s.width_q90
         text += (
             f"<p>The realised width is {'inside' if inside else 'outside'} the predicted 10–90% range "
-            f"({T.num(s.width_q10, 3)}–{T.num(s.width_q90, 3)}). The prediction assumes the law fitted "
-            "here holds exactly, with noise of the residuals' size: misfit of the law and the fit's own "
-            "uncertainty widen real intervals beyond it (<code>phifit plan --law-uncertainty</code> "
-            "propagates the second).</p>"
+            f"({T.num(s.width_q10, 3)}–{T.num(s.width_q90, 3)}). "
+            + (
+                "The simulated tables carry this table's (budget, r) cell-mean residuals: the law's "
+                "misfit here, not only its noise.</p>"
+                if s.misfit
+                else "The prediction assumes the law fitted here holds exactly, with noise of the "
+                "residuals' size: misfit of the law (<code>--plan-misfit</code>) and the fit's own "
+                "uncertainty (<code>phifit plan --law-uncertainty</code>) widen real intervals "
+                "beyond it.</p>"
+            )
         )
     return text
 

@@ -144,6 +144,12 @@ def test_misfit_from_pilot_and_its_offsets_in_simulated_tables():
     assert carried.misfit["cells_without_offset"] == 0 and len(carried.misfit["offsets"]) == 24
     for a, b in zip(plain.tables, carried.tables):
         assert b["width"] > 2 * a["width"]  # the misfit, not the 0.002 noise, sets the width
+    from phifit.plan import wide_reasons
+
+    asym = asymptotic_plan(design, law, NoiseModel(0.002))
+    brackets = bracketing(design, law)
+    assert not any("misfit" in r for r in wide_reasons(design, NoiseModel(0.002), asym, brackets, plain))
+    assert any("misfit" in r for r in wide_reasons(design, NoiseModel(0.002), asym, brackets, carried))
     # the sign and place of the offsets: a noise-free table of law + offsets, refitted, shows
     # the pilot's cell pattern again in its residuals
     table = simulate(design.frame, params=law, noise=0.0)
@@ -190,6 +196,14 @@ def test_report_plan_section(tmp_path):
     assert 'id="plan"' in html and "Realised on these runs" in html
     with pytest.raises(ValueError, match="plan tables"):
         AnalysisOptions(plan="self", plan_tables=1)
+    # --plan-misfit: the simulated tables carry the table's cell means, and the noise is the
+    # within-cell part
+    from phifit.plan import plan_from_fit
+
+    carried = plan_from_fit(runs, analysis.fit, n_tables=2, misfit=True, n_jobs=1)
+    assert carried.simulation.misfit is not None and len(carried.simulation.misfit["offsets"]) == 24
+    assert carried.noise.source == "pilot within-cell (--misfit)"
+    assert carried.noise.per_run < noise_from_pilot(runs, analysis.fit).per_run
 
 
 def test_cli_plan_and_optimize(tmp_path, capsys):

@@ -132,17 +132,10 @@ def run(args: argparse.Namespace) -> int:
         law_source = f"Huber fit of the pilot {pilot.source}"
         noise = noise_from_pilot(pilot, fit, cell_noise=args.cell_noise)
         if args.misfit:
-            from ..plan_inputs import misfit_from_pilot
+            from ..plan_inputs import misfit_from_pilot, misfit_noise
 
             misfit = misfit_from_pilot(pilot, fit)
-            noise = NoiseModel(
-                misfit.within_sd,
-                args.cell_noise or 0.0,
-                "pilot within-cell (--misfit)",
-                f"the pilot's residual sd within its (budget, r) cells, {misfit.within_sd:.4g}; "
-                "its cell means are carried as fixed offsets by the simulation"
-                + (f", plus {args.cell_noise:g} random per cell" if args.cell_noise else ""),
-            )
+            noise = misfit_noise(misfit, args.cell_noise)
         if args.law_uncertainty:
             laws, laws_source = _pilot_law_draws(pilot, fit, args)
     if args.phi is not None:

@@ -1,7 +1,7 @@
 """``phifit report``: fit, bootstrap, compare, diagnose, and write an HTML report folder.
 
     phifit report RUNS.csv --out DIR [--bootstrap N] [--level 0.95] [--bayes] [--seed S] [--columns MAP]
-                                     [--plan [DESIGN]] [--plan-tables N]
+                                     [--plan [DESIGN]] [--plan-tables N] [--plan-misfit]
 
 writes ``DIR/index.html`` (opens offline: figures embedded), ``DIR/results.json`` and
 ``DIR/figures/*.png`` (and ``*.svg`` with ``--svg``).  Each stage prints a progress line to
@@ -70,6 +70,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="simulated tables of the plan (default 0: the asymptotic prediction only; 100 takes minutes)",
     )
     p.add_argument(
+        "--plan-misfit",
+        action="store_true",
+        dest="plan_misfit",
+        help="the plan's simulated tables carry this table's (budget, r) cell-mean residuals "
+        "(the law's misfit; phifit plan --misfit)",
+    )
+    p.add_argument(
         "--svg", action="store_true", help="also write each figure as SVG (the page embeds the PNGs)"
     )
     p.add_argument(
@@ -93,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         n_wild=args.wild,
         plan=args.plan,
         plan_tables=args.plan_tables,
+        plan_misfit=args.plan_misfit,
     )
     check_report_dir(args.out, args.force)
     runs = load_runs_from_args(args)
