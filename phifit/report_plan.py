@@ -110,7 +110,7 @@ def section_plan(a: Analysis, fig: Fig) -> str:
         )
     elif not plan.asymptotic.trusted:
         html += "<p>The asymptotic prediction cannot be trusted here:</p>" + T.bullet_list(
-            [T.esc(r) for r in plan.asymptotic.reasons], "notes"
+            list(plan.asymptotic.reasons), "notes"
         )
         html += (
             "<p>Add simulated tables (<code>--plan-tables 100</code>) for a prediction that "
@@ -131,8 +131,6 @@ def section_plan(a: Analysis, fig: Fig) -> str:
             + ".</p>"
         )
     if plan.reasons:
-        html += "<p><b>Why the interval is wide:</b></p>" + T.bullet_list(
-            [T.esc(r) for r in plan.reasons], "notes"
-        )
+        html += "<p><b>Why the interval is wide:</b></p>" + T.bullet_list(list(plan.reasons), "notes")
     html += caution_list(plan.warnings)
     return html
