@@ -160,3 +160,34 @@ def test_results_json_names_its_table(shipped):
     assert shipped["fit"]["source"].endswith("cpu_small_runs.csv[variant=baseline]")
     assert set(shipped["options"]) >= {"n_boot", "n_starts", "seed", "n_jobs", "baseline"}
     assert shipped["options"]["n_boot"] >= 1000
+
+
+def test_the_planned_sweeps_predictions_are_those_quoted():
+    """The cpu_planned sweep's predictions (committed before its outcome) are quoted as computed."""
+    import json
+
+    def text(path):
+        return " ".join(path.read_text(encoding="utf-8").split())
+
+    data_readme, readme = text(ROOT / "data" / "README.md"), text(ROOT / "README.md")
+    first = json.loads((ROOT / "data" / "cpu_planned_prediction.json").read_text())
+    s, a = first["simulation"], first["asymptotic"]
+    assert (
+        f"| {a['width']:.3g} | median {s['width_median']:.3g} (10-90%: {s['width_q10']:.3g}-{s['width_q90']:.3g}) |"
+        in data_readme
+    )
+    assert f"| {s['power']['phi=0']:.2f} ± {s['power_mc_se']['phi=0']:.2f} |" in data_readme
+    assert f"| {s['power']['phi=1']:.2f} ± {s['power_mc_se']['phi=1']:.2f} |" in data_readme
+    assert first["design"]["n_runs"] == 88 and s["n_tables"] == 200 and s["p_box"] == 0.0
+    assert (
+        f"median width {s['width_median']:.2f} (10-90% {s['width_q10']:.2f}-{s['width_q90']:.2f})" in readme
+    )
+    second = json.loads((ROOT / "data" / "cpu_planned_prediction_misfit.json").read_text())
+    m = second["simulation"]
+    assert m["misfit"] is not None and m["n_tables"] == 100
+    assert (
+        f"median width {m['width_median']:.3g} (10-90%: {m['width_q10']:.2g}-{m['width_q90']:.3g})"
+        in data_readme
+    )
+    assert f"P(box) {m['p_box']:.2f}, power {m['power']['phi=0']:.2f} against phi = 0" in data_readme
+    assert f"expects far wider, {m['width_median']:.2g}" in readme
