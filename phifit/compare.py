@@ -400,7 +400,9 @@ def compare_fits(
             )
             st_notes += lr.warnings
             if n_wild:
-                wild = wild_cluster_test(runs, fits["free"], res, n_boot=n_wild, block=block, seed=seed)
+                wild = wild_cluster_test(
+                    runs, fits["free"], res, n_boot=n_wild, block=block, seed=seed, n_jobs=2
+                )
                 st_notes += wild.warnings
         cv_rmse = extrap = per = extrap_b = None
         if do_cv:

@@ -208,17 +208,40 @@ def wild_cluster_statistics(
     delta: float,
     n_boot: int,
     rng: np.random.Generator,
+    n_jobs: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """T*_b = F_null - F_alt refitted on y*_b = y0 + s_bc (y - y0), one Rademacher sign per
     cluster c (``codes``: each run's cluster); returns (T* (B,), converged (B,)).  The
-    alternative's starts should include the null solution, so that T* >= 0 up to tolerance."""
+    alternative's starts should include the null solution, so that T* >= 0 up to tolerance.
+    ``n_jobs`` > 1 splits the B tables over worker processes (each table's refits are its
+    own: the same numbers as one process)."""
     resid = y - null_pred
     signs = rng.choice(np.array([-1.0, 1.0]), size=(n_boot, int(codes.max()) + 1))
     y_star = null_pred + signs[:, codes] * resid
-    f0, ok0 = _refit(null, y_star, delta)
-    f1, ok1 = _refit(alternative, y_star, delta)
+    if n_jobs > 1 and n_boot >= 2 * MIN_ROWS_PER_JOB:
+        from joblib import Parallel, delayed
+
+        parts = np.array_split(np.arange(n_boot), n_jobs)
+        done = Parallel(n_jobs=n_jobs, backend="loky")(
+            delayed(_refit_both)(null, alternative, y_star[part], delta) for part in parts
+        )
+        f0, ok0, f1, ok1 = (np.concatenate([d[i] for d in done]) for i in range(4))
+    else:
+        f0, ok0, f1, ok1 = _refit_both(null, alternative, y_star, delta)
     ok = ok0 & ok1 & np.isfinite(f0) & np.isfinite(f1)
     return np.maximum(f0 - f1, 0.0), ok
+
+
+#: Fewest wild tables per worker process worth its start-up.
+MIN_ROWS_PER_JOB = 100
+
+
+def _refit_both(
+    null: Refit, alternative: Refit, y_star: np.ndarray, delta: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    f0, ok0 = _refit(null, y_star, delta)
+    f1, ok1 = _refit(alternative, y_star, delta)
+    return f0, ok0, f1, ok1
 
 
 def wild_test_result(
@@ -283,8 +306,10 @@ def wild_cluster_test(
     n_boot: int = 999,
     block: str | None = None,
     seed: int = 0,
+    n_jobs: int = 1,
 ) -> WildTest:
-    """Restricted wild cluster bootstrap p-value of ``restricted`` against ``free``.
+    """Restricted wild cluster bootstrap p-value of ``restricted`` against ``free``
+    (``n_jobs``: worker processes for the refits, :func:`wild_cluster_statistics`).
 
     Both fits must be of ``runs`` with the same loss and box (Huber or least squares), the
     restricted one holding more parameters fixed.  ``block``: the clusters (default the
@@ -311,7 +336,7 @@ def wild_cluster_test(
         law_model(spec1, design), spec1.lower, spec1.upper, (theta0[spec1.free_mask], theta1[spec1.free_mask])
     )
     stats, ok = wild_cluster_statistics(
-        y, y0, codes, null, alternative, delta, n_boot, np.random.default_rng(seed)
+        y, y0, codes, null, alternative, delta, n_boot, np.random.default_rng(seed), n_jobs=n_jobs
     )
     return wild_test_result(
         restricted.spec.label(),
