@@ -180,6 +180,11 @@ def weighted_huber(res: np.ndarray, weights: np.ndarray, delta: float) -> np.nda
 BLOCK_BYTES = 2**20
 
 
+def _rows(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The rows ``keep`` of each per-row array of the LM's state (rows that stop leave it)."""
+    return tuple(a[keep] for a in arrays)
+
+
 def batched_weighted_lm(
     model,
     x0: np.ndarray,
@@ -409,17 +414,9 @@ def batched_weighted_lm(
             if not keep.all():
                 gone = ~keep
                 x[idx[gone]], obj[idx[gone]], n_iter[idx[gone]] = xa[gone], obj_a[gone], it
-                idx, xa, wa, obj_a, lam, curv, floor = (
-                    idx[keep],
-                    xa[keep],
-                    wa[keep],
-                    obj_a[keep],
-                    lam[keep],
-                    curv[keep],
-                    floor[keep],
+                idx, xa, wa, obj_a, lam, curv, floor, grad_a, hess_a, dec_solved, singular, stale = _rows(
+                    keep, idx, xa, wa, obj_a, lam, curv, floor, grad_a, hess_a, dec_solved, singular, stale
                 )
-                grad_a, hess_a = grad_a[keep], hess_a[keep]
-                dec_solved, singular, stale = dec_solved[keep], singular[keep], stale[keep]
                 if per_row_y:
                     ya = ya[keep]
         if active_set:
@@ -449,17 +446,22 @@ def batched_weighted_lm(
             converged[idx[done]] = True
             n_iter[idx[stop]] = it
             keep = ~stop
-            idx, xa, wa, obj_a, lam, curv, floor = (
-                idx[keep],
-                xa[keep],
-                wa[keep],
-                obj_a[keep],
-                lam[keep],
-                curv[keep],
-                floor[keep],
+            idx, xa, wa, obj_a, lam, curv, floor, grad_a, hess_a, dec_solved, singular, stale, switch = _rows(
+                keep,
+                idx,
+                xa,
+                wa,
+                obj_a,
+                lam,
+                curv,
+                floor,
+                grad_a,
+                hess_a,
+                dec_solved,
+                singular,
+                stale,
+                switch,
             )
-            grad_a, hess_a, switch = grad_a[keep], hess_a[keep], switch[keep]
-            dec_solved, singular, stale = dec_solved[keep], singular[keep], stale[keep]
             if active_set:
                 gp_all, hp_all = gp_all[keep], hp_all[keep]
             if per_row_y:
