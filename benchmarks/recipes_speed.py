@@ -1,7 +1,12 @@
-"""Recipes and report stages: the code at ``--old-rev`` against the working tree, in one run.
+"""Where users wait on the bundled CPU table: the code at ``--old-rev`` against the working tree, in one run.
 
 Workloads (``--what``, any of):
 
+- ``bootstrap``: ``phifit fit RUNS --bootstrap 1000`` (the baseline recipe, 1,000 block-bootstrap
+  replicates, 2 workers) in a fresh process, as a user runs it: the command's work after its
+  imports (start-up: ``startup_speed.py``) and, inside it, the
+  :func:`phifit.bootstrap.block_bootstrap` call (the first of its process, so it includes
+  whatever starting the worker processes still costs once the point fit is done);
 - ``recipes``: :func:`phifit.recipes.compare_recipes` on the bundled CPU table with 1,000
   paired bootstrap replicates and the 999-replicate wild test of a shared phi (what
   ``phifit fit RUNS --by variant --bootstrap 1000`` runs);
@@ -16,7 +21,7 @@ old / new, the load average, and the numbers each run produced (Delta-phi, its i
 the wild p-values) side by side: the new code draws the paired cells once for the variants
 that share them, so a variant after the first may move within its Monte Carlo error.
 
-Run:  python benchmarks/recipes_speed.py [--what recipes compare report] [--repeats 1]
+Run:  python benchmarks/recipes_speed.py [--what bootstrap recipes compare report] [--repeats 1]
       [--old-rev REV] [--new-rev REV (default: the working tree)] [--csv RUNS.csv]
 """
 
@@ -46,7 +51,27 @@ def child(what: str, csv: str) -> None:
     runs = load_runs(csv)
     out: dict = {"phifit": str(Path(phifit.__file__).parent)}
     t0 = time.perf_counter()
-    if what == "recipes":
+    if what == "bootstrap":
+        import contextlib
+        import io
+
+        import phifit.bootstrap
+        from phifit.cli.main import main as cli
+
+        real = phifit.bootstrap.block_bootstrap
+
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            boot = real(*args, **kwargs)
+            out["bootstrap seconds"] = time.perf_counter() - t
+            out["numbers"] = {"phi 95% percentile": boot.ci["phi"], "failed": boot.n_failed}
+            return boot
+
+        phifit.bootstrap.block_bootstrap = timed
+        t0 = time.perf_counter()  # the table is loaded by the command, as a user's is
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli(["fit", csv, "--bootstrap", "1000", "--quiet"])
+    elif what == "recipes":
         from phifit.recipes import compare_recipes
 
         res = compare_recipes(runs, n_boot=1000)
@@ -124,16 +149,24 @@ def main() -> None:
         print(f"old: phifit at {args.old_rev}; new: {new_name}; CPUs visible: {os.cpu_count()}")
         for what in args.what:
             times: dict[str, list[float]] = {"old": [], "new": []}
+            inner: dict[str, list[float]] = {"old": [], "new": []}
             last: dict[str, dict] = {}
             for _ in range(args.repeats):
                 for label, tree in (("old", old_tree), ("new", new_tree)):
                     out = run_child(tree, what, args.csv)
                     times[label].append(out["seconds"])
+                    if "bootstrap seconds" in out:
+                        inner[label].append(out["bootstrap seconds"])
                     last[label] = out
             old, new = statistics.median(times["old"]), statistics.median(times["new"])
             load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
             ratio = old / new
             print(f"\n{what}: old {old:.1f} s, new {new:.1f} s, old/new {ratio:.2f}x (load average {load})")
+            if inner["new"]:
+                o, n = statistics.median(inner["old"]), statistics.median(inner["new"])
+                each = "; ".join(f"{k} " + " ".join(f"{t:.2f}" for t in v) for k, v in inner.items())
+                call = f"old {o:.2f} s, new {n:.2f} s, old/new {o / n:.2f}x"
+                print(f"    block_bootstrap call: {call} ({each})")
             for key in last["old"].get("numbers", {}):
                 print(f"    {key}: old {last['old']['numbers'][key]}  new {last['new']['numbers'].get(key)}")
             for label in ("old", "new"):

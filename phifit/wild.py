@@ -31,17 +31,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .cautions import Caution, caution
-from .fitters.common import effective_spec
 from .fitters.engine import batched_weighted_lm, law_model, loss_terms, polish_residuals, refit_settings
 from .law import log_loss
 from .plain import to_plain
 from .result import FitResult
-from .runs import RunTable
+
+if TYPE_CHECKING:  # pandas stays out of the worker processes that refit the wild tables (start-up)
+    from .runs import RunTable
 
 #: Below this many cells the Rademacher distribution is too coarse for a reliable p-value.
 MIN_CELLS = 12
@@ -323,6 +324,8 @@ def wild_cluster_test(
         raise ValueError("the restricted and the free fit must use the same loss and box")
     if not set(spec1.fixed) < set(spec0.fixed):
         raise ValueError("the restricted fit must hold fixed every parameter the free fit does, and more")
+    from .fitters.common import effective_spec
+
     spec1, _ = effective_spec(runs, spec1)
     design, y = runs.design, runs.log_loss
     theta0, theta1 = restricted.theta, free.theta

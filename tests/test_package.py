@@ -46,3 +46,14 @@ def test_import_phifit_and_the_cli_parser_are_lazy():
         "print(sorted(m for m in ('numpy', 'pandas', 'scipy', 'torch', 'pymc') if m in sys.modules))"
     )
     assert _run(code) == "[]"
+
+
+def test_the_refit_workers_import_neither_pandas_nor_scipy_optimize():
+    # a bootstrap's and a wild test's worker processes unpickle functions of these modules;
+    # pandas and scipy.optimize (~1.5 s together on 2 cores) would be imported again in each
+    code = (
+        "import sys\n"
+        "import phifit.fitters.engine, phifit.wild\n"
+        "print(sorted(m for m in ('pandas', 'scipy.optimize', 'torch', 'pymc') if m in sys.modules))"
+    )
+    assert _run(code) == "[]"

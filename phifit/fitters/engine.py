@@ -32,13 +32,15 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from ..law import Design, LawSpec, jacobian_t_from_parts, log_loss, log_loss_and_jacobian, log_loss_parts
 from ..result import FitResult
-from ..runs import RunTable
+
+if TYPE_CHECKING:  # pandas and scipy.optimize stay out of the bootstrap's worker processes (start-up)
+    from ..runs import RunTable
 
 #: Huber threshold of the reference method, on log-loss residuals.
 DELTA = 1e-3
@@ -129,6 +131,8 @@ def polish_residuals(
 
     x0 = np.clip(x0, lower + 1e-12, upper - 1e-12)
     kw = {"loss": "huber", "f_scale": delta} if huber_loss else {"loss": "linear"}
+    from scipy.optimize import least_squares
+
     return least_squares(
         fun_w,
         x0,
