@@ -318,9 +318,18 @@ class PlanResult:
                 )
             )
             if o.get("sim_width_after") is not None:
+                carried = [
+                    what
+                    for what, key in (
+                        ("the pilot's misfit", "sim_misfit_after"),
+                        ("law draws", "sim_law_draws_after"),
+                    )
+                    if o.get(key)
+                ]
                 lines.append(
                     f"predicted width (simulation) {o.get('sim_width_before', math.nan):.3g} "
                     f"-> {o['sim_width_after']:.3g}"
+                    + (f" (both carrying {' and '.join(carried)})" if carried else "")
                 )
             if o.get("written"):
                 lines.append(f"wrote {o['written']}")

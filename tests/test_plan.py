@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -225,6 +226,23 @@ def test_cli_plan_and_optimize(tmp_path, capsys):
     assert "--law-uncertainty needs --pilot" in capsys.readouterr().err
     assert main(["plan", "--design", "paper", "--misfit"]) == 2
     assert "--misfit needs --pilot" in capsys.readouterr().err
+
+
+def test_optimize_simulates_the_new_design_with_the_same_inputs(tmp_path, capsys):
+    # --misfit: the optimised design's simulated width carries the pilot's misfit too, as the
+    # given design's does, so that "before -> after" compares like with like
+    from phifit.cli.main import main
+
+    out = tmp_path / "plan.json"
+    args = ["plan", "--pilot", "data/cpu_small_runs.csv", "--design", "cpu_small", "--optimize"]
+    args += ["--misfit", "--simulate", "2", "--boot", "20", "--wild", "39", "--jobs", "1", "--json", str(out)]
+    assert main(args) == 0
+    assert "(both carrying the pilot's misfit)" in capsys.readouterr().out
+    saved = json.loads(out.read_text())
+    assert saved["simulation"]["misfit"] is not None
+    after = saved["optimized"]["sim_misfit_after"]
+    assert after["offsets"] == saved["simulation"]["misfit"]["offsets"]
+    assert after["within_sd"] == saved["simulation"]["misfit"]["within_sd"]
 
 
 @pytest.mark.slow

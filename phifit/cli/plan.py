@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         misfit=misfit,
     )
     if args.optimize:
-        result = _optimize(args, design, params, noise, result)
+        result = _optimize(args, design, params, noise, result, laws, laws_source, misfit)
     print(result.summary())
     if args.json:
         text = json.dumps(result.to_dict(), indent=2)
@@ -210,7 +210,10 @@ def _pilot_law_draws(pilot, fit, args: argparse.Namespace) -> tuple[list[dict[st
     return draws, f"the pilot's cell-bootstrap replicates (seed {args.seed}{note})"
 
 
-def _optimize(args, design, params, noise, result):
+def _optimize(args, design, params, noise, result, laws, laws_source, misfit):
+    """``--optimize``: the best design within the caps; with ``--simulate`` it is simulated with the
+    same inputs as the given design (the pilot's law draws and misfit when given), so that the
+    before/after widths compare like with like."""
     import dataclasses
 
     from ..plan import simulate_plan
@@ -254,10 +257,15 @@ def _optimize(args, design, params, noise, result):
             seed=args.seed,
             n_jobs=args.jobs,
             progress=True,
+            laws=laws,
+            laws_source=laws_source,
+            misfit=misfit,
         )
         info["sim_width_before"] = result.simulation.width_median
         info["sim_width_after"] = sim.width_median
         info["sim_power_phi0_after"] = sim.power.get("phi=0")
+        info["sim_misfit_after"] = sim.misfit
+        info["sim_law_draws_after"] = sim.law_draws_source
     if args.out_spec:
         header = (
             f"written by phifit plan --optimize from {args.design or design.source} "
