@@ -24,8 +24,9 @@ Procedure (the reference study's, paper-notes section 2, with more replicates):
    point has not met the LM's convergence rule (long flat valleys, e.g. E sliding towards
    its bound when a resampled table does not pin E down) is finished by the point fit's
    least-squares polish on its weighted objective (exact: run i enters w_i times).
-   Chunks of replicates run in parallel with joblib (threads: the work is NumPy array
-   code that releases the GIL).
+   Chunks of replicates run in parallel in joblib's worker processes (``loky``: the LM's
+   many small NumPy calls hold the GIL, so threads would barely overlap); the starts are
+   drawn up front, so the results do not depend on the number of workers.
 4. A replicate *fails* when even the polish does not converge, its
    objective is not finite, or its resampled table cannot identify phi (no looped runs,
    or a single value of r).  Failed replicates are kept as NaN rows, counted by reason,
@@ -130,7 +131,8 @@ def block_bootstrap(
         Seeds the block draws, the spread starts and the Monte-Carlo error (one
         independent stream each); results do not depend on ``n_jobs``.
     n_jobs
-        Worker threads for the refits (joblib); 1 runs in this thread.
+        Worker processes for the refits (joblib ``loky``; kept for later calls); 1 refits
+        in this process.
     progress
         Show a tqdm bar on stderr (only when stderr is a terminal).
     method
@@ -143,9 +145,9 @@ def block_bootstrap(
     n_spread
         Spread starts per replicate besides the warm start.
     chunk_size
-        Replicates refitted together (one task of a worker thread).  Results do not depend
+        Replicates refitted together (one task of a worker process).  Results do not depend
         on it; larger chunks mean fewer, larger array operations per iteration (250: about
-        a fifth less CPU than 125 on 1,000 replicates of the CPU baseline, with two threads
+        a fifth less CPU than 125 on 1,000 replicates of the CPU baseline, with two workers
         still sharing the chunks).
     jackknife
         Compute the delete-one-block jackknife (needed for BCa; n_blocks extra refits).
