@@ -6,7 +6,7 @@ Huber(delta=1e-3) objective on log-loss in the study's box, 1000 replicates of t
 
 - phifit: ``block_bootstrap(runs, n_boot=1000, n_jobs=2)`` with the point estimate given: all
   replicates x (warm start + 4 spread starts) through the vectorised Levenberg-Marquardt,
-  2 worker threads, plus the 24 delete-one-cell jackknife refits for BCa and the
+  2 worker processes, plus the 24 delete-one-cell jackknife refits for BCa and the
   intervals with their Monte-Carlo errors.  Median of ``--repeats`` runs.
 - baseline: the *same* replicates (same block draws) from the *same* starts (warm start +
   the same 4 spread starts), each start solved by ``scipy.optimize.minimize(method=

@@ -6,7 +6,7 @@ Problem: a run table (default: the bundled CPU baseline, 44 runs; ``--table pape
 seed 0), and 1,000 block-bootstrap weightings of its (budget, r) cells drawn as
 :func:`phifit.bootstrap.block_bootstrap` draws them (seed 0).  Both engines refit the
 *same* weightings from the *same* spread starts with ``refit_weighted`` (4 spread starts,
-chunks of 125, ``--n-jobs`` threads), exactly as the bootstrap calls it.
+chunks of 125, ``--n-jobs`` workers), exactly as the bootstrap calls it.
 
 - old: ``phifit/fitters/engine.py`` and ``phifit/law.py`` at ``--old-rev`` (default: the
   commit before the same-path speed-ups of the LM), loaded as separate modules;
