@@ -191,3 +191,67 @@ def test_the_planned_sweeps_predictions_are_those_quoted():
     )
     assert f"P(box) {m['p_box']:.2f}, power {m['power']['phi=0']:.2f} against phi = 0" in data_readme
     assert f"expects far wider, {m['width_median']:.2g}" in readme
+
+
+PLANNED_TABLE = ROOT / "data" / "cpu_planned_runs.csv"
+PLANNED_RESULTS = ROOT / "reports" / "cpu_planned" / "results.json"
+
+
+def test_the_planned_table_is_the_finished_cpu_planned_sweep():
+    """Every run of trainers/sweeps/cpu_planned.toml is in the table, once, and nothing else."""
+    pytest.importorskip("torch")
+    from phifit.trainers.sweep import load_spec, plan
+
+    ids = list(load_runs(PLANNED_TABLE).frame["run_id"])
+    planned = {r.run_id for r in plan(load_spec("cpu_planned"))}
+    assert len(planned) == 88 and set(ids) == planned and len(ids) == len(set(ids))
+
+
+def test_the_planned_sweeps_outcome_is_quoted_against_its_prediction():
+    """The README quotes the cpu_planned report's phi, interval, width and wild p-values, next to
+    the prediction of record, and where the realised width falls among the predicted tables."""
+
+    def text(path):
+        return " ".join(path.read_text(encoding="utf-8").split())
+
+    results = json.loads(PLANNED_RESULTS.read_text(encoding="utf-8"))
+    readme, data_readme = text(ROOT / "README.md"), text(ROOT / "data" / "README.md")
+    quoted = quoted_fit(results)
+    assert quoted in readme and quoted in data_readme
+    assert results["fit"]["n_runs"] == 88 and results["n_table_runs"] == 88
+    assert re.search(r"cpu_planned_runs\.csv$", results["source"])
+    (lo, hi), box = results["fit"]["ci"]["phi"], results["fit"]["bounds"]["phi"]
+    width = hi - lo
+    fits = results["comparison"]["fits"]
+    p0, p1 = fits["phi=0"]["wild_p_value"], fits["phi=1"]["wild_p_value"]
+    for readme_text in (readme, data_readme):
+        assert f"width {width:.3g}" in readme_text
+        assert f"wild p {p0:.3f} against phi = 0, {p1:.3f} against phi = 1" in readme_text
+    prediction = json.loads((ROOT / "data" / "cpu_planned_prediction.json").read_text())
+    widths = np.array([t["width"] for t in prediction["simulation"]["tables"]])
+    share = float((widths < width).mean())
+    assert f"wider than {share:.0%} of the prediction's 200 simulated tables" in data_readme
+    assert (lo > box[0] and hi < box[1]) == ("does not reach the search box" in readme)
+
+
+def test_the_planned_sweeps_second_basin_is_as_quoted():
+    """The READMEs' account of the wide interval: refitting the report's bootstrap (same options)
+    gives its interval, the replicates in the phi < -1 basin and the central 90% as quoted."""
+    results = json.loads(PLANNED_RESULTS.read_text(encoding="utf-8"))
+    opts = results["options"]
+    runs = load_runs(PLANNED_TABLE)
+    fit = fit_huber(runs, options=HuberOptions(n_starts=opts["n_starts"], seed=opts["seed"]))
+    assert fit.phi == pytest.approx(results["fit"]["params"]["phi"], abs=1e-6)
+    boot = block_bootstrap(runs, n_boot=opts["n_boot"], seed=opts["seed"], point=fit, progress=False)
+    np.testing.assert_allclose(boot.ci["phi"], results["fit"]["ci"]["phi"], rtol=0, atol=1e-6)
+    phi = np.asarray(boot.params["phi"], dtype=float)
+    low = int((phi < 0).sum())
+    assert int(((phi >= -1) & (phi < 0)).sum()) <= 1  # a second basin below -1, not a tail towards it
+    q05, q95 = np.quantile(phi, [0.05, 0.95])
+    text = " ".join(
+        " ".join(p.read_text(encoding="utf-8").split())
+        for p in (ROOT / "README.md", ROOT / "data" / "README.md")
+    )
+    assert f"{low} of the 1,000 resampled tables ({low / 10:.1f}%)" in text
+    assert f"{low} of the 1,000 cell-resampled tables ({low / 10:.1f}%)" in text
+    assert f"central 90% is [{q05:.3f}, {q95:.3f}]" in text
