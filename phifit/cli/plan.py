@@ -106,18 +106,13 @@ def run(args: argparse.Namespace) -> int:
     noise = None
     pilot = None
     laws, laws_source, misfit = None, "", None
-    if args.misfit and not (args.pilot and args.simulate):
-        print(
-            "phifit plan: --misfit needs --pilot (whose residuals it carries) and --simulate N",
-            file=sys.stderr,
-        )
-        return 2
-    if args.law_uncertainty and not (args.pilot and args.simulate):
-        print(
-            "phifit plan: --law-uncertainty needs --pilot (whose fit is uncertain) and --simulate N",
-            file=sys.stderr,
-        )
-        return 2
+    for flag, given, what in (
+        ("--misfit", args.misfit, "whose residuals it carries"),
+        ("--law-uncertainty", args.law_uncertainty, "whose fit is uncertain"),
+    ):
+        if given and not (args.pilot and args.simulate):
+            print(f"phifit plan: {flag} needs --pilot ({what}) and --simulate N", file=sys.stderr)
+            return 2
     if args.pilot:
         from ..fitters.huber import fit_huber
         from ..pairing import select_recipe
