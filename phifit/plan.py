@@ -68,6 +68,7 @@ from .plan_inputs import (
     design_from_spec,
     design_from_table,
     noise_from_pilot,
+    pilot_noise,
     resolve_design,
 )
 from .plan_modes import (
@@ -88,6 +89,7 @@ __all__ = [
     "design_from_spec",
     "design_from_table",
     "noise_from_pilot",
+    "pilot_noise",
     "resolve_design",
     "plan_from_fit",
     "asymptotic_plan",
@@ -461,15 +463,8 @@ def plan_from_fit(
     law and the noise of its residuals (:func:`noise_from_pilot`), as ``phifit plan --pilot``
     does; with ``misfit`` (and ``n_tables``) the simulated tables also carry the runs' cell-mean
     residuals (``--misfit``).  What ``phifit report --plan`` adds to a report."""
-    from .plan_inputs import misfit_from_pilot, misfit_noise
-
     planned = resolve_design(design, runs)
-    carried = misfit_from_pilot(runs, fit) if misfit and n_tables else None
-    noise = (
-        noise_from_pilot(runs, fit, cell_noise=cell_noise)
-        if carried is None
-        else misfit_noise(carried, cell_noise)
-    )
+    noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=misfit and bool(n_tables))
     return plan_design(
         planned,
         params=dict(fit.params),

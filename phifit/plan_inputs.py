@@ -418,6 +418,18 @@ def misfit_noise(misfit: Misfit, cell_noise: float | None = None) -> NoiseModel:
     )
 
 
+def pilot_noise(
+    runs: Any, fit: Any, *, cell_noise: float | None = None, misfit: bool = False
+) -> tuple[NoiseModel, Misfit | None]:
+    """The noise a pilot implies, and its misfit when ``misfit``: without it the noise of the
+    fit's residuals (:func:`noise_from_pilot`); with it the cell means carried as offsets
+    (:func:`misfit_from_pilot`) and the within-cell noise that remains (:func:`misfit_noise`)."""
+    if not misfit:
+        return noise_from_pilot(runs, fit, cell_noise=cell_noise), None
+    carried = misfit_from_pilot(runs, fit)
+    return misfit_noise(carried, cell_noise), carried
+
+
 def cell_share_hint(res: np.ndarray, frame: pd.DataFrame) -> float | None:
     """Method-of-moments (one-way random effects ANOVA) sd of a cell-shared part of residuals:
     tau^2 = var(cell means) - sigma_w^2 / n_bar, sigma_w^2 the pooled within-cell variance;

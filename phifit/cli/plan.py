@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..plan import (
         NoiseModel,
-        noise_from_pilot,
+        pilot_noise,
         plan_design,
         resolve_design,
     )
@@ -125,12 +125,7 @@ def run(args: argparse.Namespace) -> int:
         fit = fit_huber(pilot)
         params = dict(fit.params)
         law_source = f"Huber fit of the pilot {pilot.source}"
-        noise = noise_from_pilot(pilot, fit, cell_noise=args.cell_noise)
-        if args.misfit:
-            from ..plan_inputs import misfit_from_pilot, misfit_noise
-
-            misfit = misfit_from_pilot(pilot, fit)
-            noise = misfit_noise(misfit, args.cell_noise)
+        noise, misfit = pilot_noise(pilot, fit, cell_noise=args.cell_noise, misfit=args.misfit)
         if args.law_uncertainty:
             laws, laws_source = _pilot_law_draws(pilot, fit, args)
     if args.phi is not None:
@@ -146,6 +141,17 @@ def run(args: argparse.Namespace) -> int:
     design = resolve_design(args.design, pilot)
     if args.seeds is not None:
         design = design.with_seeds(args.seeds)
+    # what every simulated table of this run is made of: the given design's and, with
+    # --optimize, the optimised design's (so that their widths compare like with like)
+    simulation = {
+        "n_boot": args.boot,
+        "n_wild": args.wild,
+        "seed": args.seed,
+        "n_jobs": args.jobs,
+        "laws": laws,
+        "laws_source": laws_source,
+        "misfit": misfit,
+    }
     result = plan_design(
         design,
         params=params,
@@ -153,17 +159,11 @@ def run(args: argparse.Namespace) -> int:
         law_source=law_source,
         delta_phi=args.delta_phi,
         n_tables=args.simulate,
-        n_boot=args.boot,
-        n_wild=args.wild,
-        seed=args.seed,
-        n_jobs=args.jobs,
         progress=sys.stderr.isatty() or bool(args.simulate),
-        laws=laws,
-        laws_source=laws_source,
-        misfit=misfit,
+        **simulation,
     )
     if args.optimize:
-        result = _optimize(args, design, params, noise, result, laws, laws_source, misfit)
+        result = _optimize(args, design, params, noise, result, simulation)
     print(result.summary())
     if args.json:
         text = json.dumps(result.to_dict(), indent=2)
@@ -205,10 +205,10 @@ def _pilot_law_draws(pilot, fit, args: argparse.Namespace) -> tuple[list[dict[st
     return draws, f"the pilot's cell-bootstrap replicates (seed {args.seed}{note})"
 
 
-def _optimize(args, design, params, noise, result, laws, laws_source, misfit):
+def _optimize(args, design, params, noise, result, simulation: dict):
     """``--optimize``: the best design within the caps; with ``--simulate`` it is simulated with the
-    same inputs as the given design (the pilot's law draws and misfit when given), so that the
-    before/after widths compare like with like."""
+    same inputs as the given design (``simulation``: replicates, seed, and the pilot's law draws
+    and misfit when given), so that the before/after widths compare like with like."""
     import dataclasses
 
     from ..plan import simulate_plan
@@ -247,14 +247,8 @@ def _optimize(args, design, params, noise, result, laws, laws_source, misfit):
             params,
             noise,
             n_tables=args.simulate,
-            n_boot=args.boot,
-            n_wild=args.wild,
-            seed=args.seed,
-            n_jobs=args.jobs,
             progress=True,
-            laws=laws,
-            laws_source=laws_source,
-            misfit=misfit,
+            **simulation,
         )
         info["sim_width_before"] = result.simulation.width_median
         info["sim_width_after"] = sim.width_median
