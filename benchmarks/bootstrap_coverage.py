@@ -20,7 +20,7 @@ Per table, the same simulated table for every method (coverage, at the true phi)
 Per table, for size (a second table from the same condition with true phi = 0):
 
 - the chi-square likelihood-ratio test of phi = 0 (``phifit compare``'s, assumes
-  independent runs) and the restricted wild cluster bootstrap test (:mod:`phifit.wild`),
+  independent runs) and the restricted wild cluster bootstrap test (:mod:`phifit.bootstrap.wild`),
   each rejecting at the 5% level.
 
 Reported per condition: coverage +- its binomial standard error, the mean width against the
@@ -62,9 +62,9 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "coverage.jsonl"
 def _design(name: str):
     """(design frame, true params) of a condition."""
     from phifit.fitters.huber import fit_huber
-    from phifit.pairing import select_recipe
-    from phifit.reference import REFERENCE_PARAMS
-    from phifit.runs import load_runs
+    from phifit.recipes.pairing import select_recipe
+    from phifit.study import REFERENCE_PARAMS
+    from phifit.runs.table import load_runs
 
     if name == "paper":
         return "paper", dict(REFERENCE_PARAMS)
@@ -77,13 +77,13 @@ def _design(name: str):
 
 def one_table(condition: str, index: int, replicates: int, wild_replicates: int) -> dict:
     """Simulate, fit, bootstrap and test one table pair of ``condition``; plain numbers."""
-    from phifit.bootstrap import block_bootstrap
+    from phifit.bootstrap.block import block_bootstrap
     from phifit.fitters.huber import fit_huber
     from phifit.law import LawSpec, log_loss
-    from phifit.likelihood import GaussianScore, lr_test
-    from phifit.runs import table_from_frame
+    from phifit.fitters.likelihood import GaussianScore, lr_test
+    from phifit.runs.table import table_from_frame
     from phifit.simulation import simulate
-    from phifit.wild import wild_cluster_test
+    from phifit.bootstrap.wild import wild_cluster_test
 
     settings = dict(CONDITIONS[condition])
     design, params = _design(settings.pop("design"))

@@ -30,11 +30,11 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from phifit.bootstrap import block_bootstrap, block_codes, draw_weights
+from phifit.bootstrap.block import block_bootstrap, block_codes, draw_weights
 from phifit.fitters.engine import DELTA, spread_starts
 from phifit.fitters.huber import HuberOptions, fit_huber
 from phifit.law import LawSpec, log_loss_and_jacobian
-from phifit.runs import table_from_frame
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
 

@@ -25,7 +25,7 @@ from refit_speed import ROOT, load_engine
 import phifit.fitters.engine as engine
 import phifit.fitters.huber as huber
 from phifit.fitters.huber import fit_huber
-from phifit.runs import load_runs, table_from_frame
+from phifit.runs.table import load_runs, table_from_frame
 from phifit.simulation import simulate
 
 OLD_REV = "72e54a2"  # engine.py before the exploration pruned hopeless starts

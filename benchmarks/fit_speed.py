@@ -28,7 +28,7 @@ from phifit import fit
 from phifit.fitters.engine import DELTA
 from phifit.fitters.huber import huber_objective
 from phifit.law import LawSpec, log_loss_and_jacobian
-from phifit.runs import table_from_frame
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
 TIGHT = {"ftol": 1e-15, "gtol": 1e-12, "maxfun": 100_000, "maxiter": 10_000}

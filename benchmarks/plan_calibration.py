@@ -3,9 +3,9 @@
 For each design (the paper design at log-noise sd 0.004 under the study's law; the bundled
 CPU design under the Huber fit of its own baseline runs, at the residual sd of that fit):
 
-- **predicted**: :func:`phifit.plan.simulate_plan` as ``phifit plan --simulate`` runs it
+- **predicted**: :func:`phifit.plan.design.simulate_plan` as ``phifit plan --simulate`` runs it
   (``--tables`` tables, 100 cell-bootstrap replicates, 39 wild replicates, 200 starts),
-  and the asymptotic mode (:func:`phifit.plan.asymptotic_plan`);
+  and the asymptotic mode (:func:`phifit.plan.design.asymptotic_plan`);
 - **realised**: ``--realised`` further tables drawn with independent seeds and analysed
   with the reference settings a user would run (500 starts, a 200-replicate cell
   bootstrap as the study's, wild cluster tests with 99 replicates).
@@ -32,7 +32,7 @@ def realised(design, params, noise, n_tables: int, seed: int, n_jobs: int) -> di
     """Tables analysed with the reference settings (500 starts, 200 bootstrap, 99 wild)."""
     from joblib import Parallel, delayed
 
-    from phifit.plan_modes import analyse_table
+    from phifit.plan.modes import analyse_table
 
     frame = design.frame[["budget", "r", "size", "n_once", "n_rec", "tokens", "flops"]].copy()
     seeds = [int(s.generate_state(1)[0] % 2**31) for s in np.random.SeedSequence(seed).spawn(n_tables)]
@@ -56,8 +56,8 @@ def realised(design, params, noise, n_tables: int, seed: int, n_jobs: int) -> di
 
 def main() -> None:
     from phifit.fitters.huber import fit_huber
-    from phifit.pairing import select_recipe
-    from phifit.plan import (
+    from phifit.recipes.pairing import select_recipe
+    from phifit.plan.design import (
         NoiseModel,
         asymptotic_plan,
         design_from_paper,
@@ -65,8 +65,8 @@ def main() -> None:
         noise_from_pilot,
         simulate_plan,
     )
-    from phifit.reference import REFERENCE_PARAMS
-    from phifit.runs import load_runs
+    from phifit.study import REFERENCE_PARAMS
+    from phifit.runs.table import load_runs
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", type=int, default=100, help="tables of the simulation mode (prediction)")

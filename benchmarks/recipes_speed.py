@@ -5,14 +5,14 @@ Workloads (``--what``, any of):
 - ``bootstrap``: ``phifit fit RUNS --bootstrap 1000`` (the baseline recipe, 1,000 block-bootstrap
   replicates, 2 workers) in a fresh process, as a user runs it: the command's work after its
   imports (start-up: ``startup_speed.py``) and, inside it, the
-  :func:`phifit.bootstrap.block_bootstrap` call (the first of its process, so it includes
+  :func:`phifit.bootstrap.block.block_bootstrap` call (the first of its process, so it includes
   whatever starting the worker processes still costs once the point fit is done);
-- ``recipes``: :func:`phifit.recipes.compare_recipes` on the bundled CPU table with 1,000
+- ``recipes``: :func:`phifit.recipes.delta.compare_recipes` on the bundled CPU table with 1,000
   paired bootstrap replicates and the 999-replicate wild test of a shared phi (what
   ``phifit fit RUNS --by variant --bootstrap 1000`` runs);
-- ``compare``: :func:`phifit.compare.compare_fits` on its baseline (the report's restricted
+- ``compare``: :func:`phifit.compare.restricted.compare_fits` on its baseline (the report's restricted
   fits: phi = 0 and phi = 1, two 999-replicate wild cluster tests, leave-one-budget-out);
-- ``report``: :func:`phifit.report.build_report` on the whole table (1,000 replicates).
+- ``report``: :func:`phifit.report.write.build_report` on the whole table (1,000 replicates).
 
 Each run is a fresh Python process that imports phifit either from ``git archive`` of
 ``--old-rev`` or from the working tree; old and new alternate (``--repeats`` pairs), so a
@@ -46,7 +46,7 @@ CSV = "data/cpu_small_runs.csv"
 def child(what: str, csv: str) -> None:
     """Run one workload in this process and print its time and numbers as JSON."""
     import phifit
-    from phifit.runs import load_runs
+    from phifit.runs.table import load_runs
 
     runs = load_runs(csv)
     out: dict = {"phifit": str(Path(phifit.__file__).parent)}
@@ -55,10 +55,10 @@ def child(what: str, csv: str) -> None:
         import contextlib
         import io
 
-        import phifit.bootstrap
+        import phifit.bootstrap.block
         from phifit.cli.main import main as cli
 
-        real = phifit.bootstrap.block_bootstrap
+        real = phifit.bootstrap.block.block_bootstrap
 
         def timed(*args, **kwargs):
             t = time.perf_counter()
@@ -67,12 +67,12 @@ def child(what: str, csv: str) -> None:
             out["numbers"] = {"phi 95% percentile": boot.ci["phi"], "failed": boot.n_failed}
             return boot
 
-        phifit.bootstrap.block_bootstrap = timed
+        phifit.bootstrap.block.block_bootstrap = timed
         t0 = time.perf_counter()  # the table is loaded by the command, as a user's is
         with contextlib.redirect_stdout(io.StringIO()):
             cli(["fit", csv, "--bootstrap", "1000", "--quiet"])
     elif what == "recipes":
-        from phifit.recipes import compare_recipes
+        from phifit.recipes.delta import compare_recipes
 
         res = compare_recipes(runs, n_boot=1000)
         out["numbers"] = {
@@ -83,16 +83,16 @@ def child(what: str, csv: str) -> None:
             "shared-phi wild p": res.joint.wild.p_value,
         }
     elif what == "compare":
-        from phifit.compare import compare_fits
-        from phifit.recipes import select_recipe
+        from phifit.compare.restricted import compare_fits
+        from phifit.recipes.delta import select_recipe
 
         res = compare_fits(select_recipe(runs).runs)
         out["numbers"] = {
             f"{k} wild p": [st.wild.p_value, st.wild.n_failed] for k, st in res.stats.items() if st.wild
         }
     elif what == "report":
-        from phifit.analysis import AnalysisOptions
-        from phifit.report import build_report
+        from phifit.report.analysis import AnalysisOptions
+        from phifit.report.write import build_report
 
         with tempfile.TemporaryDirectory() as tmp:
             files = build_report(runs, os.path.join(tmp, "report"), options=AnalysisOptions(n_boot=1000))

@@ -4,7 +4,7 @@ Problem: a run table (default: the bundled CPU baseline, 44 runs; ``--table pape
 ``--table digitized`` for the study-size 116-run tables; ``--table hc``, ``tbptt`` or
 ``baseline2`` for the CPU table's recipe pairs on their two common budgets), its Huber point fit (500 starts,
 seed 0), and 1,000 block-bootstrap weightings of its (budget, r) cells drawn as
-:func:`phifit.bootstrap.block_bootstrap` draws them (seed 0).  Both engines refit the
+:func:`phifit.bootstrap.block.block_bootstrap` draws them (seed 0).  Both engines refit the
 *same* weightings from the *same* spread starts with ``refit_weighted`` (4 spread starts,
 chunks of 125, ``--n-jobs`` workers), exactly as the bootstrap calls it.
 
@@ -34,12 +34,12 @@ from pathlib import Path
 import numpy as np
 
 import phifit.fitters.engine as engine
-from phifit.bootstrap import block_bootstrap, draw_weights
+from phifit.bootstrap.block import block_bootstrap, draw_weights
 from phifit.fitters.common import effective_spec
 from phifit.fitters.huber import HuberOptions, fit_huber
 from phifit.law import LawSpec
-from phifit.recipes import select_recipe
-from phifit.runs import load_runs
+from phifit.recipes.delta import select_recipe
+from phifit.runs.table import load_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_REV = "244158f"  # engine.py before the same-path speed-ups (skipped Jacobians of rejected steps)
@@ -71,7 +71,7 @@ def load_engine(rev: str) -> types.ModuleType:
     law (``phifit/law.py``) at the same revision, so that the old engine computes exactly
     as it did then."""
     law_source = _git_show(rev, "phifit/law.py")
-    law_source = law_source.replace("from .reference import", "from phifit.reference import")
+    law_source = law_source.replace("from .reference import", "from phifit.study import")
     law_name = f"phifit_law_{rev}"
     _module(law_name, f"<law.py at {rev}>", law_source)
     source = _git_show(rev, "phifit/fitters/engine.py")
@@ -83,7 +83,7 @@ def load_engine(rev: str) -> types.ModuleType:
 
 def load_table(name: str):
     if name in PAIRED:  # a recipe's table as the recipes' paired bootstrap refits it
-        from phifit.pairing import pair_tables
+        from phifit.recipes.pairing import pair_tables
 
         variant, side = PAIRED[name]
         pair = pair_tables(load_runs(ROOT / TABLES["cpu"]), "variant", variant, "baseline")
@@ -135,7 +135,7 @@ def whole_bootstrap(old: types.ModuleType, runs, fit, args) -> None:
     """``block_bootstrap(runs, n_boot, point=fit, seed=0, n_jobs)`` as committed at --old-rev
     (its bootstrap.py with its engine, its default chunks) against the working tree's,
     interleaved; the intervals of both are compared."""
-    import phifit.bootstrap as bootstrap
+    import phifit.bootstrap.block as bootstrap
 
     modules = {"old": load_bootstrap(args.old_rev, old), "new": bootstrap}
     times: dict[str, list[float]] = {"old": [], "new": []}

@@ -18,9 +18,9 @@ import tempfile
 import time
 
 from phifit import fit
-from phifit.analysis import AnalysisOptions
-from phifit.report import build_report
-from phifit.runs import load_runs, table_from_frame
+from phifit.report.analysis import AnalysisOptions
+from phifit.report.write import build_report
+from phifit.runs.table import load_runs, table_from_frame
 from phifit.simulation import simulate
 
 

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from phifit.fitters.huber import fit_huber
-from phifit.runs import table_from_frame
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
 CONDITIONS = {

@@ -26,7 +26,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._version import __version__
+#: the version of phifit (one place; read by the CLI and written into every result file)
+__version__ = "0.1.0"
 
 #: exported name -> module that defines it (imported on first access)
 _EXPORTS = {

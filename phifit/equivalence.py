@@ -18,7 +18,7 @@ layer; counting it gives (48 + 4^phi * 50)/240 = 0.594.  :func:`paper_example`
 returns both.
 
 Intervals: N_eff is monotone in phi, so the percentile interval of phi over bootstrap
-draws maps exactly onto the percentile interval of N_eff (:mod:`phifit.draws`).
+draws maps exactly onto the percentile interval of N_eff (:mod:`phifit.bootstrap.draws`).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from .draws import clean_thetas, percentile_interval
-from .plain import to_plain
+from .bootstrap.draws import clean_thetas, percentile_interval
+from .serialize import to_plain
 from .result import FitResult
-from .runs import RunTable
+from .runs.table import RunTable
 
 __all__ = ["Equivalence", "equivalence", "paper_example", "EquivalenceTable", "equivalence_table"]
 

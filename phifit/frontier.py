@@ -22,7 +22,7 @@ Two families:
 
 The minimum over a dense grid in log size is refined by the parabola through the three
 grid points around it (vectorised over budgets and bootstrap draws).  Intervals are
-percentile intervals over bootstrap draws of theta (:mod:`phifit.draws`).
+percentile intervals over bootstrap draws of theta (:mod:`phifit.bootstrap.draws`).
 
 :func:`isoflop_curves` evaluates the law along each trained isoFLOP curve, L(N) at
 D = C / F(N), for the figure.
@@ -39,12 +39,12 @@ import numpy as np
 import pandas as pd
 
 from .cautions import Caution, caution
-from .draws import clean_thetas, law_theta, percentile_interval
+from .bootstrap.draws import clean_thetas, law_theta, percentile_interval
 from .law import Design, JointLaw, log_loss
-from .plain import to_plain
-from .reference import PAPER_GRID, PAPER_RECURRENCES, paper_architecture
+from .serialize import to_plain
+from .study import PAPER_GRID, PAPER_RECURRENCES, paper_architecture
 from .result import FitResult
-from .runs import RunTable
+from .runs.table import RunTable
 
 __all__ = [
     "PaperFamily",

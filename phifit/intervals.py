@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from .jsonio import JsonIO
-from .plain import to_plain
+from .serialize import JsonIO
+from .serialize import to_plain
 
 INTERVAL_KINDS = ("percentile", "bca")
 #: Resamples of the replicate values behind the Monte-Carlo error of an interval's ends.

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from .cautions import Caution, caution
-from .plain import to_plain
-from .runs import RunTable
+from .serialize import to_plain
+from .runs.table import RunTable
 
 __all__ = ["ParabolaMinima", "parabola_minima", "table_budgets"]
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .reference import REFERENCE_PARAMS  # the study's joint fit, re-exported for the law's users
+from .study import REFERENCE_PARAMS  # the study's joint fit, re-exported for the law's users
 
 #: Natural parameter names, in the order results print them.
 PARAM_NAMES: tuple[str, ...] = ("E", "A", "alpha", "B", "beta", "phi")

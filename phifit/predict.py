@@ -4,7 +4,7 @@ allocation at given FLOP budgets, per r.
     L(N_once, N_rec, D, r) = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta     (paper Eq. 3)
 
 **Loss at a point** (r, N_once, N_rec, D): the law at the fitted parameters; with bootstrap
-draws theta_s the percentile interval of L over the draws (:mod:`phifit.draws`).
+draws theta_s the percentile interval of L over the draws (:mod:`phifit.bootstrap.draws`).
 
 **Compute-optimal allocation** at a budget C and recurrence r: the size minimising the
 predicted loss with D = C / F (F = training FLOPs per token), found by
@@ -30,13 +30,13 @@ from typing import Any
 import numpy as np
 
 from .cautions import Caution, caution
-from .draws import clean_thetas, law_theta, percentile_interval
+from .bootstrap.draws import clean_thetas, law_theta, percentile_interval
 from .frontier import PaperFamily, TableFamily, frontier
 from .law import Design, JointLaw, log_loss
-from .plain import to_plain
-from .reference import paper_architecture
+from .serialize import to_plain
+from .study import paper_architecture
 from .result import FitResult
-from .runs import RunTable
+from .runs.table import RunTable
 
 __all__ = ["Prediction", "predict", "predict_loss", "table_family"]
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .law import JointLaw
-from .reference import DESIGNS, REFERENCE_PARAMS, paper_design
+from .study import DESIGNS, REFERENCE_PARAMS, paper_design
 
 
 def simulate(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from phifit.law import REFERENCE_PARAMS
-from phifit.runs import RunTable, table_from_frame
+from phifit.runs.table import RunTable, table_from_frame
 from phifit.simulation import simulate
 
 #: Reference data shipped with the tests (attribution in tests/data/README.md).

@@ -32,7 +32,7 @@ from phifit.fitters.bayes import backends
 from phifit.fitters.huber import fit_huber
 from phifit.law import PARAM_NAMES, THETA_NAMES, log_loss, params_to_theta
 from phifit.result import FitResult
-from phifit.runs import table_from_frame
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
 SMALL = {"draws": 300, "tune": 300, "chains": 2, "progress": False}

@@ -31,7 +31,7 @@ import json, sys
 import numpy as np
 from phifit.fitters.bayes import backends, fit_bayes
 from phifit.law import REFERENCE_PARAMS
-from phifit.runs import table_from_frame
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
 frame = simulate("paper", params={**REFERENCE_PARAMS, "phi": 0.46}, noise=0.005, seed=1)

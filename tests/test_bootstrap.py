@@ -10,7 +10,7 @@ import pytest
 from conftest import paper_table
 from scipy import stats
 
-from phifit.bootstrap import (
+from phifit.bootstrap.block import (
     BootstrapResult,
     block_bootstrap,
     block_codes,
@@ -23,7 +23,7 @@ from phifit.fitters.engine import identifiable_rows
 from phifit.fitters.huber import HuberOptions, fit_huber
 from phifit.law import PARAM_NAMES, REFERENCE_PARAMS, LawSpec
 from phifit.result import FitResult
-from phifit.runs import table_from_frame
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
 TRUTH = dict(REFERENCE_PARAMS)
@@ -216,8 +216,8 @@ def test_cautions_are_data(noisy, noisy_boot):
 
 def test_an_interval_end_on_the_box_is_censored():
     # the bundled CPU table's baseline: part of the replicates run phi into its lower bound
-    from phifit.pairing import select_recipe
-    from phifit.runs import load_runs
+    from phifit.recipes.pairing import select_recipe
+    from phifit.runs.table import load_runs
 
     runs = select_recipe(load_runs(Path(__file__).parents[1] / "data" / "cpu_small_runs.csv")).runs
     boot = block_bootstrap(runs, n_boot=200, seed=0, n_jobs=1, progress=False, jackknife=False)
@@ -503,8 +503,8 @@ def test_bootstrap_on_a_table_with_a_loose_e_polishes_instead_of_failing():
     polished, none fails, the count is reported and survives the JSON round trip."""
     from pathlib import Path
 
-    from phifit.recipes import select_recipe
-    from phifit.runs import load_runs
+    from phifit.recipes.delta import select_recipe
+    from phifit.runs.table import load_runs
 
     table = Path(__file__).resolve().parents[1] / "data" / "cpu_small_runs.csv"
     runs = select_recipe(load_runs(table)).runs

@@ -115,7 +115,7 @@ def test_fitting_side_never_imports_torch():
     import sys
 
     code = (
-        "import sys, phifit, phifit.report, phifit.cli; phifit.cli.build_parser(); "
+        "import sys, phifit, phifit.report.write, phifit.cli; phifit.cli.build_parser(); "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

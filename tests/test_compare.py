@@ -12,9 +12,9 @@ from scipy import stats
 
 from phifit.cautions import Caution
 from phifit.cli import main
-from phifit.compare import Comparison, compare_fits, gaussian_log_lik
+from phifit.compare.restricted import Comparison, compare_fits, gaussian_log_lik
 from phifit.law import log_loss
-from phifit.runs import table_from_frame
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
 STARTS = 100  # enough for this well-posed problem; keeps the suite fast
@@ -198,7 +198,7 @@ def test_cli_compare(tmp_path, capsys):
 def test_likelihood_ratio_test_defined_once():
     """lr_test: LR = 2 (ll_alt - ll_null) against chi2(df); negative LR clipped to 0 with a
     caution; a null on a bound halves p (df = 1); scores and tests round-trip through JSON."""
-    from phifit.likelihood import GaussianScore, LRTest, lr_test
+    from phifit.fitters.likelihood import GaussianScore, LRTest, lr_test
 
     rng = np.random.default_rng(1)
     e = rng.normal(0, 0.01, 40)

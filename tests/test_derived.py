@@ -1,5 +1,5 @@
 """Derived quantities: the 410M/580M/1B example (phifit.equivalence), the compute-optimal
-frontier (phifit.frontier), parabola minima (phifit.isoflop), intervals over draws (phifit.draws)."""
+frontier (phifit.frontier), parabola minima (phifit.isoflop), intervals over draws (phifit.bootstrap.draws)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from phifit.cautions import Caution
-from phifit.draws import percentile_interval
+from phifit.bootstrap.draws import percentile_interval
 from phifit.equivalence import equivalence, equivalence_table, paper_example
 from phifit.fitters.huber import fit_huber
 from phifit.frontier import PaperFamily, TableFamily, frontier, isoflop_curves, paper_budgets
 from phifit.isoflop import parabola_minima, table_budgets
 from phifit.law import JointLaw, params_to_theta
-from phifit.reference import paper_architecture
-from phifit.runs import table_from_frame
+from phifit.study import paper_architecture
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
 

@@ -10,7 +10,7 @@ from conftest import paper_table
 from scipy import stats
 
 from phifit.cautions import Caution
-from phifit.diagnostics import (
+from phifit.diagnostics.diagnose import (
     consistency,
     data_summary,
     design_warnings,
@@ -23,7 +23,7 @@ from phifit.diagnostics import (
 from phifit.fitters import fit
 from phifit.fitters.huber import fit_huber
 from phifit.law import REFERENCE_PARAMS
-from phifit.runs import table_from_frame
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
 
@@ -338,8 +338,8 @@ def test_refits_stay_in_the_fits_box():
 def cpu_baseline():
     from pathlib import Path
 
-    from phifit.recipes import select_recipe
-    from phifit.runs import load_runs
+    from phifit.recipes.delta import select_recipe
+    from phifit.runs.table import load_runs
 
     table = Path(__file__).resolve().parents[1] / "data" / "cpu_small_runs.csv"
     runs = select_recipe(load_runs(table)).runs
@@ -365,7 +365,7 @@ def test_phi_profile_is_minimal_at_the_estimate_on_the_cpu_table(cpu_baseline):
 
 
 def test_profile_figure_names_the_interval_it_draws():
-    from phifit import plots
+    from phifit.report import figures as plots
 
     prof = {"phi": [0.3, 0.4, 0.5], "deviance": [5.0, 0.0, 5.0], "deviance_name": "n log(F(φ) / F_min)"}
     fig = plots.profile_figure(prof, 0.4, [0.35, 0.45], interval_label="95% bootstrap interval")

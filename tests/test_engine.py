@@ -21,7 +21,7 @@ from phifit.fitters.engine import (
     polish_unconverged,
 )
 from phifit.law import LawSpec, log_loss
-from phifit.runs import load_runs
+from phifit.runs.table import load_runs
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 # a, alpha, b, beta, e, phi: log E = log(0.01) lies below the box's lower bound -3

@@ -13,7 +13,7 @@ from phifit.fitters.engine import huber
 from phifit.fitters.huber import huber_objective
 from phifit.law import PARAM_NAMES, REFERENCE_PARAMS, LawSpec, params_to_theta
 from phifit.result import FitResult
-from phifit.runs import table_from_frame
+from phifit.runs.table import table_from_frame
 
 
 def test_huber_function_definition():

@@ -16,7 +16,7 @@ from phifit.law import (
     params_to_theta,
     theta_to_params,
 )
-from phifit.reference import paper_design
+from phifit.study import paper_design
 
 DESIGN = paper_design()
 

@@ -13,7 +13,7 @@ from phifit import fit
 from phifit.fitters.lsq import OBJECTIVE_NAME, fit_lsq
 from phifit.law import PARAM_NAMES, REFERENCE_PARAMS, LawSpec, log_loss
 from phifit.result import FitResult
-from phifit.runs import table_from_frame
+from phifit.runs.table import table_from_frame
 
 
 @pytest.fixture(scope="module")

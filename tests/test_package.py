@@ -53,7 +53,7 @@ def test_the_refit_workers_import_neither_pandas_nor_scipy_optimize():
     # pandas and scipy.optimize (~1.5 s together on 2 cores) would be imported again in each
     code = (
         "import sys\n"
-        "import phifit.fitters.engine, phifit.wild\n"
+        "import phifit.fitters.engine, phifit.bootstrap.wild\n"
         "print(sorted(m for m in ('pandas', 'scipy.optimize', 'torch', 'pymc') if m in sys.modules))"
     )
     assert _run(code) == "[]"

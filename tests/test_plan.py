@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from phifit.plan import (
+from phifit.plan.design import (
     NoiseModel,
     asymptotic_plan,
     bracketing,
@@ -18,8 +18,8 @@ from phifit.plan import (
     plan_design,
     simulate_plan,
 )
-from phifit.plan_inputs import huber_moments
-from phifit.reference import REFERENCE_PARAMS
+from phifit.plan.inputs import huber_moments
+from phifit.study import REFERENCE_PARAMS
 
 
 def test_huber_moments_match_monte_carlo():
@@ -55,8 +55,8 @@ def test_bracketing_flags_one_sided_curves(cpu_pilot):
 @pytest.fixture(scope="module")
 def cpu_pilot():
     from phifit.fitters.huber import fit_huber
-    from phifit.pairing import select_recipe
-    from phifit.runs import load_runs
+    from phifit.recipes.pairing import select_recipe
+    from phifit.runs.table import load_runs
 
     runs = select_recipe(load_runs("data/cpu_small_runs.csv")).runs
     return runs, fit_huber(runs, n_starts=100)
@@ -122,8 +122,8 @@ def test_misfit_from_pilot_and_its_offsets_in_simulated_tables():
     residual sd, tables carrying the offsets have the wider intervals the misfit makes, and
     the offsets land on their cells with their sign."""
     from phifit.fitters.huber import fit_huber
-    from phifit.plan_inputs import misfit_from_pilot
-    from phifit.runs import table_from_frame
+    from phifit.plan.inputs import misfit_from_pilot
+    from phifit.runs.table import table_from_frame
     from phifit.simulation import simulate
 
     frame = simulate("paper", noise=0.004, seed=11)
@@ -145,7 +145,7 @@ def test_misfit_from_pilot_and_its_offsets_in_simulated_tables():
     assert carried.misfit["cells_without_offset"] == 0 and len(carried.misfit["offsets"]) == 24
     for a, b in zip(plain.tables, carried.tables):
         assert b["width"] > 2 * a["width"]  # the misfit, not the 0.002 noise, sets the width
-    from phifit.plan import wide_reasons
+    from phifit.plan.design import wide_reasons
 
     asym = asymptotic_plan(design, law, NoiseModel(0.002))
     brackets = bracketing(design, law)
@@ -166,7 +166,7 @@ def test_misfit_from_pilot_and_its_offsets_in_simulated_tables():
 def test_spec_speed_below_recorded_widths_scales_with_width():
     from phifit.trainers.sweep import load_spec
 
-    from phifit.plan_inputs import spec_speed
+    from phifit.plan.inputs import spec_speed
 
     spec = load_spec("cpu_small")
     at32, at16, at256 = (spec_speed(spec, w) for w in (32, 16, 256))
@@ -179,9 +179,9 @@ def test_report_plan_section(tmp_path):
     next to the realised interval."""
     import json
 
-    from phifit.analysis import AnalysisOptions, analyse
-    from phifit.report import write_report
-    from phifit.runs import table_from_frame
+    from phifit.report.analysis import AnalysisOptions, analyse
+    from phifit.report.write import write_report
+    from phifit.runs.table import table_from_frame
     from phifit.simulation import simulate
 
     runs = table_from_frame(simulate("paper", noise=0.004, seed=3), source="sim.csv")
@@ -199,7 +199,7 @@ def test_report_plan_section(tmp_path):
         AnalysisOptions(plan="self", plan_tables=1)
     # --plan-misfit: the simulated tables carry the table's cell means, and the noise is the
     # within-cell part
-    from phifit.plan import plan_from_fit
+    from phifit.plan.design import plan_from_fit
 
     carried = plan_from_fit(runs, analysis.fit, n_tables=2, misfit=True, n_jobs=1)
     assert carried.simulation.misfit is not None and len(carried.simulation.misfit["offsets"]) == 24
@@ -248,7 +248,7 @@ def test_optimize_simulates_the_new_design_with_the_same_inputs(tmp_path, capsys
 @pytest.mark.slow
 def test_calibration_paper():
     """Simulation mode vs independently simulated tables (benchmarks/plan_calibration.py, smaller)."""
-    from phifit.plan_modes import analyse_table
+    from phifit.plan.modes import analyse_table
 
     design = design_from_paper()
     sim = simulate_plan(design, REFERENCE_PARAMS, NoiseModel(0.004), n_tables=40, seed=1, progress=False)

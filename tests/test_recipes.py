@@ -10,8 +10,8 @@ import pytest
 
 from phifit.cli import main
 from phifit.law import REFERENCE_PARAMS
-from phifit.recipes import compare_recipes, paired_block_weights
-from phifit.runs import table_from_frame
+from phifit.recipes.delta import compare_recipes, paired_block_weights
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
 NOISE = 0.005
@@ -159,7 +159,7 @@ def test_joint_fit_with_a_phi_per_recipe(different):
 
 
 def test_result_round_trips_through_json(different, tmp_path):
-    from phifit.recipes import RecipeComparison
+    from phifit.recipes.delta import RecipeComparison
 
     different.to_json(tmp_path / "recipes.json")
     again = RecipeComparison.from_json(tmp_path / "recipes.json")
@@ -191,7 +191,7 @@ OLD_JOINT_OBJECTIVE = 0.0005528146274186778
 
 def test_joint_fit_through_the_engine_is_no_worse_than_the_old_one():
     from phifit.fitters.engine import huber
-    from phifit.fitters.joint import JointOptions, fit_joint, joint_log_loss
+    from phifit.fitters.per_recipe_phi import JointOptions, fit_joint, joint_log_loss
 
     runs = table_from_frame(two_recipes(0.45, 0.65, seed=1))
     fit = fit_joint(runs, "variant", reference="baseline", options=JointOptions(n_starts=100, seed=0))
@@ -213,7 +213,7 @@ def test_joint_fit_through_the_engine_is_no_worse_than_the_old_one():
 
 
 def test_joint_fit_least_squares_carries_its_loss():
-    from phifit.fitters.joint import JointOptions, fit_joint
+    from phifit.fitters.per_recipe_phi import JointOptions, fit_joint
 
     runs = table_from_frame(two_recipes(0.45, 0.65, seed=1))
     fit = fit_joint(runs, "variant", method="lsq", options=JointOptions(n_starts=50))
@@ -281,7 +281,7 @@ def test_single_recipe_is_refused():
 
 
 def test_select_recipe_defaults_to_the_baseline_and_says_so():
-    from phifit.recipes import select_recipe
+    from phifit.recipes.delta import select_recipe
 
     frame = two_recipes(0.45, 0.65, seed=3)
     runs = table_from_frame(frame, source="mixed.csv")
@@ -294,7 +294,7 @@ def test_select_recipe_defaults_to_the_baseline_and_says_so():
 
 
 def test_select_recipe_borrows_r1_for_a_loop_only_variant():
-    from phifit.recipes import select_recipe
+    from phifit.recipes.delta import select_recipe
 
     frame = two_recipes(0.45, 0.65, seed=3)
     runs = table_from_frame(frame)
@@ -313,7 +313,7 @@ def test_select_recipe_borrows_r1_for_a_loop_only_variant():
 
 
 def test_select_recipe_errors_and_single_recipe_tables():
-    from phifit.recipes import select_recipe
+    from phifit.recipes.delta import select_recipe
 
     frame = two_recipes(0.45, 0.65, seed=3)
     renamed = table_from_frame(frame.replace({"variant": {"baseline": "full"}}), source="m.csv")
@@ -421,8 +421,8 @@ def test_variants_on_the_same_cells_share_the_baselines_draws(monkeypatch):
     """Issue #13: the cells are drawn once, the baseline (on the variants' budgets) is fitted
     once and refitted once per replicate; the first variant's bootstrap is exactly its
     one-variant bootstrap, the second is refitted on the same draws."""
-    import phifit.pairing as pairing
-    import phifit.recipes as recipes
+    import phifit.recipes.pairing as pairing
+    import phifit.recipes.delta as recipes
 
     refits, fits = [], []
     real_refit, real_fit = pairing.refit_phi, recipes.fit_law

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from conftest import paper_table
 
-from phifit import plots
-from phifit.analysis import AnalysisOptions, analyse
+from phifit.report import figures as plots
+from phifit.report.analysis import AnalysisOptions, analyse
 from phifit.cli import main
-from phifit.report import build_report, check_report_dir, write_report
-from phifit.runs import table_from_frame
+from phifit.report.write import build_report, check_report_dir, write_report
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
 SECTIONS = (
@@ -52,7 +52,7 @@ def test_every_file_is_written(report):
     out, files = report
     assert (out / "index.html").is_file() and (out / "results.json").is_file()
     names = set(files.figures)
-    # comparison needs phifit.compare; all the others come from this package's own modules
+    # comparison needs phifit.compare.restricted; all the others come from this package's own modules
     assert {"isoflop", "frontier", "bootstrap_phi", "residuals", "influence", "phi_profile"} <= names
     for name in names:  # PNG only by default (the page embeds them); SVG with svg=True / --svg
         path = out / "figures" / f"{name}.png"
@@ -507,7 +507,7 @@ def test_interval_labels_follow_the_fit_level(analysis, tmp_path):
 
 
 def test_interval_ends_on_the_search_box_say_so():
-    from phifit.report_template import interval_text, param_bounds
+    from phifit.report.html import interval_text, param_bounds
 
     assert interval_text(0.07, 0.844, (-3, 3)) == "[0.070, 0.844]"
     assert interval_text(-3.0, 0.793, (-3, 3)) == "[≤ −3 (search bound: not determined), 0.793]"
@@ -524,7 +524,7 @@ def test_interval_ends_on_the_search_box_say_so():
 
 
 def test_headline_marks_a_censored_interval_and_names_the_verdicts(analysis, tmp_path):
-    from phifit.report import headline
+    from phifit.report.write import headline
 
     fit = analysis.fit.with_updates(ci={**analysis.fit.ci, "phi": [-3.0, 0.79]})
     censored = dataclasses.replace(analysis, fit=fit)
@@ -540,7 +540,7 @@ def test_headline_marks_a_censored_interval_and_names_the_verdicts(analysis, tmp
 
 
 def test_runs_without_flops_are_plotted_at_their_budget():
-    from phifit.analysis import plotted_compute
+    from phifit.report.analysis import plotted_compute
 
     frame = simulate("paper", noise=0.004, seed=5)
     with_flops = table_from_frame(frame)
@@ -555,7 +555,7 @@ def test_runs_without_flops_are_plotted_at_their_budget():
 def test_log_axis_tick_labels_never_overlap(analysis):
     """Minor tick labels of log axes are labelled only where they fit (the r = 8 isoFLOP panel
     printed 3×10⁴4×10⁴6×10⁴), at the width the page shows the figures."""
-    from phifit import report
+    from phifit.report import write as report
 
     checked = 0
     from matplotlib.backends.backend_agg import FigureCanvasAgg

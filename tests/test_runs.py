@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from phifit.cli import main
-from phifit.runs import RunTableError, load_runs, parse_column_mapping
+from phifit.runs.table import RunTableError, load_runs, parse_column_mapping
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOOD = "run_id,r,n_once,n_rec,tokens,loss\na,1,100,900,1e9,3.1\nb,2,100,400,1e9,3.2\n"

@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from phifit.bootstrap import block_bootstrap
+from phifit.bootstrap.block import block_bootstrap
 from phifit.fitters.huber import HuberOptions, fit_huber
 from phifit.intervals import interval_text
-from phifit.recipes import select_recipe
-from phifit.runs import load_runs
+from phifit.recipes.delta import select_recipe
+from phifit.runs.table import load_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "data" / "cpu_small_runs.csv"
@@ -71,13 +71,13 @@ def test_readme_quotes_the_shipped_numbers(shipped):
 def test_the_study_table_and_its_report_match_the_readme():
     """The digitized study table is the study's 116-run grid; the README's quick start reports on
     it (into an untracked folder) and quotes the committed report's phi, interval, R^2 and verdicts."""
-    from phifit.reference import paper_design
+    from phifit.study import paper_design
 
     runs = load_runs(STUDY_TABLE)
     design = paper_design()
     for col in ("budget", "r", "size"):
         np.testing.assert_allclose(runs.frame[col].astype(float), design[col], rtol=1e-12)
-    # the parameter split is the study's architecture (phifit.reference), the tokens its batches
+    # the parameter split is the study's architecture (phifit.study), the tokens its batches
     np.testing.assert_allclose(runs.n_once, design["n_once"], rtol=1e-12)
     np.testing.assert_allclose(runs.n_rec, design["n_rec"], rtol=1e-12)
     np.testing.assert_allclose(runs.tokens, design["tokens"], rtol=1e-12)
@@ -98,7 +98,7 @@ def test_the_study_table_and_its_report_match_the_readme():
 
 def test_the_shipped_point_estimates_are_what_the_code_computes(shipped):
     """Fast guard: the Huber fit of the baseline and the Delta-phi point estimates (1e-6)."""
-    from phifit.recipes import compare_recipes
+    from phifit.recipes.delta import compare_recipes
 
     opts = shipped["options"]
     table = load_runs(TABLE)
@@ -138,7 +138,7 @@ def test_a_refit_reproduces_the_shipped_report(shipped):
     refit = boot.attach(fit)
     np.testing.assert_allclose(refit.ci["phi"], saved["ci"]["phi"], rtol=0, atol=1e-6)
     assert boot.n_failed == shipped["bootstrap"]["n_failed"]
-    from phifit.recipes import compare_recipes
+    from phifit.recipes.delta import compare_recipes
 
     rc = compare_recipes(
         load_runs(TABLE),

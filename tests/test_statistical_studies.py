@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from phifit.fitters.huber import fit_huber
-from phifit.runs import table_from_frame
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"

@@ -278,7 +278,7 @@ def test_train_command_appends_a_row_that_phifit_reads(tmp_path: Path, capsys: p
     assert trainer_main(argv) == 0  # same configuration again: skipped, no second row
     assert len(rows(out)) == 1 and "already in" in capsys.readouterr().err
 
-    runs = pytest.importorskip("phifit.runs")
+    runs = pytest.importorskip("phifit.runs.table")
     table = runs.load_runs(out)
     frame = table.frame
     assert len(frame) == 1

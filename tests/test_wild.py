@@ -1,4 +1,4 @@
-"""The restricted wild cluster bootstrap test (phifit.wild) and the engine's per-row responses."""
+"""The restricted wild cluster bootstrap test (phifit.bootstrap.wild) and the engine's per-row responses."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from phifit.fitters.engine import batched_weighted_lm, law_model
 from phifit.fitters.huber import fit_huber
 from phifit.law import LawSpec
-from phifit.runs import table_from_frame
+from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
-from phifit.wild import WildTest, wild_cluster_test
+from phifit.bootstrap.wild import WildTest, wild_cluster_test
 
 
 def _fits(phi: float, seed: int, **noise):
@@ -81,7 +81,7 @@ def test_bad_arguments():
 def test_rows_the_lm_leaves_unconverged_are_finished_together(monkeypatch):
     """Issue #13: the rows the first LM leaves unconverged are finished by the batched
     active-set LM, not one scipy polish each, and reach the same objectives."""
-    import phifit.wild as wild
+    import phifit.bootstrap.wild as wild
     from phifit.fitters.engine import DELTA
     from phifit.law import log_loss
 

@@ -112,7 +112,7 @@ def cache_dir() -> Path:
     """Where trained BPE tokenizers and token arrays are cached: phifit's cache root
     (``$PHIFIT_CACHE_DIR``, else the checkout's ``.cache/``, else ``./.cache/phifit``), never
     the home directory by surprise."""
-    from ..cache import cache_dir as phifit_cache_dir
+    from phifit.cache import cache_dir as phifit_cache_dir
 
     return phifit_cache_dir("tokenizers")
 

@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..runs import RunTable
+    from ..runs.table import RunTable
 
 
 def add_runs_argument(parser: argparse.ArgumentParser, *, positional: bool = True) -> None:
@@ -51,7 +51,7 @@ def table_cautions_text(cautions) -> list[str]:
 def load_runs_from_args(args: argparse.Namespace, *, show: bool = True) -> RunTable:
     """The run table named by ``args.runs``; its cautions (duplicate or short runs, no
     budget column) go to stderr unless ``show=False`` (the caller prints them itself)."""
-    from ..runs import load_runs, parse_column_mapping, parse_separator
+    from ..runs.table import load_runs, parse_column_mapping, parse_separator
 
     runs = load_runs(
         args.runs,
@@ -81,7 +81,7 @@ def load_recipe_runs(args: argparse.Namespace, *, show: bool = True) -> RunTable
     """The run table, narrowed to one recipe when it holds several; the choice goes to stderr."""
     import dataclasses
 
-    from ..pairing import select_recipe
+    from ..recipes.pairing import select_recipe
 
     runs = load_runs_from_args(args, show=show)
     selection = select_recipe(runs, getattr(args, "variant", None))

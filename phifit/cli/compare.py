@@ -78,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..compare import compare_fits
+    from ..compare.restricted import compare_fits
 
     if args.starts < 1:
         raise ValueError(f"--starts must be >= 1, got {args.starts}")

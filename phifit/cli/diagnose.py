@@ -62,9 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..cautions import collect
-    from ..diagnostics import diagnose
+    from ..diagnostics.diagnose import diagnose
     from ..fitters import fit
-    from ..plain import to_plain
+    from ..serialize import to_plain
     from .fit import closing_line
 
     if args.starts < 1:

@@ -22,14 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..reference import REFERENCE_PARAMS, STUDY_PHI_CI
+from ..study import REFERENCE_PARAMS, STUDY_PHI_CI
 from ._common import add_recipe_argument, check_output_file, load_recipe_runs, write_json
 
 
 def parse_count(text: str) -> float:
     """'410M' -> 4.1e8, '1.2B' -> 1.2e9, '3e8' -> 3e8, '1,000,000' -> 1e6 (the run-table rule,
     :func:`phifit.runs.parse_count`)."""
-    from ..runs import parse_count as parse
+    from ..runs.table import parse_count as parse
 
     try:
         value = parse(text)
@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..equivalence import equivalence, paper_example
-    from ..plain import to_plain
+    from ..serialize import to_plain
     from ..result import FitResult
 
     if args.json:
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         result = equivalence(args.n_once, args.n_rec, args.r, fit=fit)
         source = f"{args.fit}" + ("" if result.phi_interval else " (no bootstrap interval saved)")
     else:
-        from ..bootstrap import block_bootstrap
+        from ..bootstrap.block import block_bootstrap
         from ..fitters.huber import fit_huber
 
         if args.bootstrap < 2:

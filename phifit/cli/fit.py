@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.quiet
     if args.by:
         runs = load_runs_from_args(args)
-        from ..recipes import compare_recipes
+        from ..recipes.delta import compare_recipes
 
         comparison = compare_recipes(
             runs,
@@ -175,12 +175,12 @@ def run(args: argparse.Namespace) -> int:
     runs = load_recipe_runs(args, show=False)
     fixed = parse_fix(args.fix)
     if args.bootstrap is not None:
-        from ..bootstrap import block_codes
+        from ..bootstrap.block import block_codes
 
         block_codes(runs, args.block)  # bad --block fails before the fit
     result = fit(runs, method=args.method, fix=fixed, **method_options(args))
     if args.bootstrap is not None:
-        from ..bootstrap import block_bootstrap
+        from ..bootstrap.block import block_bootstrap
 
         boot = block_bootstrap(
             runs,

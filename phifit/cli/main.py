@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 
-from .._version import __version__
+from .. import __version__
 
 # Subcommand modules of phifit.cli; each exposes register(subparsers) and imports its
 # machinery only when it runs, so that ``phifit --help`` is instant.

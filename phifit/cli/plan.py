@@ -91,13 +91,13 @@ def _check_out(path: str | None, force: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from ..plan import (
+    from ..plan.design import (
         NoiseModel,
         pilot_noise,
         plan_design,
         resolve_design,
     )
-    from ..reference import REFERENCE_PARAMS
+    from ..study import REFERENCE_PARAMS
 
     for path in (args.json, args.figure, args.out_spec):
         _check_out(path, args.force)
@@ -115,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
     if args.pilot:
         from ..fitters.huber import fit_huber
-        from ..pairing import select_recipe
-        from ..runs import load_runs
+        from ..recipes.pairing import select_recipe
+        from ..runs.table import load_runs
 
         sel = select_recipe(load_runs(args.pilot), args.variant)
         if sel.note:
@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
             with open(args.json, "w", encoding="utf-8") as f:
                 f.write(text)
     if args.figure:
-        from ..plan import plan_figure
+        from ..plan.design import plan_figure
 
         plan_figure(result).savefig(args.figure, dpi=150)
     return 0
@@ -184,7 +184,7 @@ def _pilot_law_draws(pilot, fit, args: argparse.Namespace) -> tuple[list[dict[st
     Huber fit (the same resampling as ``phifit fit --bootstrap``), seeded by ``--seed``."""
     import numpy as np
 
-    from ..bootstrap import block_bootstrap
+    from ..bootstrap.block import block_bootstrap
 
     boot = block_bootstrap(
         pilot,
@@ -211,8 +211,8 @@ def _optimize(args, design, params, noise, result, simulation: dict):
     and misfit when given), so that the before/after widths compare like with like."""
     import dataclasses
 
-    from ..plan import simulate_plan
-    from ..plan_optimize import optimize_design, write_spec
+    from ..plan.design import simulate_plan
+    from ..plan.optimize import optimize_design, write_spec
 
     opt = optimize_design(
         design,

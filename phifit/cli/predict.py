@@ -135,7 +135,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..predict import predict, table_family
-    from ..reference import REFERENCE_PARAMS
+    from ..study import REFERENCE_PARAMS
 
     _check(args)
     budgets = _budgets(args.compute)
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
 
     points = None
     if args.points:
-        from ..runs import load_design, parse_separator
+        from ..runs.table import load_design, parse_separator
 
         design = load_design(args.points, sep=parse_separator(args.sep))
         points = {k: design.frame[k].to_numpy(float) for k in ("r", "n_once", "n_rec", "tokens")}
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         law = fit(runs, method=args.method, seed=args.seed)
         source = f"a {args.method} fit of {args.runs}"
     if args.bootstrap is not None:
-        from ..bootstrap import block_bootstrap
+        from ..bootstrap.block import block_bootstrap
 
         if law.method not in ("huber", "lsq"):
             raise ValueError(f"--bootstrap resamples Huber or lsq fits, not a {law.method} fit")
@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
             family = table_family(runs, widen=args.widen, r_values=r_values)
         else:
             from ..frontier import PaperFamily
-            from ..reference import PAPER_RECURRENCES
+            from ..study import PAPER_RECURRENCES
 
             family = PaperFamily(r_values=tuple(r_values) if r_values else PAPER_RECURRENCES)
     result = predict(

@@ -86,8 +86,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis import AnalysisOptions
-    from ..report import build_report, check_report_dir
+    from ..report.analysis import AnalysisOptions
+    from ..report.write import build_report, check_report_dir
 
     options = AnalysisOptions(
         n_boot=args.bootstrap,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..reference import DESIGNS, REFERENCE_PARAMS
+from ..study import DESIGNS, REFERENCE_PARAMS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..runs import load_design
+    from ..runs.table import load_design
     from ..simulation import simulate
 
     if os.path.exists(args.out) and not args.force:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..law import LawSpec
     from ..result import FitResult
-    from ..runs import RunTable
+    from ..runs.table import RunTable
 
 METHODS = ("huber", "lsq", "bayes")
 #: fitter of each method: every one is called as fit_X(runs, *, spec=..., **options)

@@ -14,7 +14,7 @@ import numpy as np
 from ..cautions import Caution, caution
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, theta_to_params
 from ..result import FitResult
-from ..runs import RunTable
+from ..runs.table import RunTable
 
 #: phi is held here when the data cannot identify it: N_eff = N_once + N_rec.
 UNIDENTIFIED_PHI = 0.0

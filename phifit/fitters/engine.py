@@ -40,7 +40,7 @@ from ..law import Design, LawSpec, jacobian_t_from_parts, log_loss, log_loss_and
 from ..result import FitResult
 
 if TYPE_CHECKING:  # pandas and scipy.optimize stay out of the bootstrap's worker processes (start-up)
-    from ..runs import RunTable
+    from ..runs.table import RunTable
 
 #: Huber threshold of the reference method, on log-loss residuals.
 DELTA = 1e-3
@@ -107,7 +107,7 @@ def polish_residuals(
     (n, k) Jacobian, ``[lower, upper]`` the box of x.
 
     Same objective, weights rule and tolerances as :func:`polish` (which calls this for the
-    joint law); the grouped-phi fit of :mod:`phifit.fitters.joint` calls it with its own model.
+    joint law); the grouped-phi fit of :mod:`phifit.fitters.per_recipe_phi` calls it with its own model.
     """
     huber_loss = bool(np.isfinite(delta))
     if weights is None:

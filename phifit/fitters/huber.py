@@ -31,7 +31,7 @@ import numpy as np
 
 from ..law import LawSpec, log_loss
 from ..result import FitResult
-from ..runs import RunTable
+from ..runs.table import RunTable
 from .common import bound_hits, build_result, check_run_count, effective_spec
 from .engine import DELTA, batched_weighted_lm, huber, law_model, polish
 from .standard_errors import ASSUMPTION, m_estimator_stderr

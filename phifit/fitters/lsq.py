@@ -36,7 +36,7 @@ import numpy as np
 
 from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
 from ..result import FitResult
-from ..runs import RunTable
+from ..runs.table import RunTable
 from .common import build_result, check_run_count, effective_spec
 from .engine import batched_weighted_lm, law_model
 from .standard_errors import ASSUMPTION

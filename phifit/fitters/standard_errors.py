@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss_and_jacobian
-from ..runs import RunTable
+from ..runs.table import RunTable
 
 #: Printed next to these standard errors.
 ASSUMPTION = "analytic, assumes independent runs"

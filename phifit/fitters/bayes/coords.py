@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...law import THETA_NAMES, LawSpec, log_loss_and_jacobian, log_n_eff
-from ...runs import RunTable
+from ...runs.table import RunTable
 
 
 def centres(runs: RunTable, phi: float) -> tuple[float, float]:

@@ -60,7 +60,7 @@ import numpy as np
 
 from ...cache import use_pytensor_cache
 from ...law import THETA_NAMES, THETA_TO_PARAM, LawSpec, lse_log_loss
-from ...runs import RunTable
+from ...runs.table import RunTable
 from .coords import log_exponents, whitening
 
 #: Truncated-normal priors (mean, sd) per internal coordinate; truncation = the LawSpec box.

@@ -27,7 +27,7 @@ import numpy as np
 
 from ...law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss
 from ...result import FitResult
-from ...runs import RunTable
+from ...runs.table import RunTable
 from ..common import build_result, effective_spec
 from . import backends
 from .diagnostics import ESS_MIN, RHAT_MAX, convergence_cautions, ppc_cautions, sampler_fallback_caution

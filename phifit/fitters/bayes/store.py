@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ..._version import __version__
+from ... import __version__
 from ...law import THETA_NAMES, LawSpec
-from ...runs import RunTable
+from ...runs.table import RunTable
 from .model import STORED_VARS, prior_description
 from .summary import natural_params
 

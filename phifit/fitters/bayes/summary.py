@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ...law import PARAM_NAMES
-from ...result import FitResult
+from ...result import FitResult, bayes_summary  # noqa: F401 (re-exported: the text view lives with the record)
 
 
 def natural_params(post: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -152,83 +152,3 @@ def recurrence_worth(phi: np.ndarray, r: np.ndarray, *, hdi_prob: float = 0.95) 
         w = np.asarray(value, float) ** np.asarray(phi, float).ravel()
         out[f"{value:g}"] = {"median": float(np.median(w)), "hdi": hdi(w, hdi_prob)}
     return out
-
-
-def _num(x: Any, fmt: str) -> str:
-    return "nan" if x is None or not np.isfinite(x) else format(x, fmt)
-
-
-def bayes_summary(result: FitResult) -> str:
-    """Text summary of a Bayesian fit, like ``arviz.summary`` plus sampler and LOO facts.
-
-    Reads only ``result`` (its ``extras`` as :func:`~.sampling.sample_posterior` stores
-    them), so it works on a result reloaded from JSON.  Columns: the posterior median
-    (phifit's point value), mean, sd, the HDI at ``result.ci_level``, MCSE of mean and sd,
-    bulk and tail ESS, R-hat; then divergences, the thresholds, PSIS-LOO and the cautions.
-    """
-    if result.method != "bayes":
-        raise ValueError(f"bayes_summary needs a Bayesian fit, got method={result.method!r}")
-    ex = result.extras
-    post = ex.get("posterior", {})
-    diag = ex.get("diagnostics", {})
-    pct = f"{100 * result.ci_level:g}%"
-    lines = [
-        "[[phifit: joint law, method=bayes]]",
-        "L = E + A * (N_once + r**phi * N_rec)**(-alpha) + B * D**(-beta)",
-        f"likelihood: {ex.get('likelihood', '')}",
-        f"sampler: {ex.get('sampler')} NUTS, {ex.get('chains')} chains x {ex.get('draws')} draws after "
-        f"{ex.get('tune')} tuning steps (seed {ex.get('seed')}, target_accept {ex.get('target_accept')})",
-        f"runs: {result.n_runs}" + (f"   source: {result.source}" if result.source else ""),
-        "",
-        f"[[Posterior]] value = posterior median; sd = posterior sd; {pct} HDI = highest-density interval",
-        f"    {'':<6} {'median':>11} {'mean':>11} {'sd':>10} {f'{pct} HDI':>25} {'mcse_mean':>10} "
-        f"{'mcse_sd':>9} {'ess_bulk':>9} {'ess_tail':>9} {'r_hat':>7}",
-    ]
-    for name in (*PARAM_NAMES, "sigma", "nu"):
-        s = post.get(name)
-        if s is None:
-            value = result.params.get(name)
-            if name in result.fixed:
-                lines.append(f"    {name:<6} {_num(value, '11.5g')}  (fixed)")
-            elif name in PARAM_NAMES:
-                lines.append(f"    {name:<6} {'n/a':>11}  (not identified by these runs)")
-            continue
-        lo, hi = s.get("hdi") or [float("nan"), float("nan")]
-        lines.append(
-            f"    {name:<6} {_num(s['median'], '11.5g')} {_num(s['mean'], '11.5g')} {_num(s['sd'], '10.3g')} "
-            f"[{_num(lo, '11.5g')}, {_num(hi, '11.5g')}] {_num(s.get('mcse_mean'), '10.2g')} "
-            f"{_num(s.get('mcse_sd'), '9.2g')} {_num(s['ess_bulk'], '9.0f')} {_num(s['ess_tail'], '9.0f')} "
-            f"{_num(s['r_hat'], '7.3f')}"
-        )
-    n_draws = (ex.get("chains") or 0) * (ex.get("draws") or 0)
-    loo = ex.get("loo", {})
-    lines += [
-        "",
-        "[[Sampler diagnostics]]",
-        f"    divergences       {ex.get('divergences')} of {n_draws} draws",
-        f"    max R-hat         {_num(diag.get('max_r_hat'), '.4f')} (warn above {diag.get('r_hat_max')})",
-        f"    min ESS bulk/tail {_num(diag.get('min_ess_bulk'), '.0f')} / "
-        f"{_num(diag.get('min_ess_tail'), '.0f')} (warn below {diag.get('ess_min')})",
-        f"    converged         {result.converged} (R-hat within threshold and no divergences)",
-        f"    sampling          {_num(ex.get('sampling_s'), '.1f')} s "
-        f"(compile {_num(ex.get('compile_s'), '.1f')} s)",
-        "",
-        "[[Fit statistics]]",
-        f"    ELPD-LOO          {_num(loo.get('elpd_loo'), '.3f')} +- {_num(loo.get('se'), '.3f')} "
-        f"(p_loo {_num(loo.get('p_loo'), '.2f')}; {loo.get('n_high_pareto_k')} runs with Pareto k > "
-        f"{_num(loo.get('good_k'), '.2f')})",
-        f"    R^2 (raw nats)    {result.r2:.5f}   at the posterior median",
-        f"    RMSE (nats)       {result.rmse:.5f}   at the posterior median",
-    ]
-    ppc = (ex.get("ppc") or {}).get("by_r") or []
-    if ppc:
-        lines += ["", "[[Posterior predictive check]] Bayesian p per r (near 0 or 1: misfit)"]
-        lines += [
-            f"    r={row['r']:<4g} n={row['n']:<4d} p(mean log-loss) {row['p_mean']:.3f}   "
-            f"p(residual RMS) {row['p_rmse']:.3f}"
-            for row in ppc
-        ]
-    if result.warnings:
-        lines += ["", "[[Notes]]"]
-        lines += [f"    [{i}] ({w.kind}) {w.message}" for i, w in enumerate(result.warnings, 1)]
-    return "\n".join(lines)

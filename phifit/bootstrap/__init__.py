@@ -1,0 +1,20 @@
+"""Resampling: the (budget, r) cell bootstrap, wild cluster bootstrap tests and draws of derived quantities.
+
+- :mod:`~phifit.bootstrap.block`: :func:`block_bootstrap` resamples whole blocks (cells) of runs,
+  refits the law through the engine and reads percentile and BCa intervals;
+- :mod:`~phifit.bootstrap.result`: :class:`BootstrapResult`, the replicates and their bookkeeping;
+- :mod:`~phifit.bootstrap.wild`: the restricted wild cluster bootstrap test of a restriction
+  (phi = 0, phi = 1, any fixed value): one Rademacher sign per cell;
+- :mod:`~phifit.bootstrap.draws`: quantities evaluated at bootstrap draws of the law, and their
+  percentile intervals.
+
+The interval maths (percentile, BCa, jackknife acceleration) is :mod:`phifit.intervals`.
+"""
+
+from __future__ import annotations
+
+from .block import block_bootstrap
+from .result import BootstrapResult
+from .wild import WildTest, wild_cluster_test
+
+__all__ = ["BootstrapResult", "WildTest", "block_bootstrap", "wild_cluster_test"]

@@ -1,0 +1,529 @@
+"""Restricted fits of the joint law and the tests between them (phi free vs phi = 0, 1, ...).
+
+One module on purpose: the fits, their scores, both tests and the verdict rule are one
+result (:class:`Comparison`); the likelihood, the held-out error and the wild bootstrap
+live in :mod:`phifit.fitters.likelihood`, :mod:`phifit.compare.holdout` and :mod:`phifit.bootstrap.wild`.
+
+Each specification (phi free, and every entry of ``fixes``) is fitted with the same
+method, objective, box and starts.  For each fit:
+
+- ``objective``, ``r2``, ``rmse``: the fitter's own criterion, R^2 and RMSE on raw nats.
+- **Gaussian working log-likelihood** on log residuals (sigma profiled out), AIC and BIC
+  with k = free law parameters + 1, and the **likelihood ratio** against the free fit,
+  LR = n log(RSS_restricted / RSS_free) against chi^2(df), df = parameters the restriction
+  fixes; all defined in :mod:`phifit.fitters.likelihood`.  phi = 0 and phi = 1 lie inside phi's box
+  [-3, 3], so the plain chi^2(1) applies; a value fixed *on* a bound of its box (e.g.
+  phi = 3) uses the boundary mixture 0.5 chi^2(0) + 0.5 chi^2(1).  For ``method="huber"``
+  these are Gaussian scores of Huber fits and the test is approximate; a negative LR (the
+  restricted Huber fit has the smaller RSS) is reported as 0 with a caution.
+- **Out-of-sample error** (needs a ``budget`` column with at least 3 budgets):
+  ``cv_rmse``, leave-one-budget-out: for each budget, refit on the other budgets (full
+  multi-start fit) and predict the held-out runs; the RMSE in nats over all runs, each
+  predicted once.  ``extrap_rmse``: fit on every budget but the largest, RMSE of the
+  prediction on the largest.
+
+- **Restricted wild cluster bootstrap** (:mod:`phifit.bootstrap.wild`, ``n_wild`` replicates,
+  default 999): the drop of the fit's own objective, T = F_restricted - F_free, referred
+  to its distribution over tables rebuilt from the restricted fit with one Rademacher sign
+  per (budget, r) cell.  Runs of a sweep share noise within a cell (one data order, one
+  seed, one learning-rate choice); the chi-square LR test assumes independent runs and is
+  then badly over-sized, the wild test is not (``benchmarks/bootstrap_coverage.py``).
+
+**Verdict rule.**  A restricted law is *rejected* when its test against the free fit has
+p < 0.05 (:data:`phifit.likelihood.SIGNIFICANCE`) **and** it does not predict held-out
+budgets better than the free fit (leave-one-budget-out RMSE at least the free fit's).  The
+test is the wild cluster bootstrap; with ``n_wild=0`` it is the chi-square LR test, and
+the verdict says it assumes independent runs.  If the test rejects but the restricted law
+predicts held-out budgets better, the verdict is "not rejected: in-sample evidence only".
+Without budgets the rule is the test alone, and the verdict says so.  The extrapolation
+RMSE (one budget, few runs) is reported, not used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..cautions import Caution, caution, collect
+from ..fitters.common import effective_spec
+from .holdout import budget_order, fit_spec, out_of_sample, spec_label
+from ..serialize import JsonIO
+from ..law import LawSpec, log_loss, to_internal
+from ..fitters.likelihood import (
+    APPROXIMATE,
+    LIKELIHOOD,
+    SIGNIFICANCE,
+    GaussianScore,
+    gaussian_log_lik,
+    lr_test,
+    p_text,
+)
+from ..serialize import to_plain
+from ..result import FitResult
+from ..runs.table import RunTable
+from ..bootstrap.wild import WildTest, wild_cluster_test
+
+METHODS = ("huber", "lsq")
+VERDICT_RULE = (
+    "a restricted law is rejected when its test against the free fit (the restricted wild cluster "
+    "bootstrap over (budget, r) cells; the chi-square LR test, which assumes independent runs, "
+    "when the bootstrap is off) gives p < 0.05 and its leave-one-budget-out RMSE is not below the "
+    "free fit's; without budgets, the test alone decides"
+)
+#: How the chi-square LR p-value is labelled wherever it is printed.
+CHI2_LABEL = "chi-square LR, assumes independent runs"
+
+
+@dataclass(frozen=True)
+class FitStats(JsonIO):
+    """Comparison statistics of one fit (definitions in the module docstring).
+
+    ``warnings``: this fit's cautions (negative LR, a null on a box bound, a fold where phi
+    was not identifiable, a free fit at a bound); the :class:`Comparison` collects them all.
+    """
+
+    label: str
+    fixed: dict[str, float]
+    objective: float
+    r2: float
+    rmse: float
+    rss_log: float
+    log_lik: float
+    n_params: int  # free law parameters + 1 (sigma)
+    aic: float
+    bic: float
+    lr_stat: float | None
+    lr_df: int | None
+    lr_p_value: float | None
+    lr_reference: str | None
+    wild: WildTest | None
+    cv_rmse: float | None
+    cv_rmse_by_budget: dict[str, float] | None
+    extrap_rmse: float | None
+    extrap_budget: str | None
+    rejected: bool | None
+    warnings: list[Caution] = field(default_factory=list)
+
+    @property
+    def p_value(self) -> float | None:
+        """The p-value the verdict uses: the wild cluster bootstrap's, else the chi-square LR's."""
+        return self.wild.p_value if self.wild is not None else self.lr_p_value
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("warnings", "wild")}
+        out["warnings"] = [w.to_dict() for w in self.warnings]
+        out["wild"] = None if self.wild is None else self.wild.to_dict()
+        out["wild_p_value"] = None if self.wild is None else self.wild.p_value
+        out["lr_assumption"] = CHI2_LABEL
+        return to_plain(out)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FitStats:
+        kw = {k: data.get(k) for k in cls.__dataclass_fields__ if k not in ("warnings", "fixed", "wild")}
+        kw["wild"] = WildTest.from_dict(data["wild"]) if data.get("wild") else None
+        for key in ("objective", "r2", "rmse", "rss_log", "log_lik", "aic", "bic"):
+            kw[key] = math.inf if key == "log_lik" and kw[key] is None else kw[key]
+            kw[key] = math.nan if kw[key] is None else float(kw[key])
+        return cls(
+            fixed=dict(data.get("fixed") or {}),
+            warnings=[Caution.from_dict(w, source="compare") for w in data.get("warnings") or []],
+            **kw,
+        )
+
+    def summary(self) -> str:
+        """One line: label, R^2, AIC, BIC, LR and p, held-out RMSE, verdict."""
+        p = p_text(self.lr_p_value)
+        verdict = "" if self.rejected is None else ("  rejected" if self.rejected else "  not rejected")
+        return (
+            f"{self.label}: R^2 {self.r2:.5f}, AIC {self.aic:.2f}, BIC {self.bic:.2f}"
+            + (f", wild cluster bootstrap p {p_text(self.wild.p_value)}" if self.wild is not None else "")
+            + (
+                f", LR {self.lr_stat:.2f} (df {self.lr_df}, p {p}; {CHI2_LABEL})"
+                if self.lr_stat is not None
+                else ""
+            )
+            + (f", CV RMSE {self.cv_rmse:.5f}" if self.cv_rmse is not None else "")
+            + verdict
+        )
+
+
+@dataclass(frozen=True)
+class Comparison(JsonIO):
+    """Fits of the free and restricted laws, their statistics and a verdict.
+
+    ``fits`` and ``stats`` are keyed by label ("free", "phi=0", "phi=1", ...).  ``warnings``
+    holds every caution of the comparison (source "compare"): the general ones (no budgets,
+    too few budgets, the approximate LR of Huber fits) and each fit's, labelled.
+    """
+
+    fits: dict[str, FitResult]
+    stats: dict[str, FitStats]
+    verdict: str
+    method: str
+    n_runs: int
+    budgets: list[str]
+    rule: str = VERDICT_RULE
+    warnings: list[Caution] = field(default_factory=list)
+
+    @property
+    def notes(self) -> list[str]:
+        """The cautions' messages (the older, text-only view of :attr:`warnings`)."""
+        return [w.message for w in self.warnings]
+
+    def summary(self) -> str:
+        lines = [
+            f"[[phifit compare: {self.n_runs} runs, method={self.method}]]",
+            f"AIC/BIC/LR: {LIKELIHOOD}"
+            + (" (approximate for Huber fits: not the ML estimator)" if self.method == "huber" else ""),
+            "",
+        ]
+        head = (
+            f"    {'fit':<10} {'phi':>7} {'R^2':>8} {'RMSE':>8} {'AIC':>9} {'BIC':>9} "
+            f"{'wild p':>8} {'LR':>9} {'chi2 p':>9} {'CV RMSE':>8} {'extrap':>8}"
+        )
+        lines.append(head)
+
+        def f(v, spec):
+            return format(v, spec) if v is not None and np.isfinite(v) else "-"
+
+        for label, st in self.stats.items():
+            phi = self.fits[label].params.get("phi")
+            lines.append(
+                f"    {label:<10} {f(phi, '7.4f'):>7} {f(st.r2, '8.5f'):>8} {f(st.rmse, '8.5f'):>8}"
+                f" {f(st.aic, '9.2f'):>9} {f(st.bic, '9.2f'):>9}"
+                f" {p_text(st.wild.p_value) if st.wild is not None else '-':>8} {f(st.lr_stat, '9.2f'):>9}"
+                f" {p_text(st.lr_p_value):>9} {f(st.cv_rmse, '8.5f'):>8}"
+                f" {f(st.extrap_rmse, '8.5f'):>8}"
+            )
+        wild = [st.wild for st in self.stats.values() if st.wild is not None]
+        if wild:
+            lines.append(
+                f"    wild p: restricted wild cluster bootstrap, {wild[0].n_boot} replicates, signs per "
+                f"{wild[0].block} block ({wild[0].n_blocks} blocks); chi2 p: {CHI2_LABEL}"
+            )
+        else:
+            lines.append(f"    chi2 p: {CHI2_LABEL}")
+        lines += ["", f"Verdict: {self.verdict}", f"Rule: {self.rule}"]
+        if self.warnings:
+            lines += ["", "[[Notes]]"] + [f"    [{i}] {w}" for i, w in enumerate(self.warnings, 1)]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON contract: {"fits": {label: fit JSON + aic, bic, lr_stat, lr_p_value, cv_rmse,
+        ..., "comparison_warnings"}, "verdict": str, "warnings": [caution], ...}."""
+        fits = {}
+        for label, res in self.fits.items():
+            entry = res.to_dict()
+            st = self.stats[label].to_dict()
+            st.pop("label")
+            st.pop("fixed")
+            st["comparison_warnings"] = st.pop("warnings")
+            entry.update(st)
+            fits[label] = entry
+        return to_plain(
+            {
+                "generator": "phifit",
+                "kind": "comparison",
+                "method": self.method,
+                "n_runs": self.n_runs,
+                "budgets": self.budgets,
+                "fits": fits,
+                "verdict": self.verdict,
+                "verdict_rule": self.rule,
+                "warnings": [w.to_dict() for w in self.warnings],
+                "likelihood": LIKELIHOOD,
+            }
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        fits, stats = {}, {}
+        for label, entry in data["fits"].items():
+            fits[label] = FitResult.from_dict(entry)
+            stats[label] = FitStats.from_dict(
+                {**entry, "label": label, "warnings": entry.get("comparison_warnings") or []}
+            )
+        return cls(
+            fits=fits,
+            stats=stats,
+            verdict=data["verdict"],
+            method=data["method"],
+            n_runs=int(data["n_runs"]),
+            budgets=list(data.get("budgets", [])),
+            rule=data.get("verdict_rule", VERDICT_RULE),
+            warnings=[Caution.from_dict(w, source="compare") for w in data.get("warnings") or []],
+        )
+
+
+def _check_fixes(fixes: Sequence[Mapping[str, float]]) -> list[dict[str, float]]:
+    out, seen = [], set()
+    for fx in fixes:
+        if not isinstance(fx, Mapping) or not fx:
+            raise ValueError(
+                f"fixes: each entry must be a non-empty mapping such as {{'phi': 0.0}}, got {fx!r}"
+            )
+        fx = {str(k): float(v) for k, v in fx.items()}
+        for k, v in fx.items():
+            to_internal(k, v)
+        label = spec_label(fx)
+        if label not in seen:
+            seen.add(label)
+            out.append(fx)
+    return out
+
+
+def compare_fits(
+    runs: RunTable,
+    *,
+    fixes: Sequence[Mapping[str, float]] = ({"phi": 0.0}, {"phi": 1.0}),
+    method: str = "huber",
+    seed: int = 0,
+    cv: bool = True,
+    n_starts: int = 500,
+    n_wild: int = 999,
+    block: str | Sequence[str] | None = None,
+) -> Comparison:
+    """Fit phi free and each restriction in ``fixes``; tests, information criteria, CV.
+
+    Parameters
+    ----------
+    runs
+        Validated run table (phi must be identifiable to compare restrictions on phi).
+    fixes
+        Restricted specifications, each a mapping of natural names to values.
+    method
+        "huber" (the study's) or "lsq".  The Bayesian fit has its own comparison (LOO).
+    seed, n_starts
+        Starts of every fit (the held-out fits too).
+    cv
+        Compute the out-of-sample errors (needs a ``budget`` column with >= 3 budgets).
+    n_wild, block
+        Replicates of the restricted wild cluster bootstrap test of each restriction (0: the
+        chi-square LR test alone decides) and its clusters (default (budget, r) cells, else
+        single runs).
+    """
+    if n_wild and n_wild < 19:
+        raise ValueError(f"compare: n_wild must be 0 (off) or >= 19, got {n_wild}")
+    if method not in METHODS:
+        raise ValueError(f"compare: unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    fixes = _check_fixes(fixes)
+    if not fixes:
+        raise ValueError("compare: give at least one restriction to compare with the free fit")
+    base_spec = LawSpec()
+    _, unident = effective_spec(runs, base_spec)
+    if unident and any("phi" in fx for fx in fixes):
+        raise ValueError(
+            "compare: phi is not identifiable from these runs (no looped runs, or "
+            "a single value of r), so restrictions on phi cannot be tested"
+        )
+    notes: list[Caution] = []
+    order: list[Any] = []
+    do_cv = False
+    if cv:
+        if "budget" not in runs.frame.columns:
+            notes.append(
+                caution(
+                    "compare",
+                    "no_budget",
+                    "no 'budget' column: no leave-one-budget-out or extrapolation error; "
+                    "the verdict rests on the likelihood-ratio test alone",
+                    level="note",
+                )
+            )
+        else:
+            order = budget_order(runs)
+            if len(order) < 3:
+                notes.append(
+                    caution(
+                        "compare",
+                        "few_budgets",
+                        f"only {len(order)} budget(s): out-of-sample errors need at least 3; "
+                        f"the verdict rests on the likelihood-ratio test alone",
+                        level="note",
+                        n_budgets=len(order),
+                    )
+                )
+            else:
+                do_cv = True
+    if method == "huber":
+        notes.append(caution("compare", "approximate_lr", APPROXIMATE, level="note"))
+    if not n_wild:
+        notes.append(
+            caution(
+                "compare",
+                "chi2_only",
+                "the verdict uses the chi-square likelihood-ratio test, which assumes independent runs: "
+                "with noise shared within (budget, r) cells it rejects true restrictions far too often "
+                "(use the wild cluster bootstrap, the default)",
+            )
+        )
+    specs = {"free": base_spec}
+    for fx in fixes:
+        specs[spec_label(fx)] = LawSpec(fixed=fx)
+    fits: dict[str, FitResult] = {}
+    stats: dict[str, FitStats] = {}
+    free_score: GaussianScore | None = None
+    for label, spec in specs.items():
+        res = fit_spec(runs, spec, method, seed, n_starts)
+        fits[label] = res
+        k_law = int(effective_spec(runs, spec)[0].free_mask.sum())
+        score = GaussianScore.from_residuals(runs.log_loss - log_loss(res.theta, runs.design), k_law)
+        st_notes: list[Caution] = []
+        lr = wild = None
+        if label == "free":
+            free_score = score
+            if res.at_bounds:
+                st_notes.append(
+                    caution(
+                        "compare",
+                        "free_fit_at_bound",
+                        f"free: the free fit has {', '.join(res.at_bounds)} at a box bound: "
+                        f"the chi-square reference of the LR tests is doubtful",
+                        parameters=list(res.at_bounds),
+                    )
+                )
+        else:
+            lr = lr_test(
+                free_score,
+                score,
+                free_score.n_params - score.n_params,
+                on_boundary=_on_bound(spec),
+                label=label,
+            )
+            st_notes += lr.warnings
+            if n_wild:
+                wild = wild_cluster_test(
+                    runs, fits["free"], res, n_boot=n_wild, block=block, seed=seed, n_jobs=2
+                )
+                st_notes += wild.warnings
+        cv_rmse = extrap = per = extrap_b = None
+        if do_cv:
+            cv_rmse, per, extrap, cv_notes = out_of_sample(runs, spec, method, seed, n_starts, order)
+            st_notes += cv_notes
+            extrap_b = str(order[-1])
+        stats[label] = FitStats(
+            label=label,
+            fixed=dict(spec.fixed),
+            objective=res.objective,
+            r2=res.r2,
+            rmse=res.rmse,
+            rss_log=score.rss,
+            log_lik=score.log_lik,
+            n_params=score.n_params,
+            aic=score.aic,
+            bic=score.bic,
+            lr_stat=None if lr is None else lr.statistic,
+            lr_df=None if lr is None else lr.df,
+            lr_p_value=None if lr is None else lr.p_value,
+            lr_reference=None if lr is None else lr.reference,
+            wild=wild,
+            cv_rmse=cv_rmse,
+            cv_rmse_by_budget=per,
+            extrap_rmse=extrap,
+            extrap_budget=extrap_b,
+            rejected=None,
+            warnings=st_notes,
+        )
+    stats = _decide(stats, do_cv)
+    verdict = _verdict(fits, stats, do_cv)
+    return Comparison(
+        fits=fits,
+        stats=stats,
+        verdict=verdict,
+        method=method,
+        n_runs=len(runs),
+        budgets=[str(b) for b in order],
+        warnings=collect(notes, *(st.warnings for st in stats.values())),
+    )
+
+
+def _on_bound(spec: LawSpec) -> list[str]:
+    """Parameters the spec fixes on a bound of their box (a null on the boundary)."""
+    out = []
+    for name, value in spec.fixed.items():
+        coord, internal = to_internal(name, value)
+        lo, hi = spec.bounds[coord]
+        if math.isclose(internal, lo, abs_tol=1e-12) or math.isclose(internal, hi, abs_tol=1e-12):
+            out.append(name)
+    return out
+
+
+def _decide(stats: dict[str, FitStats], use_cv: bool) -> dict[str, FitStats]:
+    """Apply the verdict rule (module docstring) to every restricted fit."""
+    free = stats["free"]
+    out = {}
+    for label, st in stats.items():
+        if label == "free":
+            out[label] = st
+            continue
+        significant = st.p_value is not None and st.p_value < SIGNIFICANCE
+        if use_cv and st.cv_rmse is not None and free.cv_rmse is not None:
+            rejected = significant and st.cv_rmse >= free.cv_rmse
+        else:
+            rejected = significant
+        out[label] = dataclasses.replace(st, rejected=bool(rejected))
+    return out
+
+
+def _join(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _readable(label: str) -> str:
+    return " and ".join(part.replace("=", " = ") for part in label.split(","))
+
+
+def _verdict(fits: dict[str, FitResult], stats: dict[str, FitStats], use_cv: bool) -> str:
+    free = stats["free"]
+    phi = fits["free"].params.get("phi")
+    free_text = f"phi free ({phi:.3f})" if phi is not None else "the free fit"
+    rejected = [lbl for lbl, st in stats.items() if lbl != "free" and st.rejected]
+    kept = [lbl for lbl, st in stats.items() if lbl != "free" and not st.rejected]
+
+    def evidence(lbls: list[str]) -> str:
+        ps = _join([f"p = {p_text(stats[lbl].p_value)}".replace("= <", "< ") for lbl in lbls])
+        wild = all(stats[lbl].wild is not None for lbl in lbls)
+        test = "wild cluster bootstrap" if wild else f"likelihood-ratio ({CHI2_LABEL})"
+        text = f"{test} {ps} at the 5% level"
+        if use_cv:
+            cvs = _join([f"{stats[lbl].cv_rmse:.4f}" for lbl in lbls])
+            ex = _join([f"{stats[lbl].extrap_rmse:.4f}" for lbl in lbls])
+            text += (
+                f"; leave-one-budget-out RMSE {cvs} vs {free.cv_rmse:.4f} nats with "
+                f"{free_text}; extrapolation to the largest budget {ex} vs "
+                f"{free.extrap_rmse:.4f} nats"
+            )
+        return text
+
+    parts = []
+    if rejected:
+        names = [_readable(lbl) for lbl in rejected]
+        if len(names) == 1:
+            parts.append(f"{names[0]} is rejected: {evidence(rejected)}")
+        else:
+            both = "both " if len(names) == 2 else "all "
+            parts.append(f"{_join(names)} are {both}rejected: {evidence(rejected)}")
+    for lbl in kept:
+        st = stats[lbl]
+        significant = st.p_value is not None and st.p_value < SIGNIFICANCE
+        why = (
+            "in-sample evidence only: it predicts held-out budgets no worse than the free fit"
+            if significant
+            else "the data do not distinguish it from the free fit"
+        )
+        parts.append(f"{_readable(lbl)} is not rejected ({why}): {evidence([lbl])}")
+    if not use_cv:
+        parts.append("decided by the test alone (no out-of-sample error: it needs >= 3 budgets and cv on)")
+    return ". ".join(parts) + "."
+
+
+__all__ = ["Comparison", "FitStats", "VERDICT_RULE", "compare_fits", "gaussian_log_lik"]

@@ -1,0 +1,52 @@
+"""Defaults of every analysis, in one place: starts, replicates, draws, level and workers.
+
+Every function and CLI flag that takes one of these reads it from here, so a user (or a test)
+sees one number and changes it in one place.
+
+- ``N_STARTS = 500``: random starts of the multi-start Huber fit, uniform in the box (the
+  reference study: 500, L-BFGS-B);
+- ``N_BOOT = 1000``: block-bootstrap replicates for an interval (the study used 200);
+- ``N_WILD = 999``: wild cluster bootstrap replicates of a test (p-values in steps of 1/1000);
+- ``LEVEL = 0.95``: the level of every interval;
+- ``SEED = 0``: the seed when none is given (results are reproducible by default);
+- ``BACKEND = "loky"``: the joblib backend that runs refits in worker processes;
+- :func:`workers`: the worker processes parallel work uses by default, the cores this process
+  may run on (``os.sched_getaffinity`` where the platform has it, else ``os.cpu_count()``).
+"""
+
+from __future__ import annotations
+
+import os
+
+N_STARTS = 500
+N_BOOT = 1000
+N_WILD = 999
+LEVEL = 0.95
+SEED = 0
+BACKEND = "loky"
+#: joblib backends phifit accepts (``dask`` needs ``dask.distributed`` and a running cluster)
+BACKENDS = ("loky", "threading", "sequential", "dask")
+
+
+def workers() -> int:
+    """The cores this process may use: ``len(os.sched_getaffinity(0))`` (Linux; respects
+    ``taskset`` and container CPU sets), else ``os.cpu_count()``, at least 1."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
+        n = os.cpu_count() or 1
+    return max(1, int(n))
+
+
+def resolve_workers(n_jobs: int | None) -> int:
+    """``n_jobs`` as a worker count: None -> :func:`workers`; a positive count as given;
+    a negative count as joblib reads it (-1 = all cores, -2 = all but one)."""
+    if n_jobs is None:
+        return workers()
+    n = int(n_jobs)
+    if n == 0:
+        raise ValueError("n_jobs must be a positive worker count, a negative joblib count, or None")
+    return n if n > 0 else max(1, workers() + 1 + n)
+
+
+__all__ = ["BACKEND", "BACKENDS", "LEVEL", "N_BOOT", "N_STARTS", "N_WILD", "SEED", "resolve_workers", "workers"]

@@ -1,0 +1,16 @@
+"""Should I believe the fit?  Residual tests, identifiability and influence, in one call.
+
+- :mod:`~phifit.diagnostics.residuals`: tests of the residuals (normality, trends, per-r and
+  per-budget offsets) of a joint-law fit;
+- :mod:`~phifit.diagnostics.identifiability`: can the design and the fit pin phi down (design
+  checks, conditioning, the profile of phi)?
+- :mod:`~phifit.diagnostics.influence`: does phi rest on a few runs or one part of the data?
+- :mod:`~phifit.diagnostics.diagnose`: :func:`diagnose` runs every check that applies and returns
+  :class:`Diagnostics`.
+"""
+
+from __future__ import annotations
+
+from .diagnose import Diagnostics, diagnose
+
+__all__ = ["Diagnostics", "diagnose"]

@@ -1,0 +1,448 @@
+"""Can this design and this fit pin phi down?  Design checks, conditioning and the phi profile.
+
+Design checks (:func:`design_warnings`, data only): no looped run or a single r
+(phi unidentifiable), r barely varying, few looped runs, a shared block too small to
+move the loss.
+
+At the optimum (:func:`identifiability`)
+    Gauss-Newton information I = J^T W J of the log-loss Jacobian (W: the fit's IRLS
+    weights, 1 inside the Huber threshold delta and delta / |res| beyond; all 1 for
+    least squares), the parameter correlation matrix of I^-1, the condition number of I
+    scaled to unit diagonal, approximate standard errors sigma^2 I^-1 with
+    sigma^2 = sum(log_resid^2) / (n - k).
+
+The phi profile (:func:`phi_profile`)
+    F_prof(phi) = min over the other free parameters of the fit's OWN objective
+    F = sum_i rho(log L_hat_i - log L_i) (rho = Huber_delta, or r^2 / 2 for least
+    squares), in the fit's own box, so that F_prof is minimal at phi_hat and equals the
+    fit's objective there.  Each point starts from its neighbour's optimum, from the
+    estimate and from spread starts (the best end point is kept, then polished), and a
+    second pass from the ends inwards keeps any better neighbour start: the curve is
+    smooth.  The profile deviance is n log(F_prof(phi) / F_min) (for least squares the
+    Gaussian profile deviance n log(SSR(phi) / SSR_min); for Huber the same formula on
+    the Huber objective), and the profile interval is {phi : deviance <= chi2_1(0.95) =
+    3.84} around the minimum.  It treats the runs as independent draws with a common
+    error scale, so it is narrower than a block bootstrap when runs share a budget.
+    It needs an optimisation objective: a Bayesian fit has none, and gets no profile.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ..cautions import Caution, caution
+from ..fitters.engine import batched_weighted_lm, law_model, loss_terms, polish, refit_settings, spread_starts
+from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
+from ..serialize import to_plain
+from .residuals import check_fit
+from ..result import FitResult
+from ..runs.table import RunTable
+
+__all__ = [
+    "CHI2_95",
+    "PROFILE_INTERVAL_LABEL",
+    "Identifiability",
+    "identifiability",
+    "design_warnings",
+    "phi_profile",
+    "crossing_interval",
+]
+
+#: chi2_1 quantile for an approximate 95% profile interval.
+CHI2_95 = float(stats.chi2.ppf(0.95, 1))
+#: What the profile interval is (for figure legends and reports).
+PROFILE_INTERVAL_LABEL = "profile interval (assumes independent runs)"
+
+
+# --------------------------------------------------------------------------- design
+def design_warnings(
+    runs: RunTable,
+    *,
+    phi: float = 0.5,
+    min_looped: int = 6,
+    min_log_r_sd: float = 0.25,
+    min_rec_share: float = 0.05,
+) -> list[Caution]:
+    """Warnings when the design cannot separate phi (data only, no fit needed).
+
+    - ``phi_unidentifiable``: no looped run (r > 1, n_rec > 0) or a single value of r;
+    - ``r_barely_varies``: sd of log r over runs < ``min_log_r_sd`` (0.25; the paper's
+      r in {1, 2, 4, 8} gives 0.78, half r = 1 / half r = 2 gives 0.35);
+    - ``few_looped_runs``: fewer than ``min_looped`` runs with r > 1;
+    - ``n_rec_tiny``: median over looped runs of the looped share of the effective size,
+      r^phi n_rec / N_eff (at ``phi``), below ``min_rec_share`` (0.05): phi then moves
+      N_eff, hence the loss, too little to be measured.
+    """
+    out: list[Caution] = []
+    r, n_rec, n_once = runs.r, runs.n_rec, runs.n_once
+    looped = (r > 1) & (n_rec > 0)
+    if not runs.phi_identifiable:
+        why = "no looped runs (r > 1 with n_rec > 0)" if not looped.any() else "a single value of r"
+        out.append(
+            Caution(
+                "diagnostics",
+                "phi_unidentifiable",
+                f"phi cannot be estimated: {why}; add runs at a second r",
+                {"r_values": sorted(set(r.astype(int).tolist()))},
+            )
+        )
+        return out
+    sd = float(np.std(np.log(r)))
+    if sd < min_log_r_sd:
+        out.append(
+            Caution(
+                "diagnostics",
+                "r_barely_varies",
+                f"r barely varies (sd of log r = {sd:.3f} < {min_log_r_sd}): phi is weakly "
+                f"identified; add runs at r = 1 and at a larger r",
+                {"sd_log_r": sd, "r_values": sorted(set(r.astype(int).tolist()))},
+            )
+        )
+    if looped.sum() < min_looped:
+        out.append(
+            Caution(
+                "diagnostics",
+                "few_looped_runs",
+                f"only {int(looped.sum())} looped runs (< {min_looped}): phi rests on very few points",
+                {"n_looped": int(looped.sum())},
+            )
+        )
+    share = (r[looped] ** phi * n_rec[looped]) / (n_once[looped] + r[looped] ** phi * n_rec[looped])
+    med = float(np.median(share))
+    if med < min_rec_share:
+        out.append(
+            Caution(
+                "diagnostics",
+                "n_rec_tiny",
+                f"the shared block is a tiny part of the model (median r^phi n_rec / N_eff = "
+                f"{med:.3f} < {min_rec_share} at phi = {phi:g}): phi barely moves the predicted loss "
+                f"and cannot be separated from A and alpha",
+                {"median_share": med, "phi": phi},
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------- at the optimum
+@dataclass(frozen=True)
+class Identifiability:
+    """Correlations, conditioning and the phi profile at the optimum.
+
+    ``names``: the free parameters, internal coordinates (a = log A, b = log B, e = log E);
+    ``correlation``: k x k correlation matrix of (J^T W J)^-1; ``condition_number``:
+    of J^T W J scaled to unit diagonal; ``stderr``: approximate Gauss-Newton standard
+    errors (internal coordinates, and A, B, E by the delta method); ``profile``: {phi,
+    objective, deviance, ssr, params, objective_name, deviance_name} (see
+    :func:`phi_profile`); ``profile_interval``: the approximate 95% interval where the
+    deviance <= 3.84, labelled ``profile_interval_label`` (None when phi is fixed, not
+    identified, or the fit has no objective); ``warnings``: design and fit cautions.
+    """
+
+    names: list[str]
+    correlation: list[list[float]]
+    condition_number: float
+    stderr: dict[str, float]
+    profile: dict[str, Any] | None
+    profile_interval: list[float] | None
+    warnings: list[Caution]
+    profile_interval_label: str = PROFILE_INTERVAL_LABEL
+
+    def corr(self, x: str, y: str) -> float:
+        return self.correlation[self.names.index(x)][self.names.index(y)]
+
+    def to_dict(self) -> dict[str, Any]:
+        keys = ("names", "correlation", "condition_number", "stderr", "profile", "profile_interval")
+        out = {k: getattr(self, k) for k in keys}
+        out["profile_interval_label"] = self.profile_interval_label
+        out["warnings"] = [w.to_dict() for w in self.warnings]
+        return to_plain(out)
+
+    def summary(self) -> str:
+        lines = [
+            "[[Identifiability]]",
+            f"    condition number (unit-diagonal information): {self.condition_number:.3g}",
+            "    correlations:",
+            "    " + " " * 7 + "".join(f"{COORD_LABELS.get(n, n):>8}" for n in self.names),
+        ]
+        for i, n in enumerate(self.names):
+            lines.append(
+                f"    {COORD_LABELS.get(n, n):<7}" + "".join(f"{c:>8.3f}" for c in self.correlation[i])
+            )
+        if self.profile_interval:
+            lo, hi = self.profile_interval
+            lines.append(f"    phi {self.profile_interval_label}, approx. 95%: [{lo:.4f}, {hi:.4f}]")
+        lines += [f"    [{w.kind}] {w.message}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def identifiability(
+    runs: RunTable,
+    fit: FitResult,
+    *,
+    profile_points: int = 31,
+    profile_range: tuple[float, float] | None = None,
+    profile_starts: int = 8,
+    seed: int = 0,
+    max_corr: float = 0.99,
+    max_cond: float = 1e12,
+    max_phi_se: float = 0.25,
+) -> Identifiability:
+    """Correlation matrix, condition number, phi profile and design warnings at the optimum.
+
+    The profile (:func:`phi_profile`) runs over ``profile_range`` (default
+    [min(-0.25, phi-0.5), max(1.25, phi+0.5)], which contains the restricted laws
+    phi = 0 and phi = 1), clipped to the fit's box, on the fit's own objective.
+    Fit warnings: |corr(phi, x)| > ``max_corr``; condition number > ``max_cond``;
+    SE(phi) > ``max_phi_se``; profile interval reaching the end of the profile range.
+    A Bayesian fit gets the information-matrix checks (unit weights) and no profile.
+    """
+    check_fit(runs, fit)
+    warnings: list[Caution] = []
+    try:
+        spec, delta = refit_settings(fit)
+    except ValueError as err:
+        spec, delta = fit.spec, math.inf
+        warnings.append(caution("diagnostics", "profile_skipped", f"no phi profile: {err}", level="note"))
+        profile_points = 0
+    theta = fit.theta
+    pred, jac = log_loss_and_jacobian(theta, runs.design)
+    res = pred - runs.log_loss
+    ares = np.abs(res)
+    w = np.minimum(1.0, delta / np.maximum(ares, 1e-300)) if np.isfinite(delta) else np.ones_like(res)
+    mask = spec.free_mask.copy()
+    if fit.phi is None:
+        mask[5] = False
+    names = [THETA_NAMES[i] for i in np.flatnonzero(mask)]
+    j = jac[:, mask]
+    info = (j * w[:, None]).T @ j
+    scale = np.sqrt(np.diag(info))
+    warnings = design_warnings(runs, phi=fit.phi if fit.phi is not None else 0.5) + warnings
+    with np.errstate(divide="ignore", invalid="ignore"):
+        unit = info / np.outer(scale, scale)
+    eig = np.linalg.eigvalsh(unit)
+    cond = float(eig.max() / eig.min()) if eig.min() > 0 else float("inf")
+    try:
+        cov_unit = np.linalg.inv(unit)
+        cov = cov_unit / np.outer(scale, scale)
+        d = np.sqrt(np.abs(np.diag(cov)))
+        corr = cov / np.outer(d, d)
+        n, k = len(runs), len(names)
+        sigma2 = float(np.sum(res**2)) / max(n - k, 1)
+        se = dict(zip(names, (np.sqrt(sigma2) * d).tolist()))
+        params = fit.law.params
+        for coord, name in (("a", "A"), ("b", "B"), ("e", "E")):
+            if coord in se:  # delta method: SE(exp(u)) = exp(u) SE(u)
+                se[name] = params[name] * se[coord]
+    except np.linalg.LinAlgError:
+        corr = np.full((len(names), len(names)), np.nan)
+        se = dict.fromkeys(names, float("nan"))
+    if cond > max_cond:
+        warnings.append(
+            caution(
+                "diagnostics",
+                "ill_conditioned",
+                f"the information matrix is ill-conditioned (condition number "
+                f"{cond:.3g} > {max_cond:.0e}): some parameter combinations are not determined",
+                condition_number=cond,
+            )
+        )
+    if "phi" in names:
+        ip = names.index("phi")
+        for jn, other in enumerate(names):
+            if other != "phi" and abs(corr[ip, jn]) > max_corr:
+                warnings.append(
+                    caution(
+                        "diagnostics",
+                        "phi_correlated",
+                        f"phi is almost collinear with {other} (correlation "
+                        f"{corr[ip, jn]:+.3f}): the design cannot separate them",
+                        **{"with": other, "correlation": float(corr[ip, jn])},
+                    )
+                )
+        if se["phi"] > max_phi_se:
+            warnings.append(
+                caution(
+                    "diagnostics",
+                    "phi_uncertain",
+                    f"phi is poorly determined (approximate SE {se['phi']:.3g} > {max_phi_se})",
+                    se=se["phi"],
+                )
+            )
+
+    profile = interval = None
+    if "phi" in names and profile_points:
+        profile, interval, found = phi_profile(
+            runs,
+            spec,
+            theta,
+            delta,
+            points=profile_points,
+            span=profile_range,
+            n_spread=profile_starts,
+            seed=seed,
+        )
+        warnings += found
+        grid = profile["phi"]
+        if interval[0] <= grid[0] or interval[1] >= grid[-1]:
+            warnings.append(
+                caution(
+                    "diagnostics",
+                    "phi_profile_flat",
+                    f"the phi profile stays within the 95% deviance bound up to the end of the range "
+                    f"[{grid[0]:.2f}, {grid[-1]:.2f}]: the data barely constrain phi",
+                    interval=interval,
+                )
+            )
+    return Identifiability(
+        names=names,
+        correlation=np.asarray(corr).tolist(),
+        condition_number=cond,
+        stderr=se,
+        profile=profile,
+        profile_interval=interval,
+        warnings=warnings,
+    )
+
+
+# ------------------------------------------------------------------------ the profile
+def phi_profile(
+    runs: RunTable,
+    spec: LawSpec,
+    theta: np.ndarray,
+    delta: float,
+    *,
+    points: int = 31,
+    span: tuple[float, float] | None = None,
+    n_spread: int = 8,
+    seed: int = 0,
+) -> tuple[dict[str, Any], list[float], list[Caution]]:
+    """Profile of the objective sum_i rho_delta(log L_hat_i - log L_i) along phi.
+
+    ``spec``, ``delta``: the fit's own box, fixed values and loss
+    (:func:`phifit.fitters.engine.refit_settings`); ``theta``: its optimum.  The grid is
+    ``points`` evenly spaced values over ``span``, a fine grid (step 0.01) within 0.1 of
+    phi_hat, phi_hat itself and the restricted laws phi = 0 and phi = 1, all inside the box.
+
+    Returns (profile, interval, cautions).  ``profile`` holds ``phi``, ``objective``
+    (F_prof), ``deviance`` (n log(F_prof / F_min)), ``ssr`` (sum of squared log
+    residuals at each profile optimum), ``params`` (natural values of the other
+    parameters), ``objective_name`` and ``deviance_name``; ``interval`` is where the
+    deviance <= chi2_1(0.95).  A caution ``profile_below_fit`` says the profile found a
+    lower objective than the fit (the fit stopped short of its optimum).
+    """
+    phi_hat = float(theta[5])
+    lo_b, hi_b = spec.bounds["phi"]
+    if span is None:
+        span = (min(-0.25, phi_hat - 0.5), max(1.25, phi_hat + 0.5))
+    lo, hi = max(span[0], lo_b), min(span[1], hi_b)
+    if not lo < hi or points < 3:
+        raise ValueError(
+            f"profile range must have lower < upper and >= 3 points, got [{lo}, {hi}] with {points}"
+        )
+    fine = phi_hat + np.linspace(-0.1, 0.1, 21)
+    grid = np.concatenate([np.linspace(lo, hi, points), fine, [0.0, 1.0]])
+    grid = np.unique(np.round(grid[(grid >= lo) & (grid <= hi)], 12))
+    grid = np.sort(np.append(grid[np.abs(grid - phi_hat) > 1e-9], phi_hat))
+    design, y = runs.design, runs.log_loss
+    rng = np.random.default_rng(seed)
+    specs = [LawSpec(fixed={**spec.fixed, "phi": float(g)}, bounds=spec.bounds) for g in grid]
+
+    def objective(t: np.ndarray) -> float:
+        return float(np.sum(loss_terms(log_loss(t, design) - y, delta)))
+
+    def best_of(i: int, starts: list[np.ndarray]) -> tuple[np.ndarray, float]:
+        s = specs[i]
+        end = batched_weighted_lm(
+            law_model(s, design), np.array(starts), y, 1.0, s.lower, s.upper, delta=delta
+        )
+        obj = np.where(np.isfinite(end.objective), end.objective, np.inf)
+        x = end.x[int(np.argmin(obj))]
+        t = s.full_theta(x)
+        f = objective(t)
+        sol = polish(x, s, design, y, delta)
+        if sol is not None and sol.status > 0 and np.all(np.isfinite(sol.x)):
+            t2 = s.full_theta(sol.x)
+            f2 = objective(t2)
+            if f2 < f:
+                t, f = t2, f2
+        return t, f
+
+    thetas = np.empty((len(grid), 6))
+    obj = np.empty(len(grid))
+    i0 = int(np.flatnonzero(grid == phi_hat)[0])
+    for order in (range(i0, len(grid)), range(i0 - 1, -1, -1)):
+        prev = theta
+        for i in order:
+            free = specs[i].free_mask
+            starts = [prev[free], theta[free]]
+            if n_spread:
+                starts += list(spread_starts(theta[free], specs[i], 1, n_spread, rng)[0])
+            thetas[i], obj[i] = best_of(i, starts)
+            prev = thetas[i]
+    # second pass, from the ends inwards: a better neighbour's optimum replaces a point
+    for order in (range(1, i0), range(len(grid) - 2, i0, -1)):
+        for i in order:
+            nb = i - 1 if i < i0 else i + 1
+            t, f = best_of(i, [thetas[nb][specs[i].free_mask]])
+            if f < obj[i]:
+                thetas[i], obj[i] = t, f
+
+    cautions: list[Caution] = []
+    f_hat = objective(theta)
+    i_min = int(np.argmin(obj))
+    f_min = float(obj[i_min])
+    if f_min < f_hat * (1 - 1e-9) - 1e-300:
+        cautions.append(
+            caution(
+                "diagnostics",
+                "profile_below_fit",
+                f"the phi profile reaches a lower objective ({f_min:.6g}) at phi = {grid[i_min]:.4f} than "
+                f"the fit at phi = {phi_hat:.4f} ({f_hat:.6g}): the fit stopped short of its optimum; "
+                f"refit with more starts",
+                phi=float(grid[i_min]),
+                objective=f_min,
+                fit_objective=f_hat,
+            )
+        )
+    n = len(runs)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dev = n * np.log(obj / f_min) if f_min > 0 else np.where(obj > 0, np.inf, 0.0)
+    dev = np.asarray(dev, float)
+    interval = crossing_interval(grid, dev, i_min, CHI2_95)
+    rho = f"Huber(delta={delta:g})" if np.isfinite(delta) else "r^2 / 2"
+    profile = {
+        "phi": grid.tolist(),
+        "objective": obj.tolist(),
+        "deviance": dev.tolist(),
+        "ssr": np.sum((log_loss(thetas, design) - y) ** 2, axis=-1).tolist(),
+        "params": {
+            THETA_TO_PARAM[c]: (np.exp(thetas[:, i]) if c in ("a", "b", "e") else thetas[:, i]).tolist()
+            for i, c in enumerate(THETA_NAMES)
+            if c != "phi"
+        },
+        "objective_name": f"sum over runs of {rho} on log-loss residuals, other parameters refitted",
+        "deviance_name": "n log(F(φ) / F_min)",
+    }
+    return profile, interval, cautions
+
+
+def crossing_interval(x: np.ndarray, dev: np.ndarray, i_min: int, level: float) -> list[float]:
+    """The connected set {x : dev(x) <= level} around x[i_min], ends interpolated linearly
+    between the last grid point inside and the first outside (the grid end when none)."""
+    ends = []
+    for step in (-1, 1):
+        i = i_min
+        while 0 <= i + step < len(x) and dev[i + step] <= level:
+            i += step
+        j = i + step
+        if not 0 <= j < len(x) or not math.isfinite(dev[j]) or dev[j] == dev[i]:
+            ends.append(float(x[i]))
+        else:
+            frac = (level - dev[i]) / (dev[j] - dev[i])
+            ends.append(float(x[i] + frac * (x[j] - x[i])))
+    return ends

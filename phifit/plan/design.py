@@ -1,0 +1,509 @@
+"""Plan a sweep before training it: the predicted interval, power and cost for phi.
+
+phi is identified only through how the N-term of
+
+    L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta
+
+changes with r, so a design whose isoFLOP curves sit on one side of their optimum (the
+D-term dominates) or whose runs are few and noisy cannot pin it, whatever the fitting.
+Given a planned design (the study's grid, a sweep spec or a CSV of planned runs), a law to
+plan under (the study's, or the Huber fit of a pilot table) and a noise model, this module
+predicts what the reference analysis (Huber fit, (budget, r) cell bootstrap, wild cluster
+tests) will report, two ways:
+
+**Asymptotic** (:func:`asymptotic_plan`, well under a second).  The Huber M-estimator's
+sandwich covariance at the assumed law (Huber 1981, *Robust Statistics* 7.6), with the
+expectations taken under the noise model instead of estimated from residuals.  With
+log-loss noise e_i = u_c + eps_i, u_c ~ N(0, tau^2) shared by the runs of cell c = (budget,
+r), eps_i ~ N(0, sigma^2), psi(x) = clip(x, -delta, delta) and J the Jacobian of log L over
+the six internal coordinates (a, alpha, b, beta, e, phi):
+
+    cov = B^-1 M B^-1,        B = m J^T J,      m = P(|e_i| <= delta)
+    M = (E psi(e)^2 - c) J^T J + c sum_c S_c S_c^T,   S_c = sum_{i in c} J_i,
+    c = E[psi(e_i) psi(e_j)] for i != j in one cell = E_u[(E_eps psi(u + eps))^2]
+
+(the cluster sandwich; c = 0 without shared noise).  The predicted width of phi's 95%
+interval is 2 x 1.96 x se(phi); power against phi0 is that of the two-sided Wald test,
+Phi(|phi - phi0| / se - 1.96) + Phi(-|phi - phi0| / se - 1.96).  It is a linearisation:
+:attr:`AsymptoticPlan.trusted` is False (with the reasons) when a parameter lies within
+3 se of the search box or when 1.96 se(phi) > 0.5.
+
+**Simulation** (:func:`simulate_plan`).  ``n_tables`` tables drawn from the law and the
+noise model (:func:`phifit.simulation.simulate`), each analysed as the reference method
+would: Huber fit, percentile interval of phi from a (budget, r) cell block bootstrap
+(``n_boot`` replicates), restricted fits phi = 0 and phi = 1 and their wild cluster
+bootstrap tests (``n_wild`` replicates, rejection at p < 0.05).  Tables run in parallel
+(joblib processes).  Reported: the median width and its 10-90% range over tables, the
+share of tables whose interval reaches the box, and the rejection rates (with their
+binomial Monte-Carlo error).  ``benchmarks/plan_calibration.py`` checks it against tables
+analysed with full-size bootstraps.
+
+Also: whether each planned (budget, r) isoFLOP curve brackets the optimum the law predicts
+(:func:`bracketing`), the reasons a predicted interval is wide (:func:`wide_reasons`) and
+the cost.  :mod:`phifit.plan.optimize` searches designs under a compute cap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..cautions import Caution, caution
+from ..law import (
+    Design,
+    log_loss,
+    params_to_theta,
+)
+from ..serialize import to_plain
+from .inputs import (
+    AGREE_POWER_ATOL,
+    AGREE_WIDTH_RTOL,
+    NoiseModel,
+    PlanDesign,
+    design_from_paper,
+    design_from_spec,
+    design_from_table,
+    noise_from_pilot,
+    pilot_noise,
+    resolve_design,
+)
+from .modes import (
+    AsymptoticPlan,
+    SimulatedPlan,
+    asymptotic_plan,
+    simulate_plan,
+)
+from ..study import REFERENCE_PARAMS
+
+__all__ = [
+    "PlanDesign",
+    "NoiseModel",
+    "AsymptoticPlan",
+    "SimulatedPlan",
+    "PlanResult",
+    "design_from_paper",
+    "design_from_spec",
+    "design_from_table",
+    "noise_from_pilot",
+    "pilot_noise",
+    "resolve_design",
+    "plan_from_fit",
+    "asymptotic_plan",
+    "simulate_plan",
+    "bracketing",
+    "wide_reasons",
+    "plan_design",
+]
+
+
+# -- isoFLOP bracketing --------------------------------------------------------------------------
+
+
+def predicted_optimum(
+    design: PlanDesign, params: Mapping[str, float], budget: float, r: int, lo: float, hi: float
+) -> float:
+    """The size minimising the law's loss on the isoFLOP curve (budget, r) among the family's
+    candidate sizes in [lo, hi] (D = C / F, continuous)."""
+    theta = params_to_theta(params)
+    sizes = design.arch.candidates(r, lo, hi)
+    a = design.arch.arch(r, sizes)
+    d = Design.from_arrays(
+        np.full(len(sizes), float(r)), a["n_once"], a["n_rec"], budget / a["flops_per_token"]
+    )
+    return float(sizes[int(np.argmin(log_loss(theta, d)))])
+
+
+def bracketing(design: PlanDesign, params: Mapping[str, float]) -> list[dict[str, Any]]:
+    """Per (budget, r) curve of the design: its sizes, the predicted optimum size (searched
+    from a quarter of the smallest to four times the largest size), and ``status``:
+    "bracketed" when the optimum lies strictly between the smallest and the largest size,
+    else "optimum at or below the smallest size" / "... at or above the largest size"."""
+    out = []
+    for (budget, r), cell in design.frame.groupby(["budget", "r"], sort=True):
+        sizes = sorted(set(cell["size"].astype(float)))
+        opt = predicted_optimum(design, params, float(budget), int(r), sizes[0] / 4, sizes[-1] * 4)
+        if opt <= sizes[0]:
+            status = "optimum at or below the smallest size"
+        elif opt >= sizes[-1]:
+            status = "optimum at or above the largest size"
+        else:
+            status = "bracketed"
+        out.append({"budget": float(budget), "r": int(r), "sizes": sizes, "optimum": opt, "status": status})
+    return out
+
+
+def wide_reasons(
+    design: PlanDesign,
+    noise: NoiseModel,
+    asym: AsymptoticPlan,
+    brackets: list[dict[str, Any]],
+    sim: SimulatedPlan | None = None,
+) -> list[str]:
+    """Plain reasons why phi's interval is predicted wide (empty when neither mode predicts it)."""
+    reasons = []
+    narrow_sim = sim is None or (sim.width_median < 0.3 and sim.p_box < 0.05)
+    if asym.width < 0.3 and asym.p_box < 0.05 and narrow_sim:
+        return reasons
+    unb = [b for b in brackets if b["status"] != "bracketed"]
+    if unb:
+        budgets = sorted({b["budget"] for b in unb})
+        below = sum(b["status"].endswith("smallest size") for b in unb)
+        reasons.append(
+            f"{len(unb)} of {len(brackets)} isoFLOP curves do not bracket their predicted optimum "
+            f"(budgets {', '.join(f'{x:.3g}' for x in budgets)}; {below} with the optimum below the smallest "
+            "size, where the D-term dominates and the N-term, which carries phi, is barely seen)"
+        )
+    ratio = asym.signal / asym.noise_eff if asym.noise_eff > 0 else math.inf
+    reasons.append(
+        f"noise vs the r-effect: a change of 0.1 in phi moves the predicted log-loss "
+        f"by {asym.signal_raw:.2g} "
+        f"(rms over runs), of which {asym.signal:.2g} is not absorbed by the other parameters, against a "
+        f"per-run noise of {asym.noise_eff:.2g} as the Huber fit sees it (sd {noise.per_run:.2g}"
+        + (f", plus {noise.cell:.2g} shared per cell" if noise.cell else "")
+        + f"): signal/noise {ratio:.2g} per run over {design.n_runs} runs"
+    )
+    if design.seeds == 1:
+        reasons.append(
+            "one seed per run: repeated seeds average the per-run noise (se falls as 1/sqrt(seeds))"
+        )
+    strong = {k: v for k, v in asym.correlation_phi.items() if abs(v) > 0.9}
+    if strong:
+        reasons.append(
+            "phi is nearly confounded with "
+            + ", ".join(f"{k} (correlation {v:+.2f})" for k, v in strong.items())
+        )
+    if design.n_cells < 12:
+        reasons.append(
+            f"only {design.n_cells} (budget, r) cells: the cell bootstrap and wild test are coarse"
+        )
+    if sim is not None and sim.misfit:
+        offsets = np.array([o["offset"] for o in sim.misfit["offsets"]])
+        reasons.append(
+            f"the law's misfit at these cells: the pilot's (budget, r) cell means sit {np.std(offsets):.2g} "
+            f"(sd; up to {np.max(np.abs(offsets)):.2g}) off the law, fixed in every table, against "
+            f"{asym.signal:.2g} of log-loss per 0.1 of phi: the fit bends phi (and E, alpha, beta) to "
+            "absorb them, table after table"
+        )
+    return reasons
+
+
+# -- everything together --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """A design's plan: the design and its cost, the law and noise planned under, the
+    asymptotic and (optionally) simulated predictions, isoFLOP bracketing, reasons for a
+    wide interval, and cautions (including where the two modes disagree)."""
+
+    design: dict[str, Any]
+    law: dict[str, float]
+    law_source: str
+    noise: NoiseModel
+    delta_phi: float | None
+    asymptotic: AsymptoticPlan
+    simulation: SimulatedPlan | None
+    bracketing: list[dict[str, Any]]
+    reasons: list[str]
+    warnings: list[Caution]
+    optimized: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(
+            {
+                "design": self.design,
+                "law": self.law,
+                "law_source": self.law_source,
+                "noise": self.noise.to_dict(),
+                "delta_phi": self.delta_phi,
+                "asymptotic": self.asymptotic.to_dict(),
+                "simulation": None if self.simulation is None else self.simulation.to_dict(),
+                "bracketing": self.bracketing,
+                "reasons": self.reasons,
+                "warnings": [c.to_dict() for c in self.warnings],
+                "optimized": self.optimized,
+            }
+        )
+
+    def to_json(self, path: str) -> None:
+        import json
+
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2)
+
+    def summary(self) -> str:
+        """The plan as text: design and cost, both predictions, bracketing, reasons, cautions."""
+        a, s = self.asymptotic, self.simulation
+        lines = ["[[Plan]]", f"design   {self.design['line']}"]
+        law = ", ".join(f"{k} {v:.4g}" for k, v in self.law.items())
+        lines += [
+            f"law      {law} ({self.law_source})",
+            f"noise    log-loss sd {self.noise.per_run:.4g} per run"
+            + (f" + {self.noise.cell:.4g} per (budget, r) cell" if self.noise.cell else "")
+            + f" ({self.noise.source})",
+        ]
+        if self.noise.note:
+            lines.append(f"         {self.noise.note}")
+        lines.append("")
+        lines.append("[[Predicted for phi]]")
+        lines.append(f"{'':28} {'asymptotic':>14} {'simulation':>24}")
+        sim_w = f"{s.width_median:.3g} [{s.width_q10:.3g}, {s.width_q90:.3g}]" if s is not None else "-"
+        trust = "" if a.trusted else " (!)"
+        lines.append(f"{'95% interval width':28} {a.width:>14.3g}{trust:<4} {sim_w:>20}")
+        lines.append(
+            f"{'P(interval reaches box)':28} {a.p_box:>14.2f}     {(f'{s.p_box:.2f}' if s else '-'):>20}"
+        )
+        for key, label in (
+            ("phi=0", "power: reject phi = 0"),
+            ("phi=1", "power: reject phi = 1"),
+            ("delta_phi", "power: detect delta phi"),
+        ):
+            if key not in a.power:
+                continue
+            sim = f"{s.power[key]:.2f} +- {s.power_mc_se[key]:.2f}" if s and key in s.power else "-"
+            lines.append(f"{label:28} {a.power[key]:>14.2f}     {sim:>20}")
+        lines.append(
+            f"se(phi) asymptotic {a.se['phi']:.3g}"
+            + (
+                f"; simulation: {s.n_tables} tables x {s.n_boot} bootstrap / {s.n_wild} wild replicates, "
+                f"seed {s.seed}, {s.seconds:.0f} s" + (f", {s.n_failed} failed" if s.n_failed else "")
+                if s
+                else ""
+            )
+        )
+        if s is not None and s.law_draws:
+            lines.append(
+                f"simulation: each table's law drawn from {s.law_draws_source} ({s.law_draws} draws): "
+                "its width and P(box) include the law's uncertainty, its power is an assurance "
+                "(averaged over the plausible laws)"
+            )
+        if s is not None and s.misfit:
+            m = s.misfit
+            lines.append(
+                f"simulation: every table carries {m['source']} as fixed (budget, r) offsets"
+                + (
+                    f" ({m['cells_without_offset']} planned cell(s) have none)"
+                    if m["cells_without_offset"]
+                    else ""
+                )
+                + "; the asymptotic mode sees only the per-run noise"
+            )
+        if not a.trusted:
+            lines.append("(!) the asymptotic mode cannot be trusted here:")
+            lines += [f"    - {r}" for r in a.reasons]
+        lines.append("")
+        lines.append("[[IsoFLOP curves: predicted optimum vs planned sizes]]")
+        for b in self.bracketing:
+            sizes = ", ".join(f"{x:.4g}" for x in b["sizes"])
+            lines.append(
+                f"budget {b['budget']:<9.3g} r {b['r']}  sizes {sizes:<32} "
+                f"optimum {b['optimum']:<9.4g} {b['status']}"
+            )
+        if self.reasons:
+            lines += ["", "[[Why the interval is wide]]"] + [
+                f"{i}. {r}" for i, r in enumerate(self.reasons, 1)
+            ]
+        if self.optimized:
+            o = self.optimized
+            lines += ["", "[[Optimised design]]", o["line"]]
+            lines.append(
+                f"predicted width (asymptotic) {o['width_before']:.3g} -> {o['width_after']:.3g}; "
+                f"cost {o['flops_before']:.3g} -> {o['flops_after']:.3g} FLOPs"
+                + (
+                    f", {o['hours_before']:.2f} h -> {o['hours_after']:.2f} h"
+                    if o.get("hours_after") is not None
+                    else ""
+                )
+            )
+            if o.get("sim_width_after") is not None:
+                carried = [
+                    what
+                    for what, key in (
+                        ("the pilot's misfit", "sim_misfit_after"),
+                        ("law draws", "sim_law_draws_after"),
+                    )
+                    if o.get(key)
+                ]
+                lines.append(
+                    f"predicted width (simulation) {o.get('sim_width_before', math.nan):.3g} "
+                    f"-> {o['sim_width_after']:.3g}"
+                    + (f" (both carrying {' and '.join(carried)})" if carried else "")
+                )
+            if o.get("written"):
+                lines.append(f"wrote {o['written']}")
+        if self.warnings:
+            lines += ["", "[[Cautions]]"] + [f"{c.level} [{c.kind}]: {c.message}" for c in self.warnings]
+        return "\n".join(lines)
+
+
+def agreement(asym: AsymptoticPlan, sim: SimulatedPlan) -> list[Caution]:
+    """Cautions where the asymptotic and simulated predictions disagree (width by more than
+    25% relative, a power by more than 0.15)."""
+    out = []
+    if np.isfinite(sim.width_median) and sim.width_median > 0:
+        ratio = asym.width / sim.width_median
+        if abs(ratio - 1) > AGREE_WIDTH_RTOL:
+            out.append(
+                caution(
+                    "plan",
+                    "modes_disagree",
+                    f"the asymptotic width {asym.width:.3g} is {ratio:.2f} x the simulated median "
+                    f"{sim.width_median:.3g}: trust the simulation"
+                    + ("" if asym.trusted else " (the asymptotic mode's conditions fail, see above)"),
+                    ratio=ratio,
+                )
+            )
+    for key, p in sim.power.items():
+        if key in asym.power and abs(asym.power[key] - p) > AGREE_POWER_ATOL:
+            out.append(
+                caution(
+                    "plan",
+                    "modes_disagree",
+                    f"power ({key}): asymptotic {asym.power[key]:.2f} vs simulated {p:.2f}; "
+                    "trust the simulation",
+                )
+            )
+    return out
+
+
+def plan_design(
+    design: PlanDesign,
+    *,
+    params: Mapping[str, float] | None = None,
+    noise: NoiseModel,
+    law_source: str = "the study's joint fit",
+    delta_phi: float | None = None,
+    n_tables: int = 0,
+    n_boot: int = 100,
+    n_wild: int = 39,
+    seed: int = 0,
+    n_jobs: int = 2,
+    progress: bool = True,
+    laws: Sequence[Mapping[str, float]] | None = None,
+    laws_source: str = "",
+    misfit: Any | None = None,
+) -> PlanResult:
+    """Plan ``design`` under ``params`` (default the study's law) and ``noise``: the
+    asymptotic prediction always, the simulation with ``n_tables`` > 0 (each table's law drawn
+    from ``laws`` when given, and carrying a pilot's ``misfit`` when given:
+    :func:`phifit.plan_modes.simulate_plan`)."""
+    p = {**REFERENCE_PARAMS, **(params or {})}
+    asym = asymptotic_plan(design, p, noise, delta_phi=delta_phi)
+    sim = None
+    if n_tables:
+        sim = simulate_plan(
+            design,
+            p,
+            noise,
+            n_tables=n_tables,
+            n_boot=n_boot,
+            n_wild=n_wild,
+            delta_phi=delta_phi,
+            seed=seed,
+            n_jobs=n_jobs,
+            progress=progress,
+            laws=laws,
+            laws_source=laws_source,
+            misfit=misfit,
+        )
+    brackets = bracketing(design, p)
+    warnings = []
+    if sim is not None:
+        warnings += agreement(asym, sim)
+    elif not asym.trusted:
+        warnings.append(
+            caution(
+                "plan",
+                "asymptotic_untrusted",
+                "the asymptotic prediction is unreliable here; run --simulate N",
+            )
+        )
+    return PlanResult(
+        design={
+            "source": design.source,
+            "kind": design.kind,
+            "n_runs": design.n_runs,
+            "n_cells": design.n_cells,
+            "seeds": design.seeds,
+            "flops": design.flops,
+            "seconds": design.seconds,
+            "seconds_note": design.seconds_note,
+            "line": design.summary_line(),
+            "runs": design.frame.to_dict(orient="list"),
+        },
+        law={k: float(v) for k, v in p.items()},
+        law_source=law_source,
+        noise=noise,
+        delta_phi=delta_phi,
+        asymptotic=asym,
+        simulation=sim,
+        bracketing=brackets,
+        reasons=wide_reasons(design, noise, asym, brackets, sim),
+        warnings=warnings,
+    )
+
+
+def plan_from_fit(
+    runs: Any,
+    fit: Any,
+    design: str | None = None,
+    *,
+    cell_noise: float | None = None,
+    n_tables: int = 0,
+    seed: int = 0,
+    n_jobs: int = 2,
+    progress: bool = False,
+    misfit: bool = False,
+) -> PlanResult:
+    """Plan ``design`` (default: the runs' own) with a fitted table as the pilot: the fit's
+    law and the noise of its residuals (:func:`noise_from_pilot`), as ``phifit plan --pilot``
+    does; with ``misfit`` (and ``n_tables``) the simulated tables also carry the runs' cell-mean
+    residuals (``--misfit``).  What ``phifit report --plan`` adds to a report."""
+    planned = resolve_design(design, runs)
+    noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=misfit and bool(n_tables))
+    return plan_design(
+        planned,
+        params=dict(fit.params),
+        noise=noise,
+        law_source=f"Huber fit of {runs.source}",
+        n_tables=n_tables,
+        seed=seed,
+        n_jobs=n_jobs,
+        progress=progress,
+        misfit=carried,
+    )
+
+
+def plan_figure(result: PlanResult) -> Any:
+    """Two panels: the simulated widths of phi's interval (histogram, with the asymptotic
+    width as a line) and the powers (asymptotic and simulated bars)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 3.2), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
+    a, s = result.asymptotic, result.simulation
+    if s is not None:
+        widths = [t["width"] for t in s.tables if "error" not in t and np.isfinite(t["width"])]
+        ax1.hist(widths, bins=20, color="#0072B2", alpha=0.7, label=f"simulated ({len(widths)} tables)")
+        ax1.axvline(s.width_median, color="#0072B2", linestyle="--", label=f"median {s.width_median:.3g}")
+    ax1.axvline(
+        a.width, color="#D55E00", label=f"asymptotic {a.width:.3g}" + ("" if a.trusted else " (untrusted)")
+    )
+    ax1.set_xlabel("width of phi's 95% interval")
+    ax1.set_ylabel("tables")
+    ax1.legend(fontsize=7)
+    keys = list(a.power)
+    x = np.arange(len(keys))
+    ax2.bar(x - 0.2, [a.power[k] for k in keys], 0.4, color="#D55E00", label="asymptotic")
+    if s is not None:
+        ax2.bar(x + 0.2, [s.power.get(k, np.nan) for k in keys], 0.4, color="#0072B2", label="simulated")
+    ax2.set_xticks(x, [f"reject {k}" if k != "delta_phi" else "detect delta phi" for k in keys], fontsize=8)
+    ax2.set_ylim(0, 1.05)
+    ax2.set_ylabel("power (p < 0.05)")
+    ax2.legend(fontsize=7)
+    fig.suptitle(result.design["source"], fontsize=9)
+    return fig

@@ -1,0 +1,472 @@
+"""What a plan is made of: the planned design (its runs, architectures and cost) and the noise.
+
+- :class:`PlanDesign` from the study's grid (:func:`design_from_paper`), a sweep spec
+  (:func:`design_from_spec`, with the trainer's time estimate) or a table of planned or
+  finished runs (:func:`design_from_table`);
+- :class:`NoiseModel` (per-run and per-(budget, r)-cell log-loss noise), from a pilot table's
+  Huber fit (:func:`noise_from_pilot`), and the Huber moments of that noise
+  (:func:`huber_moments`) that the asymptotic plan needs.
+
+:mod:`phifit.plan.design` puts them together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from ..law import (
+    log_loss,
+)
+from ..study import paper_architecture, paper_design
+
+#: z of a two-sided 95% interval and the level of the tests.
+Z95 = float(norm.ppf(0.975))
+ALPHA_TEST = 0.05
+#: Asymptotic and simulated widths further apart than this (relative) draw a warning.
+AGREE_WIDTH_RTOL = 0.25
+#: ... and powers further apart than this (absolute).
+AGREE_POWER_ATOL = 0.15
+#: The linearisation is not trusted when 1.96 se(phi) exceeds this.
+MAX_LINEAR_HALF_WIDTH = 0.5
+
+
+# -- architecture families: size -> (N_once, N_rec, FLOPs per token) -------------------------
+
+
+class _PaperArch:
+    """The study's architectures at width s (d = 64 s), any real s > 0."""
+
+    size_name = "width s"
+
+    def arch(self, r: int, sizes: np.ndarray) -> dict[str, np.ndarray]:
+        a = paper_architecture(np.asarray(sizes, float), int(r))
+        return {k: np.asarray(a[k], float) for k in ("n_once", "n_rec", "flops_per_token")}
+
+    def candidates(self, r: int, lo: float, hi: float) -> np.ndarray:
+        return np.unique(np.round(np.geomspace(max(lo, 1.0), hi, 60)).astype(int)).astype(float)
+
+
+class _SpecArch:
+    """The trainer's architectures of a sweep spec at d_model = width (a multiple of head_dim)."""
+
+    size_name = "d_model"
+
+    def __init__(self, settings: Mapping[str, Any]):
+        self.settings = dict(settings)
+        self.head_dim = int(self.settings.get("head_dim", 16))
+        self._cache: dict[tuple[int, int], tuple[float, float, float, int]] = {}
+
+    def one(self, r: int, width: int) -> tuple[float, float, float, int]:
+        """(n_once, n_rec, flops per token, tokens per optimiser step) of one width."""
+        key = (int(r), int(width))
+        if key not in self._cache:
+            from phifit.trainers.config import make_train_config
+            from phifit.trainers.flops import flops_per_token, param_counts
+
+            cfg = make_train_config(**self.settings, budget=1e12, width=int(width), r=int(r), seed=0)
+            pc = param_counts(cfg.model)
+            per_step = cfg.batch_size * cfg.model.seq_len * cfg.grad_accum
+            self._cache[key] = (
+                float(pc.n_once),
+                float(pc.n_rec),
+                float(flops_per_token(cfg.model)),
+                per_step,
+            )
+        return self._cache[key]
+
+    def arch(self, r: int, sizes: np.ndarray) -> dict[str, np.ndarray]:
+        rows = np.array([self.one(r, int(round(w)))[:3] for w in np.atleast_1d(sizes)])
+        return {"n_once": rows[:, 0], "n_rec": rows[:, 1], "flops_per_token": rows[:, 2]}
+
+    def candidates(self, r: int, lo: float, hi: float) -> np.ndarray:
+        h = self.head_dim
+        return np.arange(max(h, h * math.floor(lo / h)), h * math.ceil(hi / h) + 1, h, dtype=float)
+
+
+class _TableArch:
+    """Architectures interpolated from a table (:class:`phifit.frontier.TableFamily`); size = N_unique."""
+
+    size_name = "N_unique"
+
+    def __init__(self, family: Any):
+        self.family = family
+
+    def arch(self, r: int, sizes: np.ndarray) -> dict[str, np.ndarray]:
+        a = self.family.at(int(r), np.log(np.asarray(sizes, float)))
+        return {k: a[k] for k in ("n_once", "n_rec", "flops_per_token")}
+
+    def candidates(self, r: int, lo: float, hi: float) -> np.ndarray:
+        return np.geomspace(lo, hi, 60)
+
+
+# -- designs ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanDesign:
+    """A planned design: one row per planned run (``budget``, ``r``, ``size``, ``n_once``,
+    ``n_rec``, ``tokens``, ``flops``, ``seed``), where it came from, how sizes map to
+    architectures (``arch``), and the trainer's time estimate when known (``seconds``)."""
+
+    frame: pd.DataFrame
+    source: str
+    kind: str  # "paper", "spec", "table"
+    arch: Any = field(repr=False)
+    seconds: float | None = None
+    seconds_note: str = ""
+    spec: Any = field(default=None, repr=False)
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.frame)
+
+    @property
+    def flops(self) -> float:
+        """Training FLOPs of the whole design (sum over runs of F per token x D)."""
+        return float(self.frame["flops"].sum())
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.frame.groupby(["budget", "r"]).ngroups)
+
+    @property
+    def seeds(self) -> int:
+        return int(self.frame["seed"].nunique()) if "seed" in self.frame else 1
+
+    def with_seeds(self, seeds: int) -> PlanDesign:
+        """The same runs, each repeated with ``seeds`` seeds (0 .. seeds - 1)."""
+        if seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {seeds}")
+        base = self.frame.drop_duplicates(["budget", "r", "size"]).drop(columns="seed", errors="ignore")
+        frame = pd.concat([base.assign(seed=s) for s in range(seeds)], ignore_index=True)
+        scale = len(frame) / max(len(self.frame), 1)
+        seconds = None if self.seconds is None else self.seconds * scale
+        return PlanDesign(frame, self.source, self.kind, self.arch, seconds, self.seconds_note, self.spec)
+
+    def summary_line(self) -> str:
+        budgets = sorted(self.frame["budget"].unique())
+        rs = sorted(int(r) for r in self.frame["r"].unique())
+        cost = f"{self.flops:.3g} training FLOPs"
+        if self.seconds is not None:
+            cost += f", ~{self.seconds / 3600:.2f} h ({self.seconds_note})"
+        return (
+            f"{self.source}: {self.n_runs} runs, {len(budgets)} budgets "
+            f"({', '.join(f'{b:.3g}' for b in budgets)}), r in {{{', '.join(map(str, rs))}}}, "
+            f"{self.n_cells} (budget, r) cells, {self.seeds} seed(s) per run; {cost}"
+        )
+
+
+def design_from_paper() -> PlanDesign:
+    """The study's 116-run grid (:func:`phifit.reference.paper_design`)."""
+    frame = paper_design()[["budget", "r", "size", "n_once", "n_rec", "tokens", "flops"]].assign(seed=0)
+    return PlanDesign(frame, "paper design", "paper", _PaperArch())
+
+
+def spec_speed(spec: Any, width: int) -> Any:
+    """The trainer's throughput for a width: the spec's recorded speeds (interpolated in log
+    width between recorded widths), else its calibrated constant; None when it has neither.
+
+    Below the smallest recorded width the FLOP/s is scaled in proportion to the width (small
+    models do not fill the cores: measured with the bundled spec, d = 16 runs at 23 GFLOP/s
+    against 38 at d = 32, so this is on the slow, safe side); above the largest it is held.
+    """
+    from phifit.trainers.sweep import Throughput
+
+    if spec.recorded:
+        w = np.log([x[0] for x in spec.recorded])
+        f = np.log([x[1] for x in spec.recorded])
+        o = np.array([x[2] for x in spec.recorded])
+        lw = math.log(width)
+        log_speed = float(np.interp(lw, w, f)) + min(0.0, lw - float(w[0]))
+        return Throughput(float(np.exp(log_speed)), float(np.interp(lw, w, o)), "table")
+    if spec.flops_per_second:
+        return Throughput(float(spec.flops_per_second), 2.0, "constant")
+    return None
+
+
+def spec_seconds(spec: Any, runs: Sequence[Any]) -> tuple[float | None, str]:
+    """Sum of :func:`phifit.trainers.sweep.estimate_seconds` over planned runs, with the
+    spec's recorded per-width speeds (or its constant): no probing."""
+    from phifit.trainers.sweep import estimate_seconds
+
+    total = 0.0
+    for run in runs:
+        speed = spec_speed(spec, run.width)
+        if speed is None:
+            return None, "no [estimate] in the spec"
+        total += estimate_seconds(run, speed)
+    note = "the spec's recorded speeds" if spec.recorded else "the spec's calibrated constant"
+    return total, f"trainer's estimate from {note}"
+
+
+def design_from_spec(path: str, *, grids: list[str] | None = None, variant: str = "baseline") -> PlanDesign:
+    """The runs a sweep spec plans (``phifit.trainers.sweep.plan``), one recipe (``variant``)."""
+    from phifit.trainers.flops import flops_per_token, param_counts, tokens_for_budget
+    from phifit.trainers.sweep import load_spec, plan
+
+    spec = load_spec(path)
+    planned = [p for p in plan(spec, grids) if p.variant == variant]
+    if not planned:
+        raise ValueError(f"{path}: the spec plans no runs of variant {variant!r}")
+    rows = []
+    for p in planned:
+        cfg = p.config
+        pc = param_counts(cfg.model)
+        f = flops_per_token(cfg.model)
+        _, tokens = tokens_for_budget(
+            cfg.model, p.budget, cfg.batch_size * cfg.model.seq_len * cfg.grad_accum
+        )
+        rows.append(
+            {
+                "budget": p.budget,
+                "r": p.r,
+                "size": p.width,
+                "n_once": pc.n_once,
+                "n_rec": pc.n_rec,
+                "tokens": tokens,
+                "flops": f * tokens,
+                "seed": p.seed,
+            }
+        )
+    seconds, note = spec_seconds(spec, planned)
+    # the spec as the user named it (a bundled name or their path), not where it was resolved to
+    return PlanDesign(pd.DataFrame(rows), str(path), "spec", _SpecArch(spec.settings), seconds, note, spec)
+
+
+def resolve_design(design: str | None, pilot: Any = None) -> PlanDesign:
+    """The planned design named as ``phifit plan --design`` takes it: None (the pilot's own
+    runs, else the study's), "paper", a sweep spec (a .toml path or a bundled name such as
+    cpu_small) or a CSV of planned runs."""
+    if design is None:
+        return design_from_table(pilot) if pilot is not None else design_from_paper()
+    if design == "paper":
+        return design_from_paper()
+    if design.endswith(".toml") or not design.endswith(".csv"):
+        return design_from_spec(design)
+    from ..runs.table import load_design
+
+    return design_from_table(load_design(design))
+
+
+def design_from_table(runs: Any, source: str | None = None) -> PlanDesign:
+    """The design of a run table or a CSV of planned runs (its ``loss`` is ignored).
+
+    Needs a numeric ``budget`` column (the isoFLOP curves); FLOPs are the table's ``flops``
+    or 6 (N_once + r N_rec) D; size is N_unique = N_once + N_rec (or the ``size`` column
+    when present, for display only)."""
+    from ..frontier import TableFamily
+
+    frame = runs.frame
+    if "budget" not in frame or not pd.api.types.is_numeric_dtype(frame["budget"]):
+        raise ValueError(f"{runs.source}: planning needs a numeric 'budget' column (the FLOP budget C)")
+    out = pd.DataFrame(
+        {
+            "budget": frame["budget"].to_numpy(float),
+            "r": runs.r.astype(int),
+            "size": runs.n_once + runs.n_rec,
+            "n_once": runs.n_once,
+            "n_rec": runs.n_rec,
+            "tokens": runs.tokens,
+            "flops": runs.compute,
+            "seed": frame["seed"].to_numpy() if "seed" in frame else 0,
+        }
+    )
+    return PlanDesign(out, source or runs.source, "table", _TableArch(TableFamily.from_runs(runs)))
+
+
+# -- noise --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """Log-loss noise: ``per_run`` sd of the part independent per run, ``cell`` sd of the part
+    shared by the runs of a (budget, r) cell; ``source`` and ``note`` say where they came from."""
+
+    per_run: float
+    cell: float = 0.0
+    source: str = "given"
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if not (self.per_run >= 0 and self.cell >= 0) or self.per_run + self.cell == 0:
+            raise ValueError(f"noise sds must be >= 0 and not both 0, got {self.per_run} and {self.cell}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"per_run": self.per_run, "cell": self.cell, "source": self.source, "note": self.note}
+
+
+def noise_from_pilot(runs: Any, fit: Any, *, cell_noise: float | None = None) -> NoiseModel:
+    """Noise of a pilot's own fit.
+
+    The residual sd s = sqrt(SSR / (n - k)) of log-loss around the Huber fit.  When some
+    configuration (budget, r, size) was trained with several seeds, the pooled variance
+    between its seeds estimates the per-run part sigma^2 and the rest, tau^2 = max(0, s^2 -
+    sigma^2), is taken as shared within (budget, r) cells (it also holds any misfit of the
+    law).  With one seed per run the two cannot be separated: all of s is per-run noise,
+    unless ``cell_noise`` is given (then sigma^2 = max(0, s^2 - cell_noise^2)).
+    """
+    res = np.log(runs.loss) - log_loss(fit.theta, runs.design)
+    k = int(np.sum(fit.spec.free_mask)) if hasattr(fit, "spec") else 6
+    s2 = float(np.sum(res**2) / max(len(res) - k, 1))
+    frame = runs.frame
+    keys = [c for c in ("budget", "r", "size") if c in frame]
+    if len(keys) == 3 and "seed" in frame and frame["seed"].nunique() > 1:
+        logl = pd.Series(np.log(runs.loss), index=frame.index)
+        groups = logl.groupby([frame[c] for c in keys])
+        dev = logl - groups.transform("mean")
+        dof = int((groups.size() - 1).sum())
+        if dof > 0:
+            sigma2 = float(np.sum(dev.to_numpy() ** 2) / dof)
+            tau2 = max(0.0, s2 - sigma2)
+            return NoiseModel(
+                math.sqrt(sigma2),
+                math.sqrt(tau2),
+                "pilot",
+                f"residual sd {math.sqrt(s2):.4g} of the pilot's fit, split by its repeated seeds "
+                f"({dof} degrees of freedom) into per-run {math.sqrt(sigma2):.4g} "
+                f"and cell {math.sqrt(tau2):.4g}",
+            )
+    if cell_noise:
+        sigma2 = max(0.0, s2 - cell_noise**2)
+        note = (
+            f"residual sd {math.sqrt(s2):.4g} of the pilot's fit; one seed per run, so the cell-shared part "
+            f"is the given {cell_noise:.4g} and the per-run part the rest"
+        )
+        return NoiseModel(math.sqrt(sigma2), float(cell_noise), "pilot + --cell-noise", note)
+    note = (
+        f"residual sd {math.sqrt(s2):.4g} of log-loss around the pilot's Huber fit; the pilot has one seed "
+        "per run, so a part shared within (budget, r) cells cannot be separated: planned as per-run "
+        "noise (--cell-noise adds one)"
+    )
+    hint = cell_share_hint(res, frame)
+    if hint is not None:
+        note += (
+            f"; the residuals' cell means suggest a shared part of ~{hint:.2g} (random-effects ANOVA over "
+            f"the cells: imprecise, and it includes misfit of the law; try --cell-noise {hint:.2g})"
+        )
+    return NoiseModel(math.sqrt(s2), 0.0, "pilot", note)
+
+
+@dataclass(frozen=True)
+class Misfit:
+    """The pilot's misfit of the law, carried into simulated tables.
+
+    ``offsets`` {(budget, r): mean residual of log-loss in that cell of the pilot}: added to
+    every simulated run of the cell as a fixed offset, so each table is the law plus the
+    systematic departures the pilot showed (e.g. r = 2 runs above the law), not the law
+    alone.  ``within_sd``: the pooled within-cell residual sd sqrt(sum (e - mean_cell)^2 /
+    (n - cells - k * cells / n)), the per-run noise that remains once the cell means are
+    fixed.  Cells of a design that the pilot lacks get no offset (``missing`` counts them).
+    """
+
+    offsets: dict[tuple[float, int], float]
+    within_sd: float
+    source: str
+
+    def offset_for(self, budget: float, r: int) -> float:
+        return self.offsets.get((float(budget), int(r)), 0.0)
+
+    def missing(self, frame: pd.DataFrame) -> int:
+        cells = {(float(b), int(r)) for b, r in zip(frame["budget"], frame["r"])}
+        return len(cells - set(self.offsets))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "offsets": [{"budget": b, "r": r, "offset": v} for (b, r), v in sorted(self.offsets.items())],
+            "within_sd": self.within_sd,
+            "source": self.source,
+        }
+
+
+def misfit_from_pilot(runs: Any, fit: Any) -> Misfit:
+    """The pilot's (budget, r) cell-mean residuals of log-loss around its fit (:class:`Misfit`)."""
+    frame = runs.frame
+    if "budget" not in frame or "r" not in frame:
+        raise ValueError(
+            f"{runs.source}: the misfit is read per (budget, r) cell; the pilot has no 'budget' column"
+        )
+    res = np.log(runs.loss) - log_loss(fit.theta, runs.design)
+    df = pd.DataFrame(
+        {"res": res, "budget": frame["budget"].astype(float).to_numpy(), "r": frame["r"].to_numpy()}
+    )
+    groups = df.groupby(["budget", "r"])["res"]
+    means = groups.mean()
+    n, n_cells = len(df), len(means)
+    dof = max(n - n_cells, 1)
+    within = math.sqrt(float(((df["res"] - groups.transform("mean")) ** 2).sum()) / dof)
+    offsets = {(float(b), int(r)): float(v) for (b, r), v in means.items()}
+    return Misfit(offsets, within, f"the cell-mean residuals of {runs.source} (sd {float(means.std()):.3g})")
+
+
+def misfit_noise(misfit: Misfit, cell_noise: float | None = None) -> NoiseModel:
+    """The noise that remains when the pilot's cell means are carried as offsets: its
+    within-cell residual sd per run, plus ``cell_noise`` random per cell when given."""
+    return NoiseModel(
+        misfit.within_sd,
+        cell_noise or 0.0,
+        "pilot within-cell (--misfit)",
+        f"the pilot's residual sd within its (budget, r) cells, {misfit.within_sd:.4g}; "
+        "its cell means are carried as fixed offsets by the simulation"
+        + (f", plus {cell_noise:g} random per cell" if cell_noise else ""),
+    )
+
+
+def pilot_noise(
+    runs: Any, fit: Any, *, cell_noise: float | None = None, misfit: bool = False
+) -> tuple[NoiseModel, Misfit | None]:
+    """The noise a pilot implies, and its misfit when ``misfit``: without it the noise of the
+    fit's residuals (:func:`noise_from_pilot`); with it the cell means carried as offsets
+    (:func:`misfit_from_pilot`) and the within-cell noise that remains (:func:`misfit_noise`)."""
+    if not misfit:
+        return noise_from_pilot(runs, fit, cell_noise=cell_noise), None
+    carried = misfit_from_pilot(runs, fit)
+    return misfit_noise(carried, cell_noise), carried
+
+
+def cell_share_hint(res: np.ndarray, frame: pd.DataFrame) -> float | None:
+    """Method-of-moments (one-way random effects ANOVA) sd of a cell-shared part of residuals:
+    tau^2 = var(cell means) - sigma_w^2 / n_bar, sigma_w^2 the pooled within-cell variance;
+    None without budget or when the estimate is not positive."""
+    if "budget" not in frame or "r" not in frame:
+        return None
+    df = pd.DataFrame({"res": res, "budget": frame["budget"].to_numpy(), "r": frame["r"].to_numpy()})
+    g = df.groupby(["budget", "r"])["res"]
+    n, n_cells = len(df), g.ngroups
+    if n_cells < 3 or n <= n_cells:
+        return None
+    within = float(((df["res"] - g.transform("mean")) ** 2).sum() / (n - n_cells))
+    tau2 = float(g.mean().var()) - within / (n / n_cells)
+    return math.sqrt(tau2) if tau2 > 0 else None
+
+
+def huber_moments(sigma: float, tau: float, delta: float) -> tuple[float, float, float]:
+    """(m, E psi(e)^2, c) for e = u + eps, u ~ N(0, tau^2), eps ~ N(0, sigma^2) (module docstring)."""
+    s = math.hypot(sigma, tau)
+    if not math.isfinite(delta):
+        return 1.0, s * s, tau * tau
+    a = delta / s
+    m = 2 * norm.cdf(a) - 1
+    e_psi2 = s * s * (m - 2 * a * norm.pdf(a)) + 2 * delta * delta * norm.sf(a)
+    if tau == 0:
+        return m, e_psi2, 0.0
+    if sigma == 0:
+        return m, e_psi2, e_psi2
+    nodes, weights = np.polynomial.hermite_e.hermegauss(201)
+    u = tau * nodes
+    lo, hi = (-delta - u) / sigma, (delta - u) / sigma
+    # E clip(X, -delta, delta) for X ~ N(u, sigma^2)
+    g = (
+        -delta * norm.cdf(lo)
+        + delta * norm.sf(hi)
+        + u * (norm.cdf(hi) - norm.cdf(lo))
+        - sigma * (norm.pdf(hi) - norm.pdf(lo))
+    )
+    c = float(np.sum(weights * g * g) / np.sum(weights))
+    return m, e_psi2, c

@@ -1,0 +1,380 @@
+"""The two ways :mod:`phifit.plan.design` predicts what the reference analysis will report.
+
+- :func:`asymptotic_plan`: the Huber M-estimator's (cluster) sandwich covariance at the assumed
+  law, with expectations under the noise model (formula in :mod:`phifit.plan.design`), well under a
+  second;
+- :func:`simulate_plan`: tables drawn from the law and the noise, each analysed as the
+  reference method would (Huber fit, (budget, r) cell bootstrap, wild cluster tests of
+  phi = 0 and phi = 1), in parallel processes.  Given ``laws`` (e.g. a pilot's cell-bootstrap
+  replicates), table j is drawn from ``laws[j]`` instead of the one law: the prediction then
+  averages over what the pilot leaves uncertain about the law (its "power" is an *assurance*,
+  the probability of rejecting averaged over the plausible laws).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from ..fitters.engine import DELTA
+from ..law import (
+    COORD_LABELS,
+    DEFAULT_BOUNDS,
+    THETA_NAMES,
+    Design,
+    log_loss_and_jacobian,
+    params_to_theta,
+)
+from ..serialize import to_plain
+from .inputs import (
+    ALPHA_TEST,
+    MAX_LINEAR_HALF_WIDTH,
+    Z95,
+    NoiseModel,
+    PlanDesign,
+    huber_moments,
+)
+
+# -- the asymptotic plan -----------------------------------------------------------------------
+
+
+def plan_cells(frame: pd.DataFrame) -> np.ndarray:
+    return frame.groupby(["budget", "r"], sort=True).ngroup().to_numpy()
+
+
+def design_of(frame: pd.DataFrame) -> Design:
+    return Design.from_arrays(
+        frame["r"].to_numpy(float),
+        frame["n_once"].to_numpy(float),
+        frame["n_rec"].to_numpy(float),
+        frame["tokens"].to_numpy(float),
+    )
+
+
+def wald_power(diff: float, se: float) -> float:
+    if not se > 0:
+        return 1.0 if diff else ALPHA_TEST
+    z = abs(diff) / se
+    return float(norm.cdf(z - Z95) + norm.cdf(-z - Z95))
+
+
+@dataclass(frozen=True)
+class AsymptoticPlan:
+    """The sandwich prediction at the assumed law (module docstring).
+
+    ``se`` {coordinate: se} (internal coordinates), ``width`` = 2 x 1.96 x se(phi)
+    (uncapped), ``p_box`` the probability that phi +- 1.96 se reaches the box, ``power``
+    {"phi=0", "phi=1", "delta_phi"} Wald powers, ``trusted`` and ``reasons`` (why not),
+    ``signal`` the phi-specific signal: rms change of predicted log-loss across the design
+    per 0.1 change of phi after the other five parameters absorb what they can, next to
+    ``noise_eff`` = sqrt(E psi^2) / m, the per-run noise as the Huber fit feels it.
+    """
+
+    se: dict[str, float]
+    width: float
+    p_box: float
+    power: dict[str, float]
+    trusted: bool
+    reasons: list[str]
+    signal: float
+    signal_raw: float
+    noise_eff: float
+    correlation_phi: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self.__dict__)
+
+
+def _sandwich(
+    frame: pd.DataFrame, theta: np.ndarray, noise: NoiseModel, delta: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(cov, J): the cluster sandwich covariance of theta_hat (internal coordinates) and the Jacobian."""
+    _, jac = log_loss_and_jacobian(theta, design_of(frame))
+    m, e_psi2, c = huber_moments(noise.per_run, noise.cell, delta)
+    jtj = jac.T @ jac
+    meat = (e_psi2 - c) * jtj
+    if c > 0:
+        cells = plan_cells(frame)
+        s = np.zeros((cells.max() + 1, jac.shape[1]))
+        np.add.at(s, cells, jac)
+        meat = meat + c * s.T @ s
+    bread = np.linalg.pinv(m * jtj)
+    return bread @ meat @ bread, jac
+
+
+def asymptotic_plan(
+    design: PlanDesign,
+    params: Mapping[str, float],
+    noise: NoiseModel,
+    *,
+    delta_phi: float | None = None,
+    delta: float = DELTA,
+) -> AsymptoticPlan:
+    """Predicted se, interval width and power for phi from the sandwich at ``params``."""
+    frame = design.frame
+    theta = params_to_theta(params)
+    cov, jac = _sandwich(frame, theta, noise, delta)
+    var = np.diag(cov)
+    se = {name: float(math.sqrt(max(v, 0.0))) for name, v in zip(THETA_NAMES, var)}
+    i_phi = THETA_NAMES.index("phi")
+    se_phi = se["phi"]
+    phi = float(params["phi"])
+    lo, hi = DEFAULT_BOUNDS["phi"]
+    half = Z95 * se_phi
+    if se_phi > 0:
+        p_box = float(norm.cdf((lo + half - phi) / se_phi) + norm.sf((hi - half - phi) / se_phi))
+    else:
+        p_box = 0.0
+    power = {"phi=0": wald_power(phi, se_phi), "phi=1": wald_power(phi - 1.0, se_phi)}
+    if delta_phi is not None:
+        other = dict(params, phi=phi + delta_phi)
+        cov2, _ = _sandwich(frame, params_to_theta(other), noise, delta)
+        se_d = math.sqrt(se_phi**2 + max(cov2[i_phi, i_phi], 0.0))
+        power["delta_phi"] = wald_power(delta_phi, se_d)
+    reasons = []
+    for name, value in zip(THETA_NAMES, theta):
+        b_lo, b_hi = DEFAULT_BOUNDS[name]
+        if value - 3 * se[name] < b_lo or value + 3 * se[name] > b_hi:
+            reasons.append(
+                f"{COORD_LABELS[name]} = {value:.3g} lies within 3 se ({se[name]:.3g}) of its bound "
+                f"[{b_lo:g}, {b_hi:g}]: the box truncates what the linearisation assumes"
+            )
+    if half > MAX_LINEAR_HALF_WIDTH:
+        reasons.append(
+            f"1.96 se(phi) = {half:.3g} > {MAX_LINEAR_HALF_WIDTH}: the law is far from linear in phi "
+            "over such a range; use the simulation mode"
+        )
+    # phi's own signal: its Jacobian column after projecting out the other five
+    j_phi = jac[:, i_phi]
+    others = np.delete(jac, i_phi, axis=1)
+    coef, *_ = np.linalg.lstsq(others, j_phi, rcond=None)
+    resid = j_phi - others @ coef
+    n = len(frame)
+    m, e_psi2, _ = huber_moments(noise.per_run, noise.cell, delta)
+    sd = np.sqrt(np.clip(var, 1e-300, None))
+    corr = cov[i_phi] / (sd[i_phi] * sd)
+    return AsymptoticPlan(
+        se=se,
+        width=2 * half,
+        p_box=p_box,
+        power=power,
+        trusted=not reasons,
+        reasons=reasons,
+        signal=float(0.1 * np.linalg.norm(resid) / math.sqrt(n)),
+        signal_raw=float(0.1 * np.linalg.norm(j_phi) / math.sqrt(n)),
+        noise_eff=float(math.sqrt(e_psi2) / m) if m > 0 else math.inf,
+        correlation_phi={COORD_LABELS[k]: float(v) for k, v in zip(THETA_NAMES, corr) if k != "phi"},
+    )
+
+
+# -- the simulation plan -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SimulatedPlan:
+    """What the reference analysis reported on ``n_tables`` simulated tables.
+
+    Per table (``tables``): ``phi_hat``, ``ci`` (95% percentile cell-bootstrap interval),
+    ``width``, ``at_box`` (an end within 1e-6 of the box), ``p0``/``p1`` (wild cluster
+    p-values of phi = 0 / phi = 1), and ``delta_ci`` when a second recipe was simulated.
+    Summaries: ``width_median``, ``width_q10``/``width_q90``, ``p_box``, ``power``
+    {restriction: rejection rate at p < 0.05}, ``power_mc_se`` (binomial MC error).
+    ``law_draws``: how many distinct laws the tables were drawn from (0: the one law), and
+    ``law_draws_source`` where they came from; each table then records its ``phi_true``.
+    ``misfit``: the pilot's cell offsets added to every table (None: the law alone).
+    """
+
+    n_tables: int
+    n_boot: int
+    n_wild: int
+    seed: int
+    tables: list[dict[str, Any]]
+    width_median: float
+    width_q10: float
+    width_q90: float
+    p_box: float
+    power: dict[str, float]
+    power_mc_se: dict[str, float]
+    n_failed: int
+    seconds: float
+    law_draws: int = 0
+    law_draws_source: str = ""
+    misfit: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self.__dict__)
+
+
+def analyse_table(
+    frame: pd.DataFrame,
+    params: dict[str, float],
+    noise: tuple[float, float],
+    seed: int,
+    n_boot: int,
+    n_wild: int,
+    delta_phi: float | None,
+    n_starts: int,
+    offsets: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """One simulated table through the reference analysis (see :class:`SimulatedPlan`);
+    ``offsets`` (one per row of ``frame``) are added to the simulated log-losses (the pilot's
+    misfit, :class:`phifit.plan_inputs.Misfit`)."""
+    import warnings
+
+    from ..bootstrap.block import block_bootstrap
+    from ..fitters.huber import fit_huber
+    from ..law import LawSpec
+    from ..runs.table import table_from_frame
+    from ..simulation import simulate
+    from ..bootstrap.wild import wild_cluster_test
+
+    ss = np.random.SeedSequence(seed).spawn(4)
+    seeds = [int(s.generate_state(1)[0] % 2**31) for s in ss]
+    lo, hi = DEFAULT_BOUNDS["phi"]
+    out: dict[str, Any] = {"seed": seed}
+
+    def fit_and_boot(p: dict[str, float], s_sim: int, s_boot: int) -> tuple[Any, Any, Any]:
+        table = simulate(frame, params=p, noise=noise[0], cell_noise=noise[1], seed=s_sim)
+        if offsets is not None:
+            table["loss"] = table["loss"].to_numpy() * np.exp(offsets)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs = table_from_frame(table, source="simulated")
+            fit = fit_huber(runs, n_starts=n_starts, seed=s_sim)
+            boot = block_bootstrap(
+                runs, n_boot=n_boot, point=fit, seed=s_boot, n_jobs=1, progress=False, jackknife=False
+            )
+        return runs, fit, boot
+
+    out["phi_true"] = float(params["phi"])
+    try:
+        runs, fit, boot = fit_and_boot(params, seeds[0], seeds[1])
+        ci = boot.ci.get("phi", [math.nan, math.nan])
+        out.update(
+            phi_hat=fit.params["phi"],
+            ci=list(ci),
+            width=float(ci[1] - ci[0]),
+            at_box=bool(ci[0] <= lo + 1e-6 or ci[1] >= hi - 1e-6),
+        )
+        for name, value in (("p0", 0.0), ("p1", 1.0)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                restricted = fit_huber(
+                    runs, spec=LawSpec(fixed={"phi": value}), n_starts=max(50, n_starts // 4)
+                )
+                test = wild_cluster_test(runs, fit, restricted, n_boot=n_wild, seed=seeds[2])
+            out[name] = test.p_value
+        if delta_phi is not None:
+            _, _, boot2 = fit_and_boot(dict(params, phi=params["phi"] + delta_phi), seeds[3], seeds[3] + 1)
+            a, b = np.asarray(boot.params["phi"]), np.asarray(boot2.params["phi"])
+            d = (b - a)[np.isfinite(a) & np.isfinite(b)]
+            out["delta_ci"] = [float(np.quantile(d, 0.025)), float(np.quantile(d, 0.975))] if len(d) else None
+    except (RuntimeError, ValueError, np.linalg.LinAlgError) as err:
+        out["error"] = f"{type(err).__name__}: {err}"
+    return out
+
+
+def simulate_plan(
+    design: PlanDesign,
+    params: Mapping[str, float],
+    noise: NoiseModel,
+    *,
+    n_tables: int = 100,
+    n_boot: int = 100,
+    n_wild: int = 39,
+    delta_phi: float | None = None,
+    seed: int = 0,
+    n_jobs: int = 2,
+    n_starts: int = 200,
+    progress: bool = True,
+    laws: Sequence[Mapping[str, float]] | None = None,
+    laws_source: str = "",
+    misfit: Any | None = None,
+) -> SimulatedPlan:
+    """Simulate ``n_tables`` tables and analyse each as the reference method would (module docstring).
+
+    Table j uses the j-th child of ``SeedSequence(seed)``: results do not depend on ``n_jobs``.
+    With ``laws`` (at least ``n_tables`` of them), table j is drawn from ``params`` updated
+    with ``laws[j]``.  With ``misfit`` (:class:`phifit.plan_inputs.Misfit`), every table also
+    carries the pilot's (budget, r) cell-mean residuals as fixed offsets.
+    """
+    import time
+
+    if n_tables < 2:
+        raise ValueError(f"n_tables must be >= 2, got {n_tables}")
+    if n_wild < 20:
+        raise ValueError(f"n_wild must be >= 20 (p = 1 / (1 + n_wild) must fall below 0.05), got {n_wild}")
+    frame = design.frame[["budget", "r", "size", "n_once", "n_rec", "tokens", "flops"]].copy()
+    p = {k: float(v) for k, v in params.items()}
+    if laws is not None and len(laws) < n_tables:
+        raise ValueError(f"{len(laws)} law draws for {n_tables} tables: need one per table")
+    table_laws = [
+        p if laws is None else {**p, **{k: float(v) for k, v in laws[j].items()}} for j in range(n_tables)
+    ]
+    seeds = [int(s.generate_state(1)[0] % 2**31) for s in np.random.SeedSequence(seed).spawn(n_tables)]
+    cell_noise = (noise.per_run, noise.cell)
+    offsets = None
+    if misfit is not None:
+        offsets = np.array([misfit.offset_for(b, r) for b, r in zip(frame["budget"], frame["r"])])
+    start = time.perf_counter()
+    tables: list[dict[str, Any]] = []
+    jobs = zip(table_laws, seeds)
+    if n_jobs == 1:
+        results = (
+            analyse_table(frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts, offsets)
+            for law, s in jobs
+        )
+    else:
+        from joblib import Parallel, delayed
+
+        results = Parallel(n_jobs=n_jobs, return_as="generator")(
+            delayed(analyse_table)(frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts, offsets)
+            for law, s in jobs
+        )
+    for i, res in enumerate(results, 1):
+        tables.append(res)
+        if progress:
+            print(f"\rplan: simulated table {i}/{n_tables}", end="", file=sys.stderr, flush=True)
+    if progress:
+        print(file=sys.stderr)
+    ok = [t for t in tables if "error" not in t and np.isfinite(t["width"])]
+    widths = np.array([t["width"] for t in ok])
+    power, mc = {}, {}
+    for key, name in (("p0", "phi=0"), ("p1", "phi=1")):
+        ps = np.array([t[key] for t in ok if t.get(key) is not None and np.isfinite(t[key])])
+        if len(ps):
+            power[name] = float(np.mean(ps < ALPHA_TEST))
+            mc[name] = math.sqrt(power[name] * (1 - power[name]) / len(ps))
+    if delta_phi is not None:
+        d = [t["delta_ci"] for t in ok if t.get("delta_ci")]
+        if d:
+            power["delta_phi"] = float(np.mean([lo > 0 or hi < 0 for lo, hi in d]))
+            mc["delta_phi"] = math.sqrt(power["delta_phi"] * (1 - power["delta_phi"]) / len(d))
+    nan = math.nan
+    return SimulatedPlan(
+        n_tables=n_tables,
+        n_boot=n_boot,
+        n_wild=n_wild,
+        seed=seed,
+        tables=tables,
+        width_median=float(np.median(widths)) if len(widths) else nan,
+        width_q10=float(np.quantile(widths, 0.1)) if len(widths) else nan,
+        width_q90=float(np.quantile(widths, 0.9)) if len(widths) else nan,
+        p_box=float(np.mean([t["at_box"] for t in ok])) if ok else nan,
+        power=power,
+        power_mc_se=mc,
+        n_failed=len(tables) - len(ok),
+        seconds=time.perf_counter() - start,
+        law_draws=0 if laws is None else n_tables,
+        law_draws_source=laws_source if laws is not None else "",
+        misfit=None
+        if misfit is None
+        else {**misfit.to_dict(), "cells_without_offset": misfit.missing(frame)},
+    )

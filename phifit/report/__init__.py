@@ -1,0 +1,17 @@
+"""The report: run the whole analysis as plain results, then render it (the rendering computes nothing).
+
+- :mod:`~phifit.report.analysis`: :func:`analyse` runs fit, bootstrap, comparison, diagnostics,
+  recipes, derived quantities and (optionally) the plan, and returns an :class:`Analysis`;
+- :mod:`~phifit.report.figures`: the figures, drawn from those numbers;
+- :mod:`~phifit.report.html`: HTML building blocks (page shell, tables, notes);
+- ``sections_*``: the page's sections (fit, diagnostics, derived quantities, plan);
+- :mod:`~phifit.report.write`: :func:`write_report` writes ``index.html``, ``results.json`` and
+  ``figures/``.
+"""
+
+from __future__ import annotations
+
+from .analysis import Analysis, AnalysisOptions, analyse
+from .write import ReportFiles, write_report
+
+__all__ = ["Analysis", "AnalysisOptions", "ReportFiles", "analyse", "write_report"]

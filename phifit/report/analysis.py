@@ -1,0 +1,441 @@
+"""The whole analysis of a run table, as plain results: :func:`analyse` -> :class:`Analysis`.
+
+One call runs every step the report shows, by calling the statistical modules (nothing is
+computed here that they compute):
+
+1. recipes (a ``variant`` column with several values): :func:`phifit.recipes.compare_recipes`
+   on the whole table; the other steps analyse the baseline recipe
+   (:func:`phifit.recipes.select_recipe`);
+2. the Huber fit (:func:`phifit.fitters.huber.fit_huber`), then the block bootstrap
+   (:func:`phifit.bootstrap.block_bootstrap`) attached to it (its intervals at
+   ``FitResult.ci_level``);
+3. restricted fits (:func:`phifit.compare.compare_fits`) when phi is identifiable;
+4. diagnostics (:func:`phifit.diagnostics.diagnose`);
+5. derived quantities: the equivalence table and the study's example
+   (:mod:`phifit.equivalence`), the compute-optimal frontier at the table's budgets (with
+   bootstrap bands) and on a dense grid of budgets (:mod:`phifit.frontier`), the per-cell
+   parabola minima and the law along the isoFLOP curves (:mod:`phifit.isoflop`);
+6. the Bayesian posterior (:mod:`phifit.fitters.bayes`, PyMC) when asked.
+
+Every caution of every step (the fit, the bootstrap, the comparison, the recipes, the
+diagnostics, the frontier and the parabola minima, the Bayesian fit, and the analysis' own
+notes on what it skipped) is gathered once, in order and without repeats, in
+:attr:`Analysis.cautions` (:func:`phifit.cautions.collect`); ``results.json["warnings"]``
+is that list.  :mod:`phifit.report.write` renders an Analysis and computes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..bootstrap.block import block_bootstrap
+from ..cautions import Caution, caution, collect
+from ..compare.restricted import compare_fits
+from ..diagnostics.diagnose import Diagnostics, diagnose
+from ..equivalence import Equivalence, EquivalenceTable, equivalence_table, paper_example
+from ..fitters.huber import HuberOptions, fit_huber
+from ..frontier import Frontier, IsoflopCurves, TableFamily, frontier, isoflop_curves
+from ..isoflop import ParabolaMinima, parabola_minima, table_budgets
+from ..serialize import to_plain
+from ..recipes.delta import compare_recipes, select_recipe
+from ..result import GENERATOR, FitResult
+from ..runs.table import RunTable
+
+__all__ = ["AnalysisOptions", "Analysis", "analyse"]
+
+#: Points of the dense budget grid of the frontier figure.
+CURVE_POINTS = 48
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """What the analysis computes.
+
+    n_boot: block-bootstrap replicates (0: none); n_starts: random starts of the main
+    Huber fit (and of the restricted fits); bayes: add the Bayesian posterior; seed: seeds
+    every random step; n_jobs: workers for the bootstrap; baseline: the baseline recipe
+    when the table has a ``variant`` column (default: chosen by :mod:`phifit.recipes.delta`);
+    level: of every bootstrap interval (the fit's ``ci_level``, the frontier bands, the
+    equivalence table, Δφ); n_wild: replicates of the restricted wild cluster bootstrap
+    tests (phi = 0, phi = 1, a shared phi across recipes; 0: the chi-square tests decide).
+    plan: also plan a design with the table as the pilot (:func:`phifit.plan.plan_from_fit`):
+    "self" (the table's own runs, to see what its design could measure), "paper", a sweep spec
+    or a CSV of planned runs; None: no plan.  plan_tables: simulated tables of the plan (0:
+    the asymptotic prediction only); plan_misfit: the simulated tables carry the table's
+    (budget, r) cell-mean residuals (``phifit plan --misfit``).
+    """
+
+    n_boot: int = 1000
+    n_starts: int = 500
+    bayes: bool = False
+    seed: int = 0
+    n_jobs: int = 2
+    baseline: str | None = None
+    level: float = 0.95
+    n_wild: int = 999
+    plan: str | None = None
+    plan_tables: int = 0
+    plan_misfit: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 < self.level < 1:
+            raise ValueError(f"interval level must be in (0, 1), got {self.level}")
+        if self.n_boot < 0 or (0 < self.n_boot < 2):
+            raise ValueError(f"bootstrap replicates must be 0 (none) or >= 2, got {self.n_boot}")
+        if self.n_starts < 1:
+            raise ValueError(f"starts must be >= 1, got {self.n_starts}")
+        if self.n_wild and self.n_wild < 19:
+            raise ValueError(f"wild bootstrap replicates must be 0 (off) or >= 19, got {self.n_wild}")
+        if self.plan_tables < 0 or self.plan_tables == 1:
+            raise ValueError(f"plan tables must be 0 (asymptotic only) or >= 2, got {self.plan_tables}")
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Every result of :func:`analyse` (None where a step does not apply).
+
+    ``table`` is the input table; ``runs`` the runs the single-law steps analyse (the whole
+    table, or its baseline recipe when it holds several).  ``points``: per analysed run
+    {r, budget, n_unique = N_once + N_rec, compute, loss} for the figures, and
+    ``compute_source`` saying which compute they are placed at (:func:`plotted_compute`).
+    ``phi_shares``: the shares of bootstrap replicates with phi <= 0 and phi >= 1.
+    ``cautions``: every caution of every step, in order, without repeats.
+    """
+
+    table: RunTable
+    runs: RunTable
+    options: AnalysisOptions
+    fit: FitResult
+    diagnostics: Diagnostics
+    bootstrap: Any | None = None
+    comparison: Any | None = None
+    recipes: Any | None = None
+    bayes: FitResult | None = None
+    bayes_draws: dict[str, Any] | None = None
+    bayes_posterior: Any | None = None
+    equivalence: EquivalenceTable | None = None
+    example: dict[str, Equivalence] | None = None
+    frontier: Frontier | None = None
+    frontier_curve: Frontier | None = None
+    parabola: ParabolaMinima | None = None
+    isoflop: IsoflopCurves | None = None
+    points: dict[str, list[Any]] = field(default_factory=dict)
+    phi_shares: dict[str, float] | None = None
+    plan: Any | None = None
+    cautions: list[Caution] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def cautions_from(self, *sources: str, level: str | None = None) -> list[Caution]:
+        """The cautions of some sources (all sources when none is named), optionally of one level."""
+        return [
+            c
+            for c in self.cautions
+            if (not sources or c.source in sources) and (level is None or c.level == level)
+        ]
+
+    def recipe_counts(self) -> dict[str, int] | None:
+        """Runs per recipe of the input table, when its ``variant`` column holds several."""
+        frame = self.table.frame
+        if "variant" not in frame or frame["variant"].nunique() < 2:
+            return None
+        return {str(k): int(v) for k, v in frame["variant"].astype(str).value_counts().sort_index().items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types: the content of ``results.json`` (the report adds its files)."""
+
+        def d(x):
+            return None if x is None else x.to_dict()
+
+        boot = None
+        if self.bootstrap is not None:
+            boot = self.bootstrap.to_dict()
+            boot["phi_draws"] = boot["thetas"] and [row[5] for row in boot["thetas"]]
+        return to_plain(
+            {
+                "generator": GENERATOR,
+                "kind": "report",
+                "phifit_version": __version__,
+                "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "source": self.table.source,
+                "n_table_runs": len(self.table),
+                "runs_per_recipe": self.recipe_counts(),
+                "options": dict(self.options.__dict__),
+                "data": self.diagnostics.data,
+                "warnings": [c.to_dict() for c in self.cautions],
+                "fit": self.fit.to_dict(),
+                "bootstrap": boot,
+                "comparison": d(self.comparison),
+                "diagnostics": self.diagnostics.to_dict(),
+                "derived": {
+                    "equivalence": d(self.equivalence),
+                    "paper_example": None
+                    if self.example is None
+                    else {k: v.to_dict() for k, v in self.example.items()},
+                    "frontier": d(self.frontier),
+                    "frontier_curve": d(self.frontier_curve),
+                    "parabola_minima": d(self.parabola),
+                    "isoflop_curves": d(self.isoflop),
+                },
+                "recipes": d(self.recipes),
+                "plan": d(self.plan),
+                "bayes": d(self.bayes),
+                "timings": self.timings,
+            }
+        )
+
+
+# ------------------------------------------------------------------------------ cautions
+def _diagnostic_cautions(diag: Diagnostics) -> list[Caution]:
+    """The diagnostics' cautions, and the influence and consistency notes (kept as text by
+    :mod:`phifit.diagnostics.influence`) as notes of source "diagnostics"."""
+    notes = [] if diag.influence is None else list(diag.influence.notes)
+    notes += [] if diag.consistency is None else list(diag.consistency.notes)
+    return list(diag.warnings) + [
+        n if isinstance(n, Caution) else caution("diagnostics", "influence", str(n), level="note")
+        for n in notes
+    ]
+
+
+# ------------------------------------------------------------------------------ analysis
+def plotted_compute(runs: RunTable) -> tuple[np.ndarray, str]:
+    """The training compute at which the figures place each run, and where it comes from.
+
+    The ``flops`` column when there is one; else a numeric ``budget`` column (the isoFLOP
+    budget the run was trained at: the estimate 6 (N_once + r N_rec) D omits attention and
+    the embedding, and puts a small model's runs well left of its budget); else the estimate
+    (:attr:`phifit.runs.RunTable.compute`).
+    """
+    if runs.has_flops:
+        return runs.compute, runs.compute_source
+    budget = runs.budget
+    if budget is not None:
+        try:
+            values = np.asarray(budget, dtype=float)
+        except (TypeError, ValueError):
+            values = None
+        if values is not None and np.all(np.isfinite(values)) and np.all(values > 0):
+            return values, "the budget column (no flops column)"
+    return runs.compute, runs.compute_source
+
+
+def _timed(timings: dict[str, float], key: str, func: Callable, *args, **kwargs):
+    t0 = time.perf_counter()
+    try:
+        return func(*args, **kwargs)
+    finally:
+        timings[key] = round(time.perf_counter() - t0, 3)
+
+
+def analyse(
+    runs: RunTable, options: AnalysisOptions | None = None, *, progress: Callable[[str], None] | None = None
+) -> Analysis:
+    """Run every step of the analysis (see the module docstring) and gather its cautions;
+    ``progress`` receives one line as each stage starts (the CLI prints them to stderr)."""
+    options = options or AnalysisOptions()
+    timings: dict[str, float] = {}
+    own: list[Caution] = []
+    say = progress or (lambda _msg: None)
+
+    def note(kind: str, message: str, **values: Any) -> None:
+        own.append(caution("analysis", kind, message, level="note", **values))
+
+    main_runs, recipes = runs, None
+    if "variant" in runs.frame and runs.frame["variant"].nunique() > 1:
+        say(
+            f"recipes: joint fit and paired bootstrap of {runs.frame['variant'].nunique()} recipes "
+            f"({options.n_boot} replicates)"
+        )
+        recipes = _timed(
+            timings,
+            "recipes",
+            compare_recipes,
+            runs,
+            by="variant",
+            baseline=options.baseline,
+            n_boot=options.n_boot,
+            seed=options.seed,
+            n_starts=options.n_starts,
+            n_jobs=options.n_jobs,
+            progress=False,
+            level=options.level,
+        )
+        main_runs = select_recipe(runs, recipes.baseline).runs
+        note(
+            "recipe_selected",
+            f"the table holds {runs.frame['variant'].nunique()} recipes; the main sections "
+            f"analyse the baseline '{recipes.baseline}' ({len(main_runs)} runs)",
+            baseline=str(recipes.baseline),
+            n_runs=len(main_runs),
+        )
+
+    say(f"fitting the law to {len(main_runs)} runs ({options.n_starts} starts)")
+    fit = _timed(
+        timings,
+        "fit",
+        fit_huber,
+        main_runs,
+        options=HuberOptions(n_starts=options.n_starts, seed=options.seed),
+    )
+    boot = None
+    if options.n_boot and not fit.fixed:
+        say(f"block bootstrap ({options.n_boot} replicates, {options.n_jobs} workers)")
+        boot = _timed(
+            timings,
+            "bootstrap",
+            block_bootstrap,
+            main_runs,
+            n_boot=options.n_boot,
+            seed=options.seed,
+            point=fit,
+            n_jobs=options.n_jobs,
+            progress=False,
+            level=options.level,
+        )
+        fit = boot.attach(fit)
+    elif not options.n_boot:
+        note("no_bootstrap", "bootstrap turned off (n_boot = 0): no intervals")
+    thetas = None if boot is None else boot.thetas
+    phi_shares = None
+    if boot is not None and fit.phi is not None:
+        phi_shares = {"le0": boot.share("phi", lambda v: v <= 0), "ge1": boot.share("phi", lambda v: v >= 1)}
+
+    comparison = None
+    if main_runs.phi_identifiable:
+        say("restricted fits phi = 0 and phi = 1, with leave-one-budget-out refits")
+        comparison = _timed(
+            timings,
+            "comparison",
+            compare_fits,
+            main_runs,
+            seed=options.seed,
+            n_starts=options.n_starts,
+            n_wild=options.n_wild,
+        )
+
+    say("diagnostics: residuals, leave-one-out influence, the phi profile")
+    diag = _timed(timings, "diagnostics", diagnose, main_runs, fit, seed=options.seed)
+
+    say("derived quantities: equivalence, frontier, isoFLOP curves")
+    equiv = example = parab = iso = None
+    if fit.phi is not None:
+        equiv = _timed(timings, "equivalence", equivalence_table, main_runs, fit, thetas=thetas)
+        example = paper_example(fit.phi)
+    family = TableFamily.from_runs(main_runs)
+    budgets = table_budgets(main_runs)
+    front = _timed(timings, "frontier", frontier, fit, family, budgets, thetas=thetas)
+    dense = np.geomspace(min(budgets), max(budgets), CURVE_POINTS) if len(budgets) > 1 else budgets
+    curve = frontier(fit, family, dense)
+    if "budget" in main_runs.frame:
+        try:
+            parab = parabola_minima(main_runs)
+        except ValueError as err:
+            note("parabola_skipped", f"per-cell parabola minima skipped: {err}")
+        try:
+            iso = isoflop_curves(fit, main_runs, family=family)
+        except ValueError as err:
+            note("isoflop_skipped", f"isoFLOP curves skipped: {err}")
+    else:
+        note("no_budget", "no 'budget' column: isoFLOP curves and per-cell parabola minima need one")
+
+    plan = None
+    if options.plan is not None:
+        from ..plan.design import plan_from_fit
+
+        tables = f", {options.plan_tables} simulated tables" if options.plan_tables else ""
+        say(f"plan: what the design {options.plan!r} can measure, with this table as the pilot{tables}")
+        plan = _timed(
+            timings,
+            "plan",
+            plan_from_fit,
+            main_runs,
+            fit,
+            None if options.plan == "self" else options.plan,
+            n_tables=options.plan_tables,
+            seed=options.seed,
+            n_jobs=options.n_jobs,
+            misfit=options.plan_misfit,
+        )
+
+    bayes = bayes_draws = idata = None
+    if options.bayes:
+        from ..fitters.bayes import sample_posterior  # PyMC: imported only when asked
+
+        say("Bayesian posterior: compiling the model (about half a minute), then sampling")
+
+        sampled = _timed(
+            timings,
+            "bayes",
+            sample_posterior,
+            main_runs,
+            seed=options.seed,
+            hdi_prob=options.level,
+            progress=False,
+        )
+        bayes, idata, bayes_draws = sampled.result, sampled.idata, sampled.draws
+
+    compute, compute_source = plotted_compute(main_runs)
+    if not main_runs.has_flops:
+        ratio = main_runs.compute / compute
+        where = (
+            f"the runs are placed at their budget; the estimate would put them at "
+            f"{ratio.min():.2f}-{ratio.max():.2f}x it"
+            if compute_source.startswith("the budget")
+            else "the runs are placed at that estimate (it omits attention and the embedding)"
+        )
+        note(
+            "compute_estimated",
+            f"no 'flops' column: training compute in the figures is {compute_source}; {where}. "
+            "Record each run's FLOPs in a 'flops' column for exact placement",
+            compute_source=compute_source,
+        )
+    points = {
+        "r": main_runs.r.astype(int).tolist(),
+        "budget": None if main_runs.budget is None else main_runs.budget.tolist(),
+        "n_unique": (main_runs.n_once + main_runs.n_rec).tolist(),
+        "compute": compute.tolist(),
+        "compute_source": compute_source,
+        "loss": main_runs.loss.tolist(),
+    }
+    cautions = collect(
+        fit.warnings,  # the bootstrap's too, once attached
+        None if boot is None else boot.warnings,
+        None if comparison is None else comparison.warnings,
+        None if recipes is None else recipes.warnings,  # the joint fit's included
+        _diagnostic_cautions(diag),
+        front.warnings,
+        None if parab is None else parab.warnings,
+        None if bayes is None else bayes.warnings,
+        None if plan is None else plan.warnings,
+        own,
+    )
+    return Analysis(
+        table=runs,
+        runs=main_runs,
+        options=options,
+        fit=fit,
+        diagnostics=diag,
+        bootstrap=boot,
+        comparison=comparison,
+        recipes=recipes,
+        plan=plan,
+        bayes=bayes,
+        bayes_draws=bayes_draws,
+        bayes_posterior=idata,
+        equivalence=equiv,
+        example=example,
+        frontier=front,
+        frontier_curve=curve,
+        parabola=parab,
+        isoflop=iso,
+        points=points,
+        phi_shares=phi_shares,
+        cautions=cautions,
+        timings=timings,
+    )

@@ -1,0 +1,783 @@
+"""Figures of a phifit analysis, drawn from numbers computed elsewhere.
+
+One module on purpose: one small pure function per figure plus the shared style, so every
+figure looks alike and none computes anything.
+
+Every function takes result objects (diagnostics, derived quantities, bootstrap draws)
+and returns a :class:`matplotlib.figure.Figure`; none fits or tests anything.  Figures
+are built without pyplot (no global state; the Agg canvas renders them), so they are
+safe in scripts, servers and tests.
+
+Conventions: labelled axes with units; log axes for quantities spanning decades
+(parameters, tokens, FLOPs); the Okabe-Ito colour-blind-safe palette for categories
+(r, budgets, variants), with a distinct marker per category so that figures also read
+in grey-scale print.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import Formatter, LogFormatterSciNotation, LogLocator
+
+from .html import interval_text
+
+__all__ = [
+    "OKABE_ITO",
+    "color_for",
+    "marker_for",
+    "isoflop_figure",
+    "frontier_figure",
+    "bootstrap_figure",
+    "residual_figure",
+    "influence_figure",
+    "profile_figure",
+    "posterior_figure",
+    "recipes_figure",
+    "comparison_figure",
+    "save_figure",
+    "figure_bytes",
+]
+
+#: Okabe & Ito (2008) colour-universal palette (yellow last: weak on white paper).
+OKABE_ITO: tuple[str, ...] = (
+    "#000000",
+    "#E69F00",
+    "#56B4E9",
+    "#009E73",
+    "#0072B2",
+    "#D55E00",
+    "#CC79A7",
+    "#F0E442",
+)
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_RC = {
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "figure.dpi": 100,
+    "savefig.dpi": 150,
+    "svg.fonttype": "none",
+    "axes.grid": True,
+    "grid.alpha": 0.25,
+    "grid.linewidth": 0.5,
+    "svg.hashsalt": "phifit",
+}  # fixed ids: the same figure gives the same SVG bytes
+# no creation dates in the files: a regenerated report differs only where its content does
+_NO_DATE = {"png": {"Software": None}, "svg": {"Date": None}}
+
+LOSS_LABEL = "validation loss L (nats/token)"
+RESID_LABEL = "residual L - L̂ (nats)"
+
+
+def color_for(i: int) -> str:
+    """The i-th Okabe-Ito colour (cycling)."""
+    return OKABE_ITO[i % len(OKABE_ITO)]
+
+
+def marker_for(i: int) -> str:
+    return _MARKERS[i % len(_MARKERS)]
+
+
+def _figure(width: float, height: float) -> Figure:
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _styled(func):
+    """Build the figure under phifit's rc settings (fonts, grid, spines)."""
+    import functools
+
+    import matplotlib
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(_RC):
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def _style(ax) -> None:
+    ax.spines["top"].set_visible(False)
+    ax.spines["right"].set_visible(False)
+    ax.grid(True, alpha=0.25, linewidth=0.5)
+    ax.tick_params(labelsize=8)
+
+
+def _fmt_budget(c: Any) -> str:
+    if isinstance(c, (int, float)):
+        exp = int(math.floor(math.log10(c)))
+        mant = c / 10**exp
+        return f"C = {mant:.3g}e{exp} FLOPs"
+    return str(c)
+
+
+def _category_index(values: Sequence[Any]) -> dict[Any, int]:
+    return {v: i for i, v in enumerate(values)}
+
+
+class _MinorLogLabels(Formatter):
+    """Labels for the minor ticks of a log axis that never overlap: at draw time it takes the
+    axis' length and span and labels the densest of the mantissa sets {2..9}, {2, 3, 5},
+    {2, 5}, {3}, {} whose labels (about ``label_pt`` points wide) fit between their neighbours
+    and the decade labels.  A narrow range (under a decade) so still gets numbers."""
+
+    SETS = ((2, 3, 4, 5, 6, 7, 8, 9), (2, 3, 4, 6, 8), (2, 3, 5), (2, 5), (3,), ())
+
+    def __init__(self, label_pt: float = 36.0):
+        self.label_pt = label_pt
+
+    def _subs(self) -> tuple[int, ...]:
+        axis = self.axis
+        lo, hi = sorted(axis.get_view_interval())
+        if not (lo > 0 and hi > lo):
+            return ()
+        ax = axis.axes
+        length_pt = (ax.bbox.width if axis.axis_name == "x" else ax.bbox.height) * 72.0 / ax.figure.dpi
+        per_decade = length_pt / max(math.log10(hi / lo), 1e-9)
+        for subs in self.SETS:
+            marks = sorted({1, 10, *subs})
+            gap = min(math.log10(b / a) for a, b in zip(marks, marks[1:]))
+            if gap * per_decade >= self.label_pt:
+                return subs
+        return ()
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        if x <= 0:
+            return ""
+        exp = math.floor(math.log10(x) + 1e-9)
+        mant = round(x / 10**exp)
+        if mant in (1, 10) or mant not in self._subs():
+            return ""
+        return f"${mant}\\times10^{{{exp}}}$"
+
+
+def _log_x(ax) -> None:
+    """Log x axis whose minor ticks are labelled where the labels fit (:class:`_MinorLogLabels`)."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(LogFormatterSciNotation())
+    ax.xaxis.set_minor_locator(LogLocator(subs="all"))
+    ax.xaxis.set_minor_formatter(_MinorLogLabels())
+
+
+# ------------------------------------------------------------------------------ isoFLOP
+@_styled
+def isoflop_figure(
+    points: Mapping[str, Sequence[Any]],
+    curves: Sequence[Mapping[str, Any]],
+    *,
+    title: str = "isoFLOP curves: runs and the fitted law",
+) -> Figure:
+    """One panel per r: loss vs unique parameters, one colour per budget, fitted curves.
+
+    ``points``: {"r", "budget", "n_unique", "loss"} per run; ``curves``: the cells of
+    :class:`phifit.frontier.IsoflopCurves` ({budget, r, n_unique, loss}).
+    """
+    r = np.asarray(points["r"], int)
+    budget = np.asarray(points["budget"], object)
+    n = np.asarray(points["n_unique"], float)
+    loss = np.asarray(points["loss"], float)
+    r_values = sorted(set(r.tolist()))
+    budgets = sorted(set(budget.tolist()))
+    colour = _category_index(budgets)
+    cols = min(len(r_values), 2) if len(r_values) > 1 else 1
+    rows = math.ceil(len(r_values) / cols)
+    fig = _figure(3.6 * cols + 0.4, 3.0 * rows + 0.5)
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
+    for k, rv in enumerate(r_values):
+        ax = axes[k // cols][k % cols]
+        for b in budgets:
+            m = (r == rv) & (budget == b)
+            ax.scatter(
+                n[m],
+                loss[m],
+                s=22,
+                color=color_for(colour[b]),
+                marker=marker_for(colour[b]),
+                edgecolor="white",
+                linewidth=0.4,
+                zorder=3,
+                label=_fmt_budget(b) if k == 0 else None,
+            )
+        for cell in curves:
+            if cell["r"] == rv and cell["budget"] in colour:
+                ax.plot(
+                    cell["n_unique"],
+                    cell["loss"],
+                    color=color_for(colour[cell["budget"]]),
+                    linewidth=1.2,
+                    zorder=2,
+                )
+        _log_x(ax)
+        ax.set_title(f"r = {rv}")
+        ax.set_xlabel("unique non-embedding parameters N (log)")
+        if k % cols == 0:
+            ax.set_ylabel(LOSS_LABEL)
+        _style(ax)
+    for k in range(len(r_values), rows * cols):
+        axes[k // cols][k % cols].set_visible(False)
+    if len(budgets) <= 10:
+        fig.legend(
+            loc="outside lower center",
+            ncol=min(len(budgets), 3),
+            frameon=False,
+            title="points: runs; lines: fitted law at D = C / F",
+        )
+    fig.suptitle(title)
+    return fig
+
+
+# ----------------------------------------------------------------------------- frontier
+@_styled
+def frontier_figure(
+    points: Mapping[str, Sequence[Any]],
+    curve: Mapping[str, Any],
+    at_budgets: Mapping[str, Any],
+    parabola: Mapping[str, Any] | None = None,
+    *,
+    reference_gaps: Mapping[int, Sequence[float]] | None = None,
+    compute_source: str | None = None,
+) -> Figure:
+    """Left: loss vs training compute with the law's frontier per r.  Right: frontier
+    gap to the base r vs compute: the law (line, bootstrap band) and the per-cell
+    parabola minima (markers); the legends sit outside the axes, clear of the markers.
+
+    ``points``: {"r", "compute", "loss"} per run (``compute_source`` says where the runs'
+    compute comes from, e.g. "the flops column"; it is named under the left axis);
+    ``curve``: a Frontier dict over a dense
+    grid of budgets; ``at_budgets``: a Frontier dict at the table's budgets (with
+    ``gap_interval`` when bootstrapped); ``parabola``: a ParabolaMinima dict;
+    ``reference_gaps``: optional {r: [lo, hi]} bands to shade (e.g. the study's ranges).
+    """
+    fig = _figure(9.0, 4.3)
+    ax1, ax2 = fig.subplots(1, 2)
+    r_all = np.asarray(points["r"], int)
+    r_values = sorted(set(r_all.tolist()) | {int(r) for r in curve["r_values"]})
+    idx = _category_index(r_values)
+    comp = np.asarray(points["compute"], float)
+    loss = np.asarray(points["loss"], float)
+    cc = np.asarray(curve["budgets"], float)
+    for rv in r_values:
+        m = r_all == rv
+        ax1.scatter(
+            comp[m],
+            loss[m],
+            s=14,
+            color=color_for(idx[rv]),
+            marker=marker_for(idx[rv]),
+            alpha=0.55,
+            edgecolor="none",
+            zorder=2,
+        )
+        key = _key(curve["l_star"], rv)
+        if key is not None:
+            ax1.plot(
+                cc, curve["l_star"][key], color=color_for(idx[rv]), linewidth=1.6, label=f"r = {rv}", zorder=3
+            )
+    _log_x(ax1)
+    where = f"\nruns placed by {compute_source}" if compute_source else ""
+    ax1.set_xlabel(f"training compute C (FLOPs, log){where}")
+    ax1.set_ylabel(LOSS_LABEL)
+    ax1.set_title("runs and the compute-optimal frontier L*(C)")
+    ax1.legend(frameon=False, loc="lower left", bbox_to_anchor=(1.0, 0.0), handlelength=1.5)
+    _style(ax1)
+
+    base = int(curve["base_r"])
+    cb = np.asarray(at_budgets["budgets"], float)
+    for rv in r_values:
+        if rv == base:
+            continue
+        key = _key(curve["gap"], rv)
+        if key is None:
+            continue
+        col = color_for(idx[rv])
+        ax2.plot(cc, curve["gap"][key], color=col, linewidth=1.6, label=f"r = {rv}: law")
+        ivs = at_budgets.get("gap_interval")
+        k2 = _key(ivs, rv) if ivs else None
+        if k2 is not None:
+            iv = np.asarray(ivs[k2], float)
+            ax2.fill_between(cb, iv[:, 0], iv[:, 1], color=col, alpha=0.18, linewidth=0)
+        if reference_gaps and rv in reference_gaps:
+            lo, hi = reference_gaps[rv]
+            ax2.hlines([lo, hi], cc.min(), cc.max(), colors=col, linestyles=":", linewidth=0.9)
+        if parabola:
+            k3 = _key(parabola["gap"], rv)
+            g = []
+            if k3 is not None:
+                g = [x for x in parabola["gap"][k3] if isinstance(x["budget"], (int, float))]
+            if k3 is not None and g:
+                ax2.scatter(
+                    [x["budget"] for x in g],
+                    [x["gap"] for x in g],
+                    color=col,
+                    marker=marker_for(idx[rv]),
+                    s=26,
+                    edgecolor="black",
+                    linewidth=0.5,
+                    zorder=4,
+                    label=f"r = {rv}: parabola minima",
+                )
+    _log_x(ax2)
+    ax2.set_xlabel("training compute C (FLOPs, log)")
+    ax2.set_ylabel(f"frontier gap L*(r) - L*(r={base}) (nats)")
+    ax2.set_title("loss cost of looping at matched compute")
+    if len(r_values) > 1:
+        ax2.legend(frameon=False, fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    else:
+        ax2.text(
+            0.5,
+            0.5,
+            f"a single r = {base}: no gap to show",
+            ha="center",
+            va="center",
+            transform=ax2.transAxes,
+        )
+    _style(ax2)
+    return fig
+
+
+def _key(mapping: Mapping | None, r: int):
+    """Look up r in a dict keyed by int or by str (after a JSON round trip)."""
+    if not mapping:
+        return None
+    for k in (r, str(r)):
+        if k in mapping:
+            return k
+    return None
+
+
+# ---------------------------------------------------------------------------- bootstrap
+@_styled
+def bootstrap_figure(
+    phis: Sequence[float],
+    phi_hat: float,
+    interval: Sequence[float] | None,
+    *,
+    interval_bca: Sequence[float] | None = None,
+    reference_interval: Sequence[float] | None = None,
+    level: float = 0.95,
+    bounds: Sequence[float] | None = None,
+) -> Figure:
+    """Histogram of the bootstrap distribution of phi, with the estimate and the percentile
+    (and BCa) intervals, labelled at their ``level``; an interval end on ``bounds`` (the box
+    searched) is labelled as such (:func:`phifit.report_template.interval_text`)."""
+    pct = f"{100 * level:g}%"
+    phis = np.asarray([p for p in phis if p is not None and math.isfinite(p)], float)
+    fig = _figure(6.0, 3.2)
+    ax = fig.subplots()
+    bins = max(10, min(60, int(math.sqrt(len(phis)) * 2))) if len(phis) else 10
+    ax.hist(phis, bins=bins, color=OKABE_ITO[2], edgecolor="white", linewidth=0.4)
+    ax.axvline(phi_hat, color=OKABE_ITO[0], linewidth=1.5, label=f"estimate {phi_hat:.3f}")
+    if interval is not None:
+        for x in interval:
+            ax.axvline(x, color=OKABE_ITO[5], linestyle="--", linewidth=1.2)
+        ax.plot(
+            [],
+            [],
+            color=OKABE_ITO[5],
+            linestyle="--",
+            label=f"{pct} percentile {interval_text(interval[0], interval[1], bounds)}",
+        )
+    if interval_bca is not None and None not in interval_bca:
+        for x in interval_bca:
+            ax.axvline(x, color=OKABE_ITO[4], linestyle=":", linewidth=1.2)
+        ax.plot(
+            [],
+            [],
+            color=OKABE_ITO[4],
+            linestyle=":",
+            label=f"{pct} BCa {interval_text(interval_bca[0], interval_bca[1], bounds)}",
+        )
+    if reference_interval is not None:
+        ax.axvspan(
+            *reference_interval,
+            color=OKABE_ITO[1],
+            alpha=0.12,
+            label=f"study [{reference_interval[0]:.2f}, {reference_interval[1]:.2f}]",
+        )
+    ax.set_xlabel("φ (value of one recurrence; 0 = none, 1 = a unique block)")
+    ax.set_ylabel("bootstrap resamples")
+    ax.set_title(f"block bootstrap of φ ({len(phis)} resamples)")
+    ax.legend(frameon=False)
+    _style(ax)
+    return fig
+
+
+# ---------------------------------------------------------------------------- residuals
+@_styled
+def residual_figure(res: Mapping[str, Any]) -> Figure:
+    """Six panels from a ResidualDiagnostics dict: residuals vs fitted, vs log N_eff,
+    vs log D, by r, by budget, and the normal QQ plot of the log residuals."""
+    r = np.asarray(res["r"], int)
+    resid = np.asarray(res["resid"], float)
+    r_values = sorted(set(r.tolist()))
+    idx = _category_index(r_values)
+    fig = _figure(10.0, 6.4)
+    axes = fig.subplots(2, 3)
+    xs = [
+        (np.asarray(res["predicted"], float), "fitted loss L̂ (nats/token)", False),
+        (
+            np.exp(np.asarray(res["log_n_eff"], float)),
+            "effective size N_eff = N_once + r^φ N_rec (log)",
+            True,
+        ),
+        (np.exp(np.asarray(res["log_tokens"], float)), "training tokens D (log)", True),
+    ]
+    for ax, (x, label, log) in zip(axes[0], xs):
+        for rv in r_values:
+            m = r == rv
+            ax.scatter(
+                x[m],
+                resid[m],
+                s=14,
+                color=color_for(idx[rv]),
+                marker=marker_for(idx[rv]),
+                edgecolor="none",
+                alpha=0.8,
+                label=f"r = {rv}",
+            )
+        ax.axhline(0, color="0.3", linewidth=0.8)
+        if log:
+            _log_x(ax)
+        ax.set_xlabel(label)
+        ax.set_ylabel(RESID_LABEL)
+        _style(ax)
+    axes[0][0].legend(frameon=False, fontsize=7)
+    axes[0][0].set_title("vs fitted values")
+    axes[0][1].set_title("vs effective size")
+    axes[0][2].set_title("vs training tokens")
+
+    ax = axes[1][0]
+    _strip(
+        ax,
+        [resid[r == rv] for rv in r_values],
+        [f"{rv}" for rv in r_values],
+        [color_for(idx[rv]) for rv in r_values],
+        [g.get("flagged", False) for g in res["by_r"]],
+    )
+    ax.set_xlabel("recurrences r")
+    ax.set_ylabel(RESID_LABEL)
+    ax.set_title("by r (bar: mean; red: flagged)")
+    _style(ax)
+
+    ax = axes[1][1]
+    if res.get("budget") is not None:
+        budget = np.asarray(res["budget"], object)
+        levels = [g["group"] for g in res["by_budget"]]
+        _strip(
+            ax,
+            [resid[budget == b] for b in levels],
+            [f"{b:.2g}" if isinstance(b, (int, float)) else str(b) for b in levels],
+            [OKABE_ITO[4]] * len(levels),
+            [False] * len(levels),
+        )
+        ax.set_xlabel("FLOP budget C")
+        ax.tick_params(axis="x", rotation=30)
+        ax.set_title("by budget")
+    else:
+        ax.text(0.5, 0.5, "no 'budget' column", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title("by budget")
+    ax.set_ylabel(RESID_LABEL)
+    _style(ax)
+
+    ax = axes[1][2]
+    theo = np.asarray(res["qq_theoretical"], float)
+    samp = np.asarray(res["qq_sample"], float)
+    ax.scatter(theo, samp, s=12, color=OKABE_ITO[4], edgecolor="none")
+    lim = [min(theo.min(), samp.min(), -2.5), max(theo.max(), samp.max(), 2.5)]
+    ax.plot(lim, lim, color="0.3", linewidth=0.8)
+    ax.set_xlabel("standard normal quantile")
+    ax.set_ylabel("standardised log residual")
+    ax.set_title("normal QQ plot")
+    _style(ax)
+    if res.get("numerically_exact"):
+        fig.suptitle("residuals are at numerical precision (noise-free table)")
+    return fig
+
+
+def _strip(
+    ax, groups: Sequence[np.ndarray], labels: Sequence[str], colours: Sequence[str], flagged: Sequence[bool]
+) -> None:
+    rng = np.random.default_rng(0)
+    for i, (g, col, flag) in enumerate(zip(groups, colours, flagged)):
+        jitter = rng.uniform(-0.18, 0.18, len(g))
+        ax.scatter(i + jitter, g, s=11, color=col, edgecolor="none", alpha=0.8)
+        if len(g):
+            ax.hlines(
+                np.mean(g),
+                i - 0.3,
+                i + 0.3,
+                colors="#D55E00" if flag else "black",
+                linewidth=2.2 if flag else 1.4,
+            )
+    ax.axhline(0, color="0.3", linewidth=0.8)
+    ax.set_xticks(range(len(labels)), labels)
+
+
+# ---------------------------------------------------------------------------- influence
+@_styled
+def influence_figure(infl: Mapping[str, Any]) -> Figure:
+    """Leave-one-run-out (left) and leave-one-cell-out (right) change in phi."""
+    runs = infl["runs"]
+    cells = [
+        c for c in infl.get("cells") or [] if c.get("delta_phi") is not None and math.isfinite(c["delta_phi"])
+    ]
+    fig = _figure(10.0, 3.6)
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=[2, 1] if cells else [1, 0.001])
+    r = np.array([x["r"] for x in runs], int)
+    d = np.array([x["delta_phi"] if x["delta_phi"] is not None else np.nan for x in runs], float)
+    r_values = sorted(set(r.tolist()))
+    idx = _category_index(r_values)
+    pos = np.arange(len(runs))
+    for rv in r_values:
+        m = r == rv
+        ax1.vlines(pos[m], 0, d[m], colors=color_for(idx[rv]), linewidth=1.2)
+        ax1.scatter(
+            pos[m],
+            d[m],
+            s=12,
+            color=color_for(idx[rv]),
+            marker=marker_for(idx[rv]),
+            label=f"r = {rv}",
+            zorder=3,
+        )
+    # the runs that move phi most: numbered at their stems, named in a key below the axes
+    # (run ids are long and the largest moves often sit next to each other)
+    key = []
+    for k, x in enumerate(infl.get("top", [])[:3]):
+        i = next(j for j, y in enumerate(runs) if y["run_id"] == x["run_id"])
+        if not math.isfinite(d[i]):
+            continue
+        ax1.annotate(
+            str(k + 1),
+            (i, d[i]),
+            fontsize=7,
+            fontweight="bold",
+            xytext=(5, 0),
+            textcoords="offset points",
+            ha="left",
+            va="center",
+        )
+        key.append(f"{k + 1}: {x['run_id']} (Δφ {d[i]:+.3f})")
+    ax1.axhline(0, color="0.3", linewidth=0.8)
+    ax1.set_xlabel("run (table order)" + ("\n" + "\n".join(key) if key else ""))
+    ax1.set_ylabel("Δφ when the run is left out")
+    ax1.set_title("leave-one-run-out", pad=20)
+    ax1.legend(
+        frameon=False,
+        fontsize=7,
+        ncol=len(r_values),
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+        borderaxespad=0.1,
+    )
+    _style(ax1)
+    if cells:
+        order = sorted(range(len(cells)), key=lambda i: cells[i]["delta_phi"])
+        y = np.arange(len(cells))
+        vals = [cells[i]["delta_phi"] for i in order]
+        cols = [color_for(idx.get(cells[i]["r"], 0)) for i in order]
+        ax2.barh(y, vals, color=cols, height=0.7)
+        ax2.set_yticks(y, [cells[i]["cell"] for i in order], fontsize=6)
+        ax2.axvline(0, color="0.3", linewidth=0.8)
+        ax2.set_xlabel("Δφ when the cell is left out")
+        ax2.set_title("leave-one-(budget, r)-cell-out")
+        _style(ax2)
+    else:
+        ax2.set_visible(False)
+    return fig
+
+
+@_styled
+def profile_figure(
+    profile: Mapping[str, Sequence[float]],
+    phi_hat: float,
+    interval: Sequence[float] | None,
+    consistency: Mapping[str, Any] | None = None,
+    *,
+    interval_label: str = "interval",
+    bounds: Sequence[float] | None = None,
+) -> Figure:
+    """Profile deviance of phi (left) and phi refitted on subsets (right).
+
+    ``interval`` is drawn as a band on both panels and named in the legend by
+    ``interval_label``, which says what it is (e.g. "profile interval (assumes independent
+    runs)" or "95% bootstrap interval").  The deviance axis is named by the profile's
+    ``deviance_name`` when it has one; an interval end on ``bounds`` (the box searched) is
+    labelled as such.
+    """
+    fig = _figure(10.0, 3.4)
+    ax1, ax2 = fig.subplots(1, 2)
+    phi = np.asarray(profile["phi"], float)
+    dev = np.asarray(profile["deviance"], float)
+    finite = np.isfinite(dev)
+    ax1.plot(phi[finite], dev[finite], color=OKABE_ITO[4], linewidth=1.5)
+    ax1.axhline(3.84, color=OKABE_ITO[5], linestyle="--", linewidth=1, label="χ²₁(0.95) = 3.84")
+    ax1.axvline(phi_hat, color="black", linewidth=1, label=f"φ̂ = {phi_hat:.3f}")
+    if interval is not None:
+        ax1.axvspan(
+            interval[0],
+            interval[1],
+            color=OKABE_ITO[2],
+            alpha=0.2,
+            label=f"{interval_label}\n{interval_text(interval[0], interval[1], bounds)}",
+        )
+    if finite.any():
+        ax1.set_yscale("symlog", linthresh=10)
+        ax1.set_ylim(bottom=0)
+    ax1.set_xlabel("φ (fixed; other parameters refitted)")
+    ax1.set_ylabel(f"profile deviance {profile.get('deviance_name', 'n log(SSR/SSR_min)')}")
+    ax1.set_title("profile of the objective along φ")
+    ax1.legend(frameon=False, fontsize=7)
+    _style(ax1)
+    if consistency:
+        items = [
+            x
+            for x in consistency.get("halves", []) + consistency.get("pairs", [])
+            if x.get("phi") is not None
+        ]
+        y = np.arange(len(items))
+        ax2.scatter(
+            [x["phi"] for x in items],
+            y,
+            color=OKABE_ITO[1],
+            s=30,
+            zorder=3,
+            marker="D",
+            edgecolor="black",
+            linewidth=0.5,
+        )
+        ax2.axvline(phi_hat, color="black", linewidth=1)
+        if interval is not None:
+            ax2.axvspan(interval[0], interval[1], color=OKABE_ITO[2], alpha=0.2)
+        ax2.set_yticks(y, [f"{x['label']} (n={x['n']})" for x in items], fontsize=7)
+        ax2.set_xlabel("φ refitted on the subset")
+        ax2.set_title("consistency of φ across the data")
+        _style(ax2)
+    else:
+        ax2.set_visible(False)
+    return fig
+
+
+# ------------------------------------------------------------------- optional sections
+@_styled
+def posterior_figure(
+    draws: Mapping[str, Sequence[float]], *, point: Mapping[str, float] | None = None
+) -> Figure:
+    """Marginal posterior histograms of the parameters (one panel each)."""
+    names = [n for n in ("phi", "alpha", "beta", "E", "A", "B") if n in draws]
+    cols = 3
+    rows = max(1, math.ceil(len(names) / cols))
+    fig = _figure(9.0, 2.6 * rows)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for k, name in enumerate(names):
+        ax = axes[k // cols][k % cols]
+        x = np.asarray(draws[name], float)
+        x = x[np.isfinite(x)]
+        ax.hist(x, bins=40, color=OKABE_ITO[3], edgecolor="white", linewidth=0.3)
+        if point and point.get(name) is not None:
+            ax.axvline(point[name], color="black", linewidth=1.2, label="Huber estimate")
+        ax.set_xlabel("φ" if name == "phi" else name)
+        ax.set_ylabel("posterior draws")
+        _style(ax)
+    for k in range(len(names), rows * cols):
+        axes[k // cols][k % cols].set_visible(False)
+    if point:
+        axes[0][0].legend(frameon=False, fontsize=7)
+    fig.suptitle("Bayesian posterior (marginals)")
+    return fig
+
+
+@_styled
+def recipes_figure(rows: Sequence[Mapping[str, Any]], *, baseline: str, level: float | None = None) -> Figure:
+    """Δφ of each recipe against the baseline with its interval (one row per variant; the
+    x label names the interval's ``level`` when given)."""
+    fig = _figure(6.0, 0.6 + 0.45 * max(len(rows), 2))
+    ax = fig.subplots()
+    for i, row in enumerate(rows):
+        col = color_for(i + 1)
+        ax.scatter([row["delta_phi"]], [i], color=col, marker=marker_for(i + 1), s=36, zorder=3)
+        iv = row.get("interval")
+        if iv is not None and None not in iv:
+            ax.hlines(i, iv[0], iv[1], colors=col, linewidth=2)
+            ax.annotate(
+                f"{row['delta_phi']:+.3f} [{iv[0]:+.3f}, {iv[1]:+.3f}]",
+                (row["delta_phi"], i),
+                xytext=(0, 9),
+                textcoords="offset points",
+                ha="center",
+                fontsize=7,
+            )
+    ax.axvline(0, color="0.3", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), [str(r["variant"]) for r in rows])
+    ax.set_ylim(-0.6, len(rows) - 0.2)
+    ax.set_xlabel(f"Δφ against '{baseline}' refitted on the same budgets (> 0: each recurrence worth more)")
+    ax.set_title("recipes compared by φ" + (f" ({100 * level:g}% bootstrap intervals)" if level else ""))
+    _style(ax)
+    return fig
+
+
+@_styled
+def comparison_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
+    """How much worse each restricted fit is than the free one: the drop in R² (raw nats),
+    R²(restricted) - R²(free), as horizontal bars from zero (the free fit), each labelled with
+    its R².  ``rows``: the free fit first (label "free"), then the restricted fits."""
+    free = next((r for r in rows if str(r["label"]) == "free"), rows[0])
+    others = [r for r in rows if r is not free]
+    n = max(len(others), 1)
+    fig = _figure(6.0, 0.9 + 0.45 * max(n, 2))
+    ax = fig.subplots()
+    base = float(free["r2"])
+    labels = [str(r["label"]).replace("phi", "φ ").replace("=", "= ") for r in others]
+    drops = [float(r["r2"]) - base for r in others]
+    ax.barh(range(len(others)), drops, color=[color_for(i + 1) for i in range(len(others))], height=0.6)
+    worst = min(drops + [-1e-4])
+    ax.set_xlim(1.45 * worst, -0.02 * worst)
+    for i, (r, v) in enumerate(zip(others, drops)):
+        ax.annotate(
+            f"{v:+.4f} (R² {float(r['r2']):.4f})",
+            (v, i),
+            xytext=(-4, 0),
+            textcoords="offset points",
+            ha="right",
+            va="center",
+            fontsize=8,
+        )
+    ax.axvline(0, color="0.2", linewidth=1.0)
+    ax.set_yticks(range(len(others)), labels)
+    ax.invert_yaxis()
+    ax.set_ylim(len(others) - 0.4, -0.6)
+    ax.set_xlabel(f"R² (raw nats) minus the free fit's R² = {base:.4f}")
+    ax.set_title("loss of fit when φ is held fixed (0 = as good as φ free)")
+    _style(ax)
+    return fig
+
+
+# ------------------------------------------------------------------------------- output
+@_styled
+def save_figure(fig: Figure, stem: str, *, svg: bool = True) -> dict[str, str]:
+    """Write ``stem.png`` (150 dpi) and, with ``svg``, ``stem.svg``; returns their paths."""
+    paths = {"png": f"{stem}.png"}
+    fig.savefig(paths["png"], dpi=150, facecolor="white", metadata=_NO_DATE["png"])
+    if svg:
+        paths["svg"] = f"{stem}.svg"
+        fig.savefig(paths["svg"], facecolor="white", metadata=_NO_DATE["svg"])
+    return paths
+
+
+@_styled
+def figure_bytes(fig: Figure, fmt: str = "png") -> bytes:
+    """The figure rendered in memory (PNG at 150 dpi, or SVG)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=150, facecolor="white", metadata=_NO_DATE.get(fmt))
+    return buf.getvalue()

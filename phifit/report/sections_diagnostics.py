@@ -1,0 +1,174 @@
+"""Sections of the report page about the diagnostics: residuals; influence, identifiability
+and consistency of phi.
+
+Layout only: every number comes from :attr:`phifit.analysis.Analysis.diagnostics`.
+:func:`profile_band` chooses the interval drawn on the phi-profile figure and names it for
+what it is: the fit's percentile bootstrap interval when there is one, else the profile
+interval (which assumes independent runs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from . import html as T
+from .analysis import Analysis
+from .sections_fit import Fig, budget_label, caution_list, pct
+
+
+def profile_band(a: Analysis) -> tuple[Sequence[float] | None, str]:
+    """(interval, label) of phi for the profile figure and its caption."""
+    fit, ident = a.fit, a.diagnostics.identifiability
+    boot = (fit.ci or {}).get("phi") if fit.method != "bayes" else None
+    if boot is not None and None not in boot:
+        return boot, f"{pct(fit.ci_level)} percentile bootstrap interval"
+    if ident.profile_interval:
+        return ident.profile_interval, ident.profile_interval_label
+    return None, ""
+
+
+def section_residuals(a: Analysis, fig: Fig) -> str:
+    res = a.diagnostics.residuals
+    html = fig(
+        "residuals",
+        "residual panels",
+        "Residuals (actual − predicted, nats) vs fitted loss, effective size and tokens, "
+        "by r and by budget, and the normal QQ plot of the log residuals.",
+    )
+
+    def row(label: str, g) -> list[str]:
+        return [
+            label,
+            str(g.n),
+            T.fixed(g.mean, 4, signed=True),
+            T.fixed(g.max_abs, 4),
+            T.fixed(g.rmse, 4),
+            T.fixed(g.t, 1),
+        ]
+
+    html += "<h3>Per r (the study's Table 7)</h3>"
+    html += T.table(
+        ["", "n", "mean", "max |resid|", "RMSE", "t = mean / SE"],
+        [row(f"r = {g.group}", g) for g in res.by_r] + [row("pooled", res.pooled)],
+        flags=[g.flagged for g in res.by_r] + [False],
+    )
+    rule = res.offset_rule
+    html += (
+        f"<p>Flag rule: r is systematically off when |mean| &gt; {rule['k']:g} SE and "
+        f"|mean| &gt; max({rule['floor']:g} nats, {rule['rel_floor']:g} × pooled RMSE) = "
+        f"{rule['threshold']:.4f} nats.</p>"
+    )
+    if res.by_budget:
+        html += "<h3>Per budget</h3>"
+        html += T.table(
+            ["C", "n", "mean", "max |resid|", "RMSE"],
+            [row(budget_label(g.group), g)[:5] for g in res.by_budget],
+        )
+    html += "<h3>Residual tests (log residuals)</h3>"
+    html += T.table(
+        ["test", "against", "statistic", "p-value", "result", "note"],
+        [
+            [
+                T.esc(t.name),
+                T.esc(t.against),
+                T.num(t.statistic, 4),
+                T.num(t.pvalue, 3),
+                '<span class="ok">pass</span>' if t.passed else '<span class="bad">reject</span>',
+                T.esc(t.note),
+            ]
+            for t in res.tests
+        ],
+        left=2,
+        left_last=True,
+    )
+    html += caution_list(res.flags, "warnings")
+    return html
+
+
+def section_influence(a: Analysis, fig: Fig) -> str:
+    d = a.diagnostics
+    html = ""
+    if d.influence is not None:
+        infl = d.influence
+        html += fig(
+            "influence",
+            "leave-one-out change in phi",
+            "Change in φ when one run (left) or one (budget, r) cell (right) is left "
+            "out; refits warm-started from the full-data optimum.",
+        )
+        html += "<h3>Runs that move φ most</h3>"
+        html += T.table(
+            ["run", "r", "φ without it", "Δφ"],
+            [
+                [T.esc(x["run_id"]), str(x["r"]), T.fixed(x["phi"]), T.fixed(x["delta_phi"], 4, signed=True)]
+                for x in infl.top
+            ],
+            left=1,
+        )
+        if infl.cells:
+            worst = sorted(
+                (c for c in infl.cells if _finite(c["delta_phi"])), key=lambda c: -abs(c["delta_phi"])
+            )[:5]
+            html += "<h3>Cells that move φ most</h3>"
+            html += T.table(
+                ["cell", "runs", "φ without it", "Δφ"],
+                [
+                    [
+                        T.esc(c["cell"]),
+                        str(c["n"]),
+                        T.fixed(c["phi"]),
+                        T.fixed(c["delta_phi"], 4, signed=True),
+                    ]
+                    for c in worst
+                ],
+            )
+        html += T.bullet_list([str(n) for n in infl.notes], "notes")
+    ident = d.identifiability
+    interval, label = profile_band(a)
+    deviance = (ident.profile or {}).get("deviance_name", "n log(SSR(φ)/SSR_min)")
+    band = f"; band: {T.esc(label)}" if interval is not None else ""
+    html += fig(
+        "phi_profile",
+        "profile of the objective along phi and subset refits",
+        f"Left: profile deviance {T.esc(deviance)} with the other parameters refitted at each φ; "
+        f"the restricted laws φ = 0 and φ = 1 lie on this curve{band}. "
+        "Right: φ refitted on budget halves and on pairs of r.",
+    )
+    if d.consistency is not None:
+        html += "<h3>Consistency of φ</h3>"
+        html += T.table(
+            ["subset", "runs", "φ", "R²"],
+            [
+                [T.esc(x["label"]), str(x["n"]), T.fixed(x["phi"]), T.fixed(x["r2"], 4)]
+                for x in d.consistency.halves + d.consistency.pairs
+            ],
+            left=1,
+        )
+        html += (
+            "<p>The study reports φ = 0.44 on its lower budgets (C ≤ 2.15e18) and 0.49 on "
+            "the upper ones (C ≥ 4.64e18).</p>"
+        )
+        html += T.bullet_list([str(n) for n in d.consistency.notes], "notes")
+    html += "<h3>Identifiability at the optimum</h3>"
+    names = [_coordinate(n) for n in ident.names]
+    html += T.table(
+        [""] + names, [[names[i]] + [T.fixed(c, 3) for c in row] for i, row in enumerate(ident.correlation)]
+    )
+    html += f"<p>Condition number of the unit-diagonal information matrix: {ident.condition_number:.3g}."
+    if ident.profile_interval:
+        lo, hi = ident.profile_interval
+        iv = T.interval_text(lo, hi, T.param_bounds(a.fit, "phi"))
+        html += f" φ {T.esc(ident.profile_interval_label)}, approx. 95%: {T.esc(iv)}."
+    html += "</p>"
+    html += caution_list(ident.warnings, "warnings")
+    return html
+
+
+def _coordinate(name: str) -> str:
+    return {"a": "log A", "b": "log B", "e": "log E", "phi": "φ"}.get(name, name)
+
+
+def _finite(x: Any) -> bool:
+    return x is not None and math.isfinite(float(x))

@@ -1,0 +1,506 @@
+"""Sections of the report page about the fit: data and cautions, the fitted law, the
+bootstrap, the restricted fits, the Bayesian posterior, the recipes and the file list
+(the derived quantities are in :mod:`phifit.report.sections_derived`, the diagnostics in
+:mod:`phifit.report.sections_diagnostics`), and the small helpers they share.
+
+One module on purpose: each section is a short function of the analysis, and they share
+the same few helpers; splitting them further would scatter one page.
+
+Each ``section_*`` takes an :class:`~phifit.analysis.Analysis` (and ``fig``, which embeds a
+drawn figure by name) and returns HTML.  Layout only: every number comes from the analysis.
+Interval labels use the level the interval was computed at (``FitResult.ci_level``,
+``RecipeComparison.level``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import html as T
+from .analysis import Analysis
+from ..law import PARAM_NAMES
+from ..fitters.likelihood import p_text
+from ..study import REFERENCE_PARAMS, STUDY_PHI, STUDY_PHI_CI, STUDY_R2
+
+Fig = Callable[[str, str, str], str]
+
+
+def pct(level: float) -> str:
+    """0.95 -> '95%', 0.9 -> '90%', 0.683 -> '68.3%'."""
+    return f"{100 * level:g}%"
+
+
+def budget_label(key: Any) -> str:
+    try:
+        return f"{float(key):.3g}"
+    except (TypeError, ValueError):
+        return str(key)
+
+
+def caution_list(cautions, css: str = "notes", *, with_source: bool = False) -> str:
+    items = [f"[{c.source}] {c.message}" if with_source else c.message for c in cautions]
+    return T.bullet_list(items, css)
+
+
+# ----------------------------------------------------------- rows read from other results
+def comparison_rows(comparison: Any) -> list[dict[str, Any]]:
+    """[{label, r2, objective, params, ...}] from a Comparison's dict (free fit first)."""
+    if comparison is None:
+        return []
+    fits = comparison.to_dict().get("fits", [])
+    rows = []
+    items = fits.items() if isinstance(fits, dict) else ((None, f) for f in fits)
+    for key, f in items:
+        label = (
+            f.get("label")
+            or key
+            or ",".join(f"{k}={v:g}" for k, v in (f.get("fixed") or {}).items())
+            or "free"
+        )
+        rows.append(
+            {
+                "label": str(label),
+                **{
+                    k: f.get(k)
+                    for k in ("r2", "rmse", "objective", "aic", "bic", "lr_p_value", "cv_rmse", "rejected")
+                },
+                "params": f.get("params", {}),
+                "fixed": f.get("fixed", {}),
+            }
+        )
+    return [r for r in rows if r["r2"] is not None]
+
+
+def recipe_rows(recipes: Any) -> list[dict[str, Any]]:
+    """One row per variant: Δφ, its intervals and p-value, the two φ, the runs."""
+    if recipes is None:
+        return []
+    rows = []
+    for variant, value in (getattr(recipes, "delta_phi", None) or {}).items():
+        rows.append(
+            {
+                "variant": variant,
+                "delta_phi": value.get("estimate"),
+                "interval": value.get("ci"),
+                "interval_bca": value.get("ci_bca"),
+                "p_value": value.get("p_value"),
+                "variant_phi": value.get("variant_phi"),
+                "baseline_phi": value.get("baseline_phi"),
+                "budgets": value.get("budgets"),
+                "n_runs": value.get("n_runs_variant"),
+            }
+        )
+    return [r for r in rows if r["delta_phi"] is not None]
+
+
+def phi_interval_kind(a: Analysis) -> str:
+    """What the fit's phi interval is: "95% percentile block bootstrap (200 replicates over 12
+    'budget,r' blocks)"; empty when there is none."""
+    fit = a.fit
+    boot = fit.bootstrap or {}
+    if not (fit.ci or {}).get("phi"):
+        return ""
+    if fit.method == "bayes":
+        return f"{pct(fit.ci_level)} highest-density interval"
+    return (
+        f"{pct(fit.ci_level)} percentile block bootstrap ({boot.get('n', '?')} replicates over "
+        f"{boot.get('n_blocks', '?')} '{boot.get('block', '?')}' blocks)"
+    )
+
+
+def restriction_verdicts(comparison: Any) -> list[tuple[str, bool | None, str]]:
+    """(restriction, rejected, evidence) for phi = 0 and phi = 1, read from the comparison's
+    per-restriction statistics: its test (the wild cluster bootstrap when the comparison ran
+    one, else the likelihood ratio) and the leave-one-budget-out RMSE against the free fit's."""
+    if comparison is None:
+        return []
+    stats = getattr(comparison, "stats", {}) or {}
+    free = stats.get("free")
+    out = []
+    for label in ("phi=0", "phi=1"):
+        st = stats.get(label)
+        if st is None:
+            continue
+        wild = getattr(st, "wild", None)
+        if wild is not None and getattr(wild, "p_value", None) is not None:
+            evidence = [f"wild cluster bootstrap p = {p_text(wild.p_value)}"]
+        else:
+            evidence = [f"likelihood-ratio p = {p_text(st.lr_p_value)}"]
+        if st.cv_rmse is not None and free is not None and free.cv_rmse is not None:
+            evidence.append(f"held-out-budget RMSE {st.cv_rmse:.4f} vs {free.cv_rmse:.4f} nats with φ free")
+        out.append((label.replace("phi", "φ ").replace("=", "= "), st.rejected, "; ".join(evidence)))
+    return out
+
+
+def top_warnings(a: Analysis, n: int = 4) -> list[str]:
+    """The first warning of each (source, kind), up to ``n``, each saying how many alike follow."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for c in a.cautions_from(level="warning"):
+        groups.setdefault((c.source, c.kind), []).append(c.message)
+    out = []
+    for msgs in list(groups.values())[:n]:
+        more = len(msgs) - 1
+        out.append(msgs[0] + (f" (and {more} more like it)" if more else ""))
+    return out
+
+
+# ---------------------------------------------------------------------------- sections
+def section_headline(a: Analysis) -> str:
+    """The answer first: phi with its interval (and what kind), the verdicts on phi = 0 and
+    phi = 1, Δφ per recipe, R² and RMSE, and the top warnings."""
+    fit = a.fit
+    items = []
+    if fit.phi is None:
+        items.append("<b>φ is not identified</b> by these runs (it needs looped runs at two or more r).")
+    else:
+        iv = (fit.ci or {}).get("phi")
+        text = f'<span class="phi">φ = {fit.phi:.3f}</span>'
+        if iv:
+            bounds = T.param_bounds(fit, "phi")
+            text += (
+                f", {T.esc(phi_interval_kind(a))}: <b>{T.interval(iv, lambda v: T.fixed(v, 3), bounds)}</b>"
+            )
+            bca = (fit.ci_bca or {}).get("phi")
+            if bca and None not in bca:
+                text += f" (BCa {T.interval(bca, lambda v: T.fixed(v, 3), bounds)})"
+        else:
+            text += " (no interval: bootstrap off)"
+        items.append(text)
+    verdicts = restriction_verdicts(a.comparison)
+    for label, rejected, evidence in verdicts:
+        word = (
+            "not tested"
+            if rejected is None
+            else ('<span class="bad">rejected</span>' if rejected else '<span class="ok">not rejected</span>')
+        )
+        items.append(f"<b>{T.esc(label)}</b>: {word} ({T.esc(evidence)})")
+    if not verdicts and fit.phi is not None:
+        items.append("φ = 0 and φ = 1: not tested (no restricted-fit comparison).")
+    rows = recipe_rows(a.recipes)
+    if rows:
+        parts = [
+            f"{T.esc(r['variant'])} {T.fixed(r['delta_phi'], 3, signed=True)} "
+            f"{T.interval(r['interval'], lambda v: T.fixed(v, 3, signed=True))}"
+            for r in rows
+        ]
+        items.append(
+            f"<b>Δφ</b> against '{T.esc(a.recipes.baseline)}' ({pct(a.recipes.level)} bootstrap): "
+            + "; ".join(parts)
+        )
+    items.append(
+        f"R² {T.fixed(fit.r2, 4)}, RMSE {T.fixed(fit.rmse, 4)} nats ({fit.n_runs} runs"
+        + (f" of '{T.esc(a.recipes.baseline)}'" if a.recipes is not None else "")
+        + ")"
+    )
+    html = '<div class="headline" id="headline"><ul>' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+    warns = top_warnings(a)
+    n_warn = len(a.cautions_from(level="warning"))
+    if warns:
+        html += f'<p class="hw">Warnings ({n_warn}; all under <a href="#data">Data and warnings</a>):</p>'
+        html += T.bullet_list(warns, "warnings")
+    else:
+        html += '<p class="ok">No warnings.</p>'
+    return html + "</div>"
+
+
+def section_data(a: Analysis) -> str:
+    d = a.diagnostics.data
+    rows = []
+    counts = a.recipe_counts()
+    if counts:
+        baseline = a.recipes.baseline if a.recipes is not None else "baseline"
+        rows.append(
+            [
+                "table",
+                T.esc(
+                    f"{len(a.table)} runs in {len(counts)} recipes ("
+                    + ", ".join(f"{k}: {v}" for k, v in counts.items())
+                    + f"); this section and the ones up to the Δφ section analyse the {baseline} recipe"
+                ),
+            ]
+        )
+    rows += [
+        ["runs", str(d["n_runs"])],
+        ["runs per r", T.esc(", ".join(f"r={k}: {v}" for k, v in d["runs_per_r"].items()))],
+    ]
+    if "runs_per_budget" in d:
+        per_budget = ", ".join(f"{budget_label(k)}: {v}" for k, v in d["runs_per_budget"].items())
+        rows += [["runs per budget", T.esc(per_budget)], ["(budget, r) cells", str(d["n_cells"])]]
+    if "runs_per_variant" in d:
+        rows.append(
+            ["runs per variant", T.esc(", ".join(f"{k}: {v}" for k, v in d["runs_per_variant"].items()))]
+        )
+    rows += [
+        ["unique parameters N", f"{T.count(d['n_unique_range'][0])} – {T.count(d['n_unique_range'][1])}"],
+        ["training tokens D", f"{T.count(d['tokens_range'][0])} – {T.count(d['tokens_range'][1])}"],
+        ["loss (nats/token)", f"{T.fixed(d['loss_range'][0])} – {T.fixed(d['loss_range'][1])}"],
+        ["training compute C", T.esc(a.runs.compute_source)],
+        ["columns", T.esc(", ".join(d["columns"]))],
+    ]
+    html = T.table(["", "value"], rows, left=2)
+    warns = a.cautions_from(level="warning")
+    html += "<h3>Warnings</h3>" + (
+        caution_list(warns, "warnings", with_source=True) if warns else '<p class="ok">No warnings.</p>'
+    )
+    notes = a.cautions_from(level="note")
+    if notes:
+        html += "<h3>Notes</h3>" + caution_list(notes, with_source=True)
+    return html
+
+
+def section_law(a: Analysis) -> str:
+    fit = a.fit
+    level = pct(fit.ci_level)
+    se = a.diagnostics.identifiability.stderr
+    boot = fit.bootstrap or {}
+    loss = (
+        f"Summed Huber (δ = {fit.delta:g}) on log-loss residuals"
+        if fit.loss == "huber"
+        else T.esc(fit.objective_name)
+    )
+    intervals = (
+        f"Intervals: {level} block bootstrap over {T.esc(boot.get('n_blocks', '?'))} "
+        f"'{T.esc(boot.get('block', '?'))}' blocks ({T.esc(boot.get('n', 0))} replicates)"
+        if boot
+        else "No intervals (no bootstrap)"
+    )
+    html = (
+        '<p class="formula">L = E + A · (N<sub>once</sub> + r<sup>φ</sup> N<sub>rec</sub>)'
+        "<sup>−α</sup> + B · D<sup>−β</sup></p>"
+        f"<p>{loss}, best of {T.esc(fit.extras.get('n_starts', '?'))} random starts "
+        f"({T.esc(fit.extras.get('n_starts_at_best', '?'))} of the refined starts reached the best "
+        f"objective). {intervals}; SE: Gauss-Newton approximation at the optimum.</p>"
+    )
+    rows = []
+    for name in PARAM_NAMES:
+        v = fit.params.get(name)
+        rows.append(
+            [
+                T.esc("φ" if name == "phi" else name),
+                "n/a" if v is None else T.num(v, 5) + (" (fixed)" if name in fit.fixed else ""),
+                T.interval((fit.ci or {}).get(name), bounds=T.param_bounds(fit, name)),
+                T.interval((fit.ci_bca or {}).get(name), bounds=T.param_bounds(fit, name)),
+                T.num(se.get(name), 3),
+                T.num(REFERENCE_PARAMS[name], 5),
+            ]
+        )
+    html += T.table(
+        ["parameter", "estimate", f"{level} percentile", f"{level} BCa", "approx. SE", "reference study"],
+        rows,
+    )
+    html += T.table(
+        ["", "value"],
+        [
+            ["runs", str(fit.n_runs)],
+            ["R² (raw nats)", T.fixed(fit.r2, 5)],
+            ["RMSE (nats)", T.fixed(fit.rmse, 5)],
+            ["max |residual| (nats)", T.fixed(a.diagnostics.residuals.pooled.max_abs, 4)],
+            ["objective", T.esc(f"{fit.objective:.6g} ({fit.objective_name})")],
+            ["converged", str(fit.converged)],
+        ],
+        left=2,
+    )
+    html += (
+        f"<p>The reference column is the study's joint fit (φ = {STUDY_PHI}, 95% CI "
+        f"[{STUDY_PHI_CI[0]}, {STUDY_PHI_CI[1]}], R² {STUDY_R2['free']}), for orientation only: φ from "
+        "different baselines is not comparable.</p>"
+    )
+    return html
+
+
+def section_bootstrap(a: Analysis, fig: Fig) -> str:
+    b, fit = a.bootstrap, a.fit
+    if b is None:
+        why = "turned off." if not a.options.n_boot else "φ is held fixed."
+        return T.missing(f"No bootstrap: {why}")
+    if fit.phi is None or "phi" not in (fit.ci or {}):
+        return T.missing(
+            f"φ is not identified, so it has no bootstrap distribution; the {b.n_boot}-replicate block "
+            "bootstrap of the other parameters is in the fitted-law table."
+        )
+    level = pct(fit.ci_level)
+    html = fig(
+        "bootstrap_phi",
+        "bootstrap distribution of phi",
+        f"φ refitted on {b.n_boot - b.n_failed} block-bootstrap resamples of the {b.n_blocks} "
+        f"'{T.esc(b.block)}' blocks; dashed: {level} percentile interval, dotted: BCa.",
+    )
+    shares = a.phi_shares or {}
+    box = T.param_bounds(fit, "phi")
+
+    def three(v):
+        return T.fixed(v, 3)
+
+    rows = [
+        ["replicates (failed)", f"{b.n_boot} ({b.n_failed})"],
+        [f"{level} percentile interval", T.interval(fit.ci.get("phi"), three, box)],
+        [f"{level} BCa interval", T.interval((fit.ci_bca or {}).get("phi"), three, box)],
+        ["share of replicates with φ ≤ 0", T.fixed(shares.get("le0"), 3)],
+        ["share of replicates with φ ≥ 1", T.fixed(shares.get("ge1"), 3)],
+        ["the study's interval (95%, 200 resamples)", f"[{STUDY_PHI_CI[0]}, {STUDY_PHI_CI[1]}]"],
+    ]
+    html += T.table(["", "value"], rows, left=2)
+    html += caution_list(a.cautions_from("bootstrap"))
+    return html
+
+
+def section_comparison(a: Analysis, fig: Fig) -> str:
+    rows = comparison_rows(a.comparison)
+    if not rows:
+        return T.missing(
+            "No restricted-fit comparison: phi is not identifiable from these runs "
+            "(it needs looped runs, r > 1 with N_rec > 0, and at least two values of r)."
+        )
+    html = fig(
+        "comparison",
+        "R squared of free and restricted fits",
+        f"R² on raw nats of the free fit and of the restricted laws (the study: {STUDY_R2['free']} "
+        f"free, {STUDY_R2['phi=0']} φ = 0, {STUDY_R2['phi=1']} φ = 1).",
+    )
+    table_rows = []
+    for r in rows:
+        p = r["params"] or {}
+        verdict = (
+            ""
+            if r["rejected"] is None
+            else ('<span class="bad">rejected</span>' if r["rejected"] else "not rejected")
+        )
+        table_rows.append(
+            [
+                T.esc(r["label"]),
+                T.fixed(r["r2"], 5),
+                T.fixed(r["rmse"], 5),
+                T.num(r["aic"], 5),
+                T.num(r["bic"], 5),
+                T.num(r["lr_p_value"], 3),
+                T.fixed(r["cv_rmse"], 5),
+                verdict,
+            ]
+            + [T.num(p.get(n), 4) for n in PARAM_NAMES]
+        )
+    html += T.table(
+        ["fit", "R²", "RMSE", "AIC", "BIC", "LR p", "CV RMSE", ""]
+        + ["φ" if n == "phi" else n for n in PARAM_NAMES],
+        table_rows,
+    )
+    html += (
+        "<p>AIC, BIC and the likelihood-ratio p-value use a Gaussian working likelihood "
+        "of the log-loss residuals; CV RMSE: leave-one-budget-out prediction error (nats).</p>"
+    )
+    verdict = getattr(a.comparison, "verdict", None)
+    if verdict:
+        html += f"<p><b>Verdict:</b> {T.esc(verdict)}</p>"
+    rule = getattr(a.comparison, "rule", None)
+    if rule:
+        html += f"<p>Rule: {T.esc(rule)}.</p>"
+    html += caution_list(a.cautions_from("compare"))
+    return html
+
+
+def section_bayes(a: Analysis, fig: Fig) -> str:
+    if a.bayes is None:
+        return T.missing("No posterior was sampled.")
+    b = a.bayes
+    ex = b.extras or {}
+    post = ex.get("posterior", {})
+    html = fig(
+        "posterior",
+        "posterior marginals",
+        "Marginal posterior draws (Student-t likelihood on log-loss, weakly informative "
+        "priors on the study's box); line: the Huber estimate.",
+    )
+    rows = []
+    for n in PARAM_NAMES:
+        s = post.get(n, {})
+        rows.append(
+            [
+                T.esc("φ" if n == "phi" else n),
+                T.num(b.params.get(n), 5),
+                T.num(s.get("sd"), 3),
+                T.interval((b.ci or {}).get(n)),
+                T.num(a.fit.params.get(n), 5),
+                T.num(s.get("r_hat"), 4),
+                T.num(s.get("ess_bulk"), 4),
+            ]
+        )
+    html += T.table(
+        ["parameter", "posterior median", "sd", f"{pct(b.ci_level)} HDI", "Huber estimate", "R-hat"]
+        + ["bulk ESS"],
+        rows,
+    )
+    diag, loo = ex.get("diagnostics", {}), ex.get("loo", {})
+    sampler = (
+        f"{ex.get('sampler')} ({ex.get('chains')} chains × {ex.get('draws')} draws after "
+        f"{ex.get('tune')} tuning steps)"
+    )
+    html += T.table(
+        ["", "value"],
+        [
+            ["sampler", T.esc(sampler)],
+            ["divergences", T.esc(diag.get("divergences", ex.get("divergences")))],
+            [
+                "max R-hat / min bulk ESS",
+                f"{T.num(diag.get('max_r_hat'), 4)} / {T.num(diag.get('min_ess_bulk'), 4)}",
+            ],
+            ["ELPD-LOO", T.num(loo.get("elpd_loo"), 6)],
+            ["converged", T.esc(b.converged)],
+            ["posterior file", '<a href="posterior.nc">posterior.nc</a> (ArviZ InferenceData)'],
+        ],
+        left=2,
+    )
+    ppc = (ex.get("ppc") or {}).get("by_r") or []
+    if ppc:
+        html += "<h3>Posterior predictive check per r</h3>"
+        html += T.table(
+            ["r", "p (mean log-loss)", "p (residual RMS)"],
+            [[T.esc(row.get("r")), T.num(row.get("p_mean"), 3), T.num(row.get("p_rmse"), 3)] for row in ppc],
+        )
+    html += caution_list(b.warnings, "warnings")
+    return html
+
+
+def section_recipes(a: Analysis, fig: Fig) -> str:
+    rec = a.recipes
+    rows = recipe_rows(rec)
+    level = pct(rec.level)
+    html = fig(
+        "recipes",
+        "delta phi between recipes",
+        f"Δφ of each recipe against the baseline, with its {level} bootstrap interval.",
+    )
+    html += (
+        f"<p>Each recipe is compared with the baseline '{T.esc(rec.baseline)}' refitted on "
+        "the same budgets (the study's lesson: its baseline refit on the four lower budgets "
+        "gives φ = 0.453, not 0.459); intervals from a paired block bootstrap.</p>"
+    )
+    header = ["variant", "runs", "φ variant", "φ baseline (same budgets)", "Δφ"]
+    html += T.table(
+        header + [f"{level} percentile", f"{level} BCa", "p-value"],
+        [
+            [
+                T.esc(r["variant"]),
+                str(r["n_runs"]),
+                T.fixed(r["variant_phi"], 3),
+                T.fixed(r["baseline_phi"], 3),
+                T.fixed(r["delta_phi"], 3, signed=True),
+                T.interval(r["interval"], lambda v: T.fixed(v, 3, signed=True)),
+                T.interval(r["interval_bca"], lambda v: T.fixed(v, 3, signed=True)),
+                T.num(r["p_value"], 3),
+            ]
+            for r in rows
+        ],
+    )
+    html += caution_list(a.cautions_from("recipes"))
+    summary = getattr(rec, "summary", None)
+    if callable(summary):
+        html += f"<pre>{T.esc(summary())}</pre>"
+    return html
+
+
+def section_files(figures: dict[str, dict[str, str]]) -> str:
+    items = ['<li><a href="results.json">results.json</a>: every number in this report</li>']
+    for name, paths in figures.items():
+        links = ", ".join(f'<a href="{T.esc(p)}">{T.esc(p)}</a>' for p in paths.values())
+        items.append(f"<li>{T.esc(name)}: {links}</li>")
+    return "<ul>" + "".join(items) + "</ul>"

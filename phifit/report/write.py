@@ -1,0 +1,310 @@
+"""The phifit report: one folder with ``index.html``, ``results.json`` and the figures.
+
+``build_report(runs, out_dir)`` runs the analysis (:func:`phifit.analysis.analyse`) and
+writes it (:func:`write_report`).  This module and the section modules it uses
+(:mod:`phifit.report.sections_fit`, :mod:`phifit.report.sections_derived`, :mod:`phifit.report.sections_diagnostics`,
+:mod:`phifit.report.sections_plan`) only render an
+:class:`~phifit.analysis.Analysis`; they compute no statistic.
+
+Folder layout::
+
+    DIR/index.html          self-contained page (figures embedded as base64 PNG; no JS)
+    DIR/results.json        every number shown (Analysis.to_dict(), plus the files written)
+    DIR/figures/NAME.png    each figure at 150 dpi
+    DIR/figures/NAME.svg    and as SVG, with ``svg=True`` (``--svg``)
+    DIR/posterior.nc        the Bayesian posterior (ArviZ InferenceData), with ``bayes=True``
+
+``results.json["warnings"]`` is :attr:`Analysis.cautions`, every caution of every step
+({source, kind, level, message, values}); the page lists them under "Data and warnings".
+
+The page opens with the answer (:func:`phifit.report_sections.section_headline`): phi with
+its interval and what kind it is, the verdicts on phi = 0 and phi = 1, Δφ per recipe,
+R² / RMSE and the top warnings.  An interval end on the box searched prints as
+"≤ −3 (search bound: not determined)" (:func:`phifit.report_template.interval_text`).
+
+Sections: data summary and cautions; fitted law with intervals; isoFLOP curves;
+compute-optimal frontier and gaps (law and per-cell parabola minima); bootstrap
+distribution of phi; restricted-fit comparison; residuals; influence, identifiability
+and consistency; the equivalence table; and, when their inputs exist, the Bayesian
+posterior (``bayes=True``), the Δφ between recipes (a ``variant`` column) and a plan of
+what a design can measure of phi with the table as the pilot (``AnalysisOptions.plan``,
+``--plan``).
+
+A folder is written only when it is absent, empty, or holds a previous phifit report
+(its ``results.json`` says ``"generator": "phifit"``), unless ``force=True``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import sections_derived as R
+from . import sections_diagnostics as D
+from . import sections_plan as P
+from . import sections_fit as S
+from . import html as T
+from .. import __version__
+from .analysis import Analysis, AnalysisOptions, analyse
+from ..result import GENERATOR
+from ..runs.table import RunTable
+
+__all__ = [
+    "ReportFiles",
+    "write_report",
+    "build_report",
+    "check_report_dir",
+    "render_html",
+    "headline",
+    # re-exported from phifit.report.analysis
+    "Analysis",
+    "AnalysisOptions",
+    "analyse",
+]
+
+
+# ------------------------------------------------------------------------------- folder
+@dataclass(frozen=True)
+class ReportFiles:
+    """Paths written by :func:`write_report` (relative to ``out_dir``) and timings."""
+
+    out_dir: str
+    files: list[str]
+    figures: dict[str, dict[str, str]]
+    timings: dict[str, float]
+    headline: str = ""
+
+    @property
+    def index(self) -> str:
+        return os.path.join(self.out_dir, "index.html")
+
+
+def check_report_dir(out_dir: str | os.PathLike, force: bool = False) -> None:
+    """Refuse a non-empty folder that does not hold a previous phifit report (unless force)."""
+    path = Path(out_dir)
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{path}: exists and is not a directory")
+    if not path.exists() or force or not any(path.iterdir()):
+        return  # a new folder (parents included) is created when the report is written
+    try:
+        previous = json.loads((path / "results.json").read_text(encoding="utf-8"))
+        ok = previous.get("generator") == GENERATOR
+    except (OSError, ValueError, AttributeError):
+        ok = False
+    if not ok:
+        raise FileExistsError(
+            f"{path}: not empty and holds no phifit report (no results.json "
+            f"written by phifit); choose another folder or pass --force"
+        )
+
+
+def _clear_previous(path: Path) -> None:
+    """Remove the figures and posterior file a previous phifit report in ``path`` listed."""
+    try:
+        previous = json.loads((path / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if previous.get("generator") != GENERATOR:
+        return
+    for rel in previous.get("files", []):
+        p = (path / rel).resolve()
+        figure = p.parent == (path / "figures").resolve() and p.suffix in (".png", ".svg")
+        if (figure or p == (path / "posterior.nc").resolve()) and p.is_file():
+            p.unlink()
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def build_report(
+    runs: RunTable,
+    out_dir: str | os.PathLike,
+    *,
+    options: AnalysisOptions | None = None,
+    force: bool = False,
+    svg: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> ReportFiles:
+    """Analyse ``runs`` and write the report folder (see the module docstring); ``progress``
+    receives one line per stage as it starts (the CLI prints them to stderr)."""
+    check_report_dir(out_dir, force)
+    analysis = analyse(runs, options, progress=progress)
+    return write_report(analysis, out_dir, force=force, svg=svg, progress=progress)
+
+
+def write_report(
+    analysis: Analysis,
+    out_dir: str | os.PathLike,
+    *,
+    force: bool = False,
+    svg: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> ReportFiles:
+    """Draw the figures and write ``index.html``, ``results.json`` and ``figures/`` (PNG; SVG
+    too with ``svg=True``)."""
+    from . import figures as plots
+
+    say = progress or (lambda _msg: None)
+    check_report_dir(out_dir, force)
+    path = Path(out_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    _clear_previous(path)
+    (path / "figures").mkdir(exist_ok=True)
+    timings = dict(analysis.timings)
+    t0 = time.perf_counter()
+    figures: dict[str, dict[str, str]] = {}
+    pngs: dict[str, bytes] = {}
+    say("drawing the figures" + (" (PNG and SVG)" if svg else ""))
+    for name, fig in _figures(analysis, plots):
+        written = plots.save_figure(fig, str(path / "figures" / name), svg=svg)
+        figures[name] = {kind: os.path.relpath(p, path).replace(os.sep, "/") for kind, p in written.items()}
+        pngs[name] = (path / "figures" / f"{name}.png").read_bytes()
+    timings["figures"] = round(time.perf_counter() - t0, 3)
+    say("writing index.html and results.json")
+
+    results = analysis.to_dict()
+    files = ["index.html", "results.json"] + [p for f in figures.values() for p in f.values()]
+    if analysis.bayes_posterior is not None:  # the posterior, reloadable with ArviZ
+        posterior = path / "posterior.nc"
+        if posterior.exists():
+            posterior.unlink()
+        analysis.bayes_posterior.to_netcdf(str(posterior))
+        files.append("posterior.nc")
+    results["figures"] = figures
+    results["files"] = files
+    results["timings"] = timings
+    _write_text(path / "results.json", json.dumps(results, indent=1, allow_nan=False) + "\n")
+    _write_text(path / "index.html", render_html(analysis, pngs, figures))
+    return ReportFiles(
+        out_dir=str(path), files=files, figures=figures, timings=timings, headline=headline(analysis)
+    )
+
+
+def headline(a: Analysis) -> str:
+    """Plain text: phi with its interval (at the fit's level; an end on the box says so), R^2,
+    RMSE; the verdicts on phi = 0 and phi = 1; then what the warnings are (the first of each
+    kind) and how many notes there are."""
+    fit = a.fit
+    phi = "phi not identified" if fit.phi is None else f"phi = {fit.phi:.4f}"
+    iv = (fit.ci or {}).get("phi")
+    if iv:
+        phi += (
+            f" ({S.pct(fit.ci_level)} percentile {T.interval_text(iv[0], iv[1], T.param_bounds(fit, 'phi'))})"
+        )
+    lines = [f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats"]
+    for label, rejected, evidence in S.restriction_verdicts(a.comparison):
+        word = "not tested" if rejected is None else ("rejected" if rejected else "not rejected")
+        lines.append(f"{label}: {word} ({evidence})".replace("φ", "phi"))
+    warns = a.cautions_from(level="warning")
+    n_note = len(a.cautions_from(level="note"))
+    if warns:
+        lines.append(f"{len(warns)} warning(s), {n_note} note(s) (all in the report); the warnings:")
+        lines += [f"  - {w}" for w in S.top_warnings(a, n=len(warns))]
+    else:
+        lines.append(f"no warnings, {n_note} note(s) (in the report)")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ figures
+def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
+    """(name, Figure) for every figure that applies."""
+    fit, diag, pts = a.fit, a.diagnostics, a.points
+    out = []
+    if a.isoflop is not None:
+        data = {k: pts[k] for k in ("r", "budget", "n_unique", "loss")}
+        out.append(("isoflop", plots.isoflop_figure(data, a.isoflop.cells)))
+    if a.frontier is not None and a.frontier_curve is not None:
+        fig = plots.frontier_figure(
+            {k: pts[k] for k in ("r", "compute", "loss")},
+            a.frontier_curve.to_dict(),
+            a.frontier.to_dict(),
+            None if a.parabola is None else a.parabola.to_dict(),
+            compute_source=pts.get("compute_source"),
+        )
+        out.append(("frontier", fig))
+    if a.bootstrap is not None and fit.phi is not None and "phi" in (fit.ci or {}):
+        fig = plots.bootstrap_figure(
+            a.bootstrap.params["phi"][~a.bootstrap.failed].tolist(),
+            fit.phi,
+            fit.ci["phi"],
+            interval_bca=(fit.ci_bca or {}).get("phi"),
+            level=fit.ci_level,
+            bounds=T.param_bounds(fit, "phi"),
+        )
+        out.append(("bootstrap_phi", fig))
+    cmp_rows = S.comparison_rows(a.comparison)
+    if cmp_rows:
+        out.append(("comparison", plots.comparison_figure(cmp_rows)))
+    out.append(("residuals", plots.residual_figure(diag.residuals.to_dict())))
+    if diag.influence is not None:
+        out.append(("influence", plots.influence_figure(diag.influence.to_dict())))
+    ident = diag.identifiability
+    if ident.profile is not None:
+        interval, label = D.profile_band(a)
+        consistency = None if diag.consistency is None else diag.consistency.to_dict()
+        fig = plots.profile_figure(
+            ident.profile,
+            fit.phi,
+            interval,
+            consistency,
+            interval_label=label,
+            bounds=T.param_bounds(fit, "phi"),
+        )
+        out.append(("phi_profile", fig))
+    if a.bayes_draws:
+        out.append(("posterior", plots.posterior_figure(a.bayes_draws, point=fit.params)))
+    rec_rows = S.recipe_rows(a.recipes)
+    if rec_rows:
+        baseline = str(a.recipes.baseline)
+        out.append(("recipes", plots.recipes_figure(rec_rows, baseline=baseline, level=a.recipes.level)))
+    if a.plan is not None and a.plan.simulation is not None:
+        from ..plan.design import plan_figure
+
+        out.append(("plan", plan_figure(a.plan)))
+    return out
+
+
+# --------------------------------------------------------------------------------- HTML
+def render_html(a: Analysis, pngs: dict[str, bytes], figures: dict[str, dict[str, str]]) -> str:
+    """The report page (sections in reading order)."""
+
+    def fig(name: str, alt: str, caption: str) -> str:
+        if name not in pngs:
+            return ""
+        return T.figure(pngs[name], alt=alt, caption=caption, files=figures[name])
+
+    sections = [
+        ("data", "Data and warnings", S.section_data(a)),
+        ("law", "Fitted law", S.section_law(a)),
+        ("isoflop", "isoFLOP curves", R.section_isoflop(a, fig)),
+        ("frontier", "Compute-optimal frontier", R.section_frontier(a, fig)),
+        ("bootstrap", "Bootstrap distribution of φ", S.section_bootstrap(a, fig)),
+        ("comparison", "Restricted fits", S.section_comparison(a, fig)),
+        ("residuals", "Residuals", D.section_residuals(a, fig)),
+        ("influence", "Influence, identifiability and consistency", D.section_influence(a, fig)),
+        ("equivalence", "Equivalent sizes", R.section_equivalence(a)),
+    ]
+    if a.options.bayes:
+        sections.append(("bayes", "Bayesian posterior", S.section_bayes(a, fig)))
+    if a.recipes is not None:
+        sections.append(("recipes", "Δφ between recipes", S.section_recipes(a, fig)))
+    if a.plan is not None:
+        sections.append(("plan", "Planning: what a design can measure of φ", P.section_plan(a, fig)))
+    sections.append(("files", "Files", S.section_files(figures)))
+    created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    table = a.table
+    analysed = "" if table is a.runs else f" ({len(a.runs)} analysed)"
+    meta = (
+        f"{T.esc(table.source)} · {len(table)} runs{analysed} · phifit {T.esc(__version__)} · "
+        f"{created} · bootstrap {a.options.n_boot} · seed {a.options.seed}"
+    )
+    return T.page(f"phifit report: {Path(table.source).name}", meta, sections, lead=S.section_headline(a))

@@ -1,0 +1,528 @@
+"""Run tables: load a CSV of finished training runs and validate it, once.
+
+One module on purpose: :class:`RunTable` and the one validation every row goes through
+(:func:`table_from_frame`); the column names are in :mod:`phifit.runs.schema`, reading text in
+:mod:`phifit.runs.text`.
+
+One row per finished run.  Canonical columns:
+
+========  ==========================================================  ========
+column    meaning                                                     required
+========  ==========================================================  ========
+r         recurrences of the shared block (integer >= 1; 1 = plain)   looped
+n_once    parameters applied once per token                           yes
+n_rec     parameters of the shared block, applied r times             looped
+tokens    training tokens D                                           yes
+loss      validation loss, nats per token                             yes
+run_id    unique run name                                             no
+flops     training FLOPs of the run                                   no
+budget    FLOP-budget label (one isoFLOP curve)                       no
+variant   training recipe                                             no
+size      width / size label                                          no
+seed      training seed                                               no
+========  ==========================================================  ========
+
+A table without ``r`` and ``n_rec`` is a non-looped table: every run has r = 1,
+N_rec = 0 and the law reduces to Chinchilla's E + A N^-alpha + B D^-beta with
+N = ``n_once``.  Other column names map onto these through ``columns``
+(``{"r": "num_recur", "loss": "val_loss"}``).  Any other column is kept.
+
+This is the only module that knows column names.  Every problem is reported
+with the file, the row (1-based data row and the line in the file) and the
+column, and nothing is dropped silently.
+
+Input conveniences (each stated, none silent):
+
+- the separator is detected from the header line (``,``, ``;`` as in Excel exports
+  with a decimal comma, or a tab as in TSV), or given (``sep``);
+- count columns (``n_once``, ``n_rec``, ``tokens``, ``flops``) accept K/M/B/T suffixes
+  (``200M``, ``20B``, as ``phifit equiv`` does on the command line) and thousands
+  separators (``1,000,000`` quoted in a CSV, ``1_000_000``); ``loss`` and ``r`` accept
+  a decimal comma (``2,85``) in a ``;`` or tab separated file;
+- a table without ``r``/``n_rec`` but with columns that look like them (a loop-count
+  name such as ``num_loops`` with integer values >= 1) is refused with the
+  ``--columns`` to use, unless ``non_looped=True`` says it is non-looped on purpose.
+
+Things that load but deserve a look are :class:`~phifit.cautions.Caution` records
+(source "runs") in :attr:`RunTable.warnings`: exact duplicate runs (kind
+"duplicate_rows"), runs the trainer finished in fewer than :data:`MIN_STEPS` optimiser
+steps ("short_runs", from a ``steps``/``iterations`` column or the trainer's ``notes``),
+no ``budget`` column ("no_budget": the bootstrap then resamples single runs).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..cautions import Caution, caution
+from ..law import Design
+from .schema import (  # noqa: F401 (the schema's names, re-exported for users of phifit.runs.table)
+    CANONICAL,
+    COUNT_COLUMNS,
+    LOOP_COLUMNS,
+    MAX_LISTED,
+    MIN_STEPS,
+    OPTIONAL,
+    REQUIRED,
+    SEPARATORS,
+    RunTableError,
+)
+from .text import (  # noqa: F401 (parse_* re-exported for the command line)
+    DECIMAL_COMMA_PATTERN,
+    THOUSANDS_PATTERN,
+    as_numbers,
+    budget_hint,
+    detect_separator,
+    looped_hint,
+    parse_column_mapping,
+    parse_count,
+    parse_separator,
+    read_raw,
+)
+
+#: Reserved block name: every run is its own block.
+SINGLE_RUNS = "run"
+
+
+@dataclass(frozen=True)
+class RunTable:
+    """A validated table of runs.
+
+    ``frame`` holds the canonical columns (``r``, ``n_once``, ``n_rec``, ``tokens``,
+    ``loss`` always present, as numbers) plus every other column of the file.
+    ``looped`` is False for a table that had no ``r``/``n_rec`` columns.
+    ``warnings`` are :class:`~phifit.cautions.Caution` records (source "runs") about a
+    table that loads but deserves a look (duplicate runs, short runs, no budget column).
+    """
+
+    frame: pd.DataFrame
+    source: str = "<table>"
+    looped: bool = True
+    warnings: list[Caution] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    @property
+    def r(self) -> np.ndarray:
+        return self.frame["r"].to_numpy(dtype=float)
+
+    @property
+    def n_once(self) -> np.ndarray:
+        return self.frame["n_once"].to_numpy(dtype=float)
+
+    @property
+    def n_rec(self) -> np.ndarray:
+        return self.frame["n_rec"].to_numpy(dtype=float)
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return self.frame["tokens"].to_numpy(dtype=float)
+
+    @property
+    def loss(self) -> np.ndarray:
+        return self.frame["loss"].to_numpy(dtype=float)
+
+    @property
+    def run_ids(self) -> list[str]:
+        """Run names: the ``run_id`` column, else ``row<k>`` (1-based)."""
+        if "run_id" in self.frame:
+            return [str(v) for v in self.frame["run_id"]]
+        return [f"row{i + 1}" for i in range(len(self))]
+
+    @property
+    def design(self) -> Design:
+        """Log-space covariates for the law."""
+        return Design.from_arrays(self.r, self.n_once, self.n_rec, self.tokens)
+
+    @property
+    def log_loss(self) -> np.ndarray:
+        return np.log(self.loss)
+
+    @property
+    def phi_identifiable(self) -> bool:
+        """True when some runs are looped (r > 1, N_rec > 0) and r takes >= 2 values."""
+        looped = (self.r > 1) & (self.n_rec > 0)
+        return bool(looped.any()) and len(np.unique(self.r)) >= 2
+
+    # -- the schema's derived quantities ----------------------------------------------------
+
+    @property
+    def has_flops(self) -> bool:
+        """True when the table records each run's training FLOPs (a ``flops`` column)."""
+        return "flops" in self.frame
+
+    @property
+    def flops_per_token(self) -> np.ndarray:
+        """Training FLOPs per token F: ``flops / tokens`` when recorded, else the estimate
+        F = 6 (N_once + r N_rec) (forward + backward matmuls of the executed parameters; it
+        leaves out attention and the embeddings, so it underestimates small models)."""
+        if self.has_flops:
+            return self.frame["flops"].to_numpy(dtype=float) / self.tokens
+        return 6.0 * (self.n_once + self.r * self.n_rec)
+
+    @property
+    def compute(self) -> np.ndarray:
+        """Training compute of each run, C = F D in FLOPs (see :attr:`flops_per_token`)."""
+        if self.has_flops:
+            return self.frame["flops"].to_numpy(dtype=float)
+        return self.flops_per_token * self.tokens
+
+    @property
+    def compute_source(self) -> str:
+        """Where :attr:`compute` comes from, in words."""
+        return "the flops column" if self.has_flops else "the estimate 6 (N_once + r N_rec) D"
+
+    @property
+    def budget(self) -> np.ndarray | None:
+        """The isoFLOP curve label of each run (the ``budget`` column), or None."""
+        return self.frame["budget"].to_numpy() if "budget" in self.frame else None
+
+    def cells(self, block: str | Sequence[str] | None = None) -> tuple[np.ndarray, str]:
+        """Integer block code per run (0 .. G-1) and the block label, for resampling.
+
+        ``block=None``: (budget, r) cells when a ``budget`` column exists (the study's
+        bootstrap blocks), else single runs.  ``block="run"``: single runs.  Otherwise one
+        or more column names (a list, or a comma-separated string such as ``"budget,r"``).
+        """
+        if block is None:
+            cols = ["budget", "r"] if "budget" in self.frame.columns else [SINGLE_RUNS]
+        elif isinstance(block, str):
+            cols = [c.strip() for c in block.split(",") if c.strip()]
+        else:
+            cols = [str(c).strip() for c in block]
+        if not cols:
+            raise ValueError("block: give at least one column name (or 'run' for single runs)")
+        if cols == [SINGLE_RUNS]:
+            return np.arange(len(self)), SINGLE_RUNS
+        if SINGLE_RUNS in cols:
+            raise ValueError(f"block: {SINGLE_RUNS!r} (single runs) cannot be combined with columns")
+        missing = [c for c in cols if c not in self.frame.columns]
+        if missing:
+            raise ValueError(
+                f"block: no column(s) {', '.join(map(repr, missing))} in the run table; "
+                f"columns: {', '.join(map(str, self.frame.columns))}"
+            )
+        frame = self.frame[cols].astype(str) if len(cols) > 1 else self.frame[cols[0]].astype(str)
+        codes = (frame.agg("\x1f".join, axis=1) if len(cols) > 1 else frame).to_numpy()
+        _, inverse = np.unique(codes, return_inverse=True)
+        return inverse.astype(int), ",".join(cols)
+
+    def subset(self, mask) -> RunTable:
+        """The runs selected by a boolean mask or integer positions (order kept)."""
+        frame = self.frame.iloc[np.flatnonzero(mask) if np.asarray(mask).dtype == bool else np.asarray(mask)]
+        return RunTable(
+            frame.reset_index(drop=True), source=self.source, looped=self.looped, warnings=list(self.warnings)
+        )
+
+    def groups(self, column: str) -> dict[object, RunTable]:
+        """Split into sub-tables by the values of ``column``, in sorted order."""
+        if column not in self.frame:
+            raise RunTableError(
+                self.source,
+                [f"no column {column!r} to group by; columns: {', '.join(map(str, self.frame.columns))}"],
+            )
+        keys = self.frame[column]
+        return {k: self.subset((keys == k).to_numpy()) for k in sorted(keys.unique(), key=str)}
+
+
+def load_runs(
+    path: str | os.PathLike,
+    *,
+    columns: Mapping[str, str] | None = None,
+    sep: str | None = None,
+    non_looped: bool = False,
+) -> RunTable:
+    """Load and validate a run CSV.
+
+    Parameters
+    ----------
+    path
+        CSV file, one row per finished run.
+    columns
+        Optional mapping canonical name -> column name in the file.
+    sep
+        Field separator (``","``, ``";"``, ``"\\t"``); None detects it from the header line.
+    non_looped
+        The table is non-looped on purpose: do not refuse it when it has no ``r``/``n_rec``
+        but columns that look like them.
+
+    Raises
+    ------
+    RunTableError
+        (a ``ValueError``) listing every problem with file, row and column.
+    """
+    source = os.fspath(path)
+    raw, used = read_raw(source, sep, "expected a CSV header with columns r, n_once, n_rec, tokens, loss")
+    return table_from_frame(
+        raw, source=source, columns=columns, decimal_comma=used != ",", non_looped=non_looped
+    )
+
+
+def _table_warnings(frame: pd.DataFrame, source: str, budget_hint: str | None) -> list[Caution]:
+    """Cautions about a valid table: duplicate runs, short runs, no budget column."""
+    out: list[Caution] = []
+    name = os.path.basename(source)
+    ids = frame["run_id"].astype(str).tolist() if "run_id" in frame else None
+
+    def label(i: int) -> str:
+        return f"row {i + 1}" + (f" ({ids[i]})" if ids else "")
+
+    # exact duplicates of the fitted quantities (and the recipe): the fit would count one run twice
+    key_cols = [c for c in ("r", "n_once", "n_rec", "tokens", "loss", "variant") if c in frame]
+    dup = frame.duplicated(subset=key_cols, keep=False)
+    if dup.any():
+        groups = frame[dup].groupby(key_cols, sort=False).groups
+        pairs = [[int(i) for i in idx] for idx in groups.values()]
+        shown = "; ".join(" = ".join(label(i) for i in g) for g in pairs[:3])
+        more = f"; and {len(pairs) - 3} more" if len(pairs) > 3 else ""
+        n_extra = sum(len(g) - 1 for g in pairs)
+        out.append(
+            caution(
+                "runs",
+                "duplicate_rows",
+                f"{name}: {n_extra} duplicate run{'s' * (n_extra != 1)} (same r, n_once, n_rec, tokens "
+                f"and loss under different rows{' and run ids' if ids else ''}): {shown}{more}; the fit "
+                "counts each copy as another run: drop the copies unless they are real repeats",
+                rows=[[i + 1 for i in g] for g in pairs],
+                run_ids=[[ids[i] for i in g] for g in pairs] if ids else None,
+            )
+        )
+
+    # runs the trainer finished in very few optimiser steps
+    short: dict[int, str] = {}
+    for col in ("steps", "iterations", "iters", "num_steps"):
+        if col in frame:
+            steps = pd.to_numeric(frame[col], errors="coerce").to_numpy(float)
+            for i in np.flatnonzero(np.isfinite(steps) & (steps < MIN_STEPS)):
+                short.setdefault(int(i), f"{int(steps[i])} steps")
+            break
+    if "notes" in frame:
+        for i, note in enumerate(frame["notes"].astype(str).tolist()):
+            if "short run" in note.lower():
+                short.setdefault(i, "trainer note 'short run'")
+    if short:
+        rows = sorted(short)
+        shown = ", ".join(f"{label(i)}: {short[i]}" for i in rows[:MAX_LISTED])
+        more = f", and {len(rows) - MAX_LISTED} more" if len(rows) > MAX_LISTED else ""
+        out.append(
+            caution(
+                "runs",
+                "short_runs",
+                f"{name}: {len(rows)} run{'s' * (len(rows) != 1)} finished in fewer than {MIN_STEPS} "
+                f"optimiser steps ({shown}{more}); their loss says more about warm-up than about the model: "
+                "train them longer or leave them out",
+                rows=[i + 1 for i in rows],
+                min_steps=MIN_STEPS,
+            )
+        )
+
+    if "budget" not in frame:
+        how = (
+            f"map column {budget_hint!r} with --columns budget={budget_hint}"
+            if budget_hint
+            else "add a 'budget' column (the FLOP budget of each isoFLOP curve)"
+        )
+        out.append(
+            caution(
+                "runs",
+                "no_budget",
+                f"{name}: no 'budget' column, so a bootstrap resamples single runs rather than the "
+                f"study's (budget, r) cells, and noise shared within a cell is ignored; {how}, "
+                "or choose blocks with --block COL",
+                level="note",
+                candidate=budget_hint,
+            )
+        )
+    return out
+
+
+def table_from_frame(
+    raw: pd.DataFrame,
+    *,
+    source: str = "<table>",
+    columns: Mapping[str, str] | None = None,
+    decimal_comma: bool = False,
+    non_looped: bool = True,
+) -> RunTable:
+    """Validate a frame of raw values (strings or numbers) into a :class:`RunTable`.
+
+    ``decimal_comma``: accept ``2,85`` in ``loss`` and ``r`` (a ``;`` or tab separated
+    file).  ``non_looped=False`` refuses a table without ``r``/``n_rec`` that has columns
+    looking like them (:func:`load_runs` passes the user's choice; frames built in code
+    default to accepting it)."""
+    columns = dict(columns or {})
+    raw = raw.copy()
+    raw.columns = [str(c).strip() for c in raw.columns]
+    problems: list[str] = []
+
+    # -- header -----------------------------------------------------------------
+    dupes = sorted({c for c in raw.columns if list(raw.columns).count(c) > 1})
+    if dupes:
+        raise RunTableError(source, [f"duplicate column name(s) {', '.join(map(repr, dupes))}"])
+    for canon, src in columns.items():
+        if src not in raw.columns:
+            problems.append(
+                f"mapped column {src!r} (for {canon!r}) not found; columns: {', '.join(raw.columns)}"
+            )
+        elif canon in raw.columns and canon != src:
+            problems.append(f"column {canon!r} exists and {src!r} is also mapped onto it")
+    if problems:
+        raise RunTableError(source, problems)
+    raw = raw.rename(columns={src: canon for canon, src in columns.items()})
+
+    has_r, has_rec = "r" in raw.columns, "n_rec" in raw.columns
+    if not (has_r or has_rec) and not non_looped:
+        hint = looped_hint(raw)
+        if hint is not None:
+            r_col, rec_col = hint
+            mapping = f"r={r_col},n_rec={rec_col or 'SHARED_PARAMS_COLUMN'}"
+            raise RunTableError(
+                source,
+                [
+                    f"no 'r'/'n_rec' columns, but column {r_col!r} looks like the loop count"
+                    + (f" and {rec_col!r} like the shared block's parameters" if rec_col else "")
+                    + f"; map them with --columns {mapping} (or pass --non-looped to fit a "
+                    "non-looped law on purpose)"
+                ],
+            )
+    missing = [c for c in REQUIRED if c not in raw.columns]
+    if missing:
+        raise RunTableError(
+            source,
+            [
+                f"missing required column(s) {', '.join(map(repr, missing))}; found: "
+                f"{', '.join(map(repr, raw.columns)) or 'none'} (map names with --columns "
+                f"canonical=yours)"
+            ],
+        )
+    if len(raw) == 0:
+        raise RunTableError(source, ["no rows: the file has a header but no runs"])
+
+    def where(i: int, col: str) -> str:
+        return f"row {i + 1} (line {i + 2}), column {col!r}"
+
+    def numbers(col: str) -> np.ndarray:
+        out = np.full(len(raw), np.nan)
+        count = col in COUNT_COLUMNS
+        for i, v in enumerate(raw[col].tolist()):
+            text = "" if v is None else str(v).strip()
+            try:
+                if (
+                    count
+                    and decimal_comma
+                    and DECIMAL_COMMA_PATTERN.match(text)
+                    and not THOUSANDS_PATTERN.match(text)
+                ):
+                    x = parse_count(text.replace(",", "."))
+                elif count:
+                    x = parse_count(text)
+                elif decimal_comma and DECIMAL_COMMA_PATTERN.match(text):
+                    x = float(text.replace(",", "."))
+                else:
+                    x = float(text)
+            except ValueError:
+                problems.append(
+                    f"{where(i, col)}: expected a number, got {text!r}"
+                    if text
+                    else f"{where(i, col)}: empty cell, expected a number"
+                )
+                continue
+            if not math.isfinite(x):
+                problems.append(f"{where(i, col)}: expected a finite number, got {text!r}")
+                continue
+            out[i] = x
+        return out
+
+    values: dict[str, np.ndarray] = {}
+    for col in ("n_once", "tokens", "loss") + tuple(c for c in LOOP_COLUMNS if c in raw.columns):
+        values[col] = numbers(col)
+    for col, label in (("tokens", "tokens"), ("loss", "loss (nats)")):
+        for i in np.flatnonzero(values[col] <= 0):
+            problems.append(f"{where(i, col)}: {label} must be > 0, got {raw[col].iloc[i]!r}")
+    for col in ("n_once", "n_rec"):
+        if col in values:
+            for i in np.flatnonzero(values[col] < 0):
+                problems.append(f"{where(i, col)}: parameter count must be >= 0, got {raw[col].iloc[i]!r}")
+    if has_r:
+        r = values["r"]
+        bad = np.isfinite(r) & ((r < 1) | (r != np.round(r)))
+        for i in np.flatnonzero(bad):
+            problems.append(f"{where(i, 'r')}: expected an integer >= 1, got {raw['r'].iloc[i]!r}")
+    else:
+        values["r"] = np.ones(len(raw))
+    if not has_rec:
+        values["n_rec"] = np.zeros(len(raw))
+        looped = np.flatnonzero(values["r"] > 1)
+        if len(looped):
+            problems.append(
+                f"column 'n_rec' is missing but {len(looped)} row(s) have r > 1 "
+                f"(first: row {looped[0] + 1}); a looped table needs n_rec"
+            )
+    else:
+        for i in np.flatnonzero((values["r"] > 1) & (values["n_rec"] == 0)):
+            problems.append(
+                f"{where(i, 'n_rec')}: r = {raw['r'].iloc[i]} > 1 needs n_rec > 0 "
+                f"(the shared block's parameters), got {raw['n_rec'].iloc[i]!r}"
+            )
+    total = values["n_once"] + values["n_rec"]
+    for i in np.flatnonzero(total == 0):
+        problems.append(f"{where(i, 'n_once')}: n_once + n_rec must be > 0 (model has no parameters)")
+
+    if "run_id" in raw.columns:
+        ids = raw["run_id"].astype(str).str.strip()
+        for i in np.flatnonzero(ids.to_numpy() == ""):
+            problems.append(f"{where(i, 'run_id')}: empty run_id")
+        first_seen: dict[str, int] = {}
+        for i, v in enumerate(ids.tolist()):
+            if v and v in first_seen:
+                problems.append(
+                    f"{where(i, 'run_id')}: duplicate run_id {v!r} (first at row {first_seen[v] + 1})"
+                )
+            first_seen.setdefault(v, i)
+    if "flops" in raw.columns:
+        flops = numbers("flops")
+        for i in np.flatnonzero(flops <= 0):
+            problems.append(f"{where(i, 'flops')}: FLOPs must be > 0, got {raw['flops'].iloc[i]!r}")
+        values["flops"] = flops
+
+    if problems:
+        raise RunTableError(source, problems)
+
+    frame = raw.copy()
+    for col, arr in values.items():
+        frame[col] = arr
+    frame["r"] = frame["r"].astype(int)
+    for col in ("budget", "seed"):
+        if col in frame.columns:
+            numeric = pd.to_numeric(frame[col], errors="coerce")
+            if numeric.notna().all():
+                frame[col] = numeric
+    ordered = [c for c in CANONICAL if c in frame.columns]
+    frame = frame[ordered + [c for c in frame.columns if c not in ordered]].reset_index(drop=True)
+    warnings = _table_warnings(frame, source, budget_hint(raw))
+    return RunTable(frame, source=source, looped=has_r or has_rec, warnings=warnings)
+
+
+def load_design(
+    path: str | os.PathLike, *, columns: Mapping[str, str] | None = None, sep: str | None = None
+) -> RunTable:
+    """Load a design (r, n_once, n_rec, tokens; ``loss`` optional) for simulation.
+
+    Validated like a run table; when the file has no ``loss`` column the returned
+    table carries a placeholder loss of 1.0 that the caller replaces.
+    """
+    source = os.fspath(path)
+    if not os.path.isfile(source):
+        raise RunTableError(source, ["file not found"])
+    raw, used = read_raw(source, sep, "expected columns r, n_once, n_rec, tokens")
+    mapped = dict(columns or {})
+    if "loss" not in raw.columns and "loss" not in mapped:
+        raw["loss"] = "1.0"
+    return table_from_frame(raw, source=source, columns=mapped, decimal_comma=used != ",")
