@@ -9,12 +9,35 @@
   percentile intervals.
 
 The interval maths (percentile, BCa, jackknife acceleration) is :mod:`phifit.intervals`.
+
+
+The names below are imported on first use: the worker processes of a bootstrap or a wild test
+unpickle functions of :mod:`~phifit.bootstrap.wild` and the refit engine, and must not pay for
+importing pandas through :mod:`~phifit.bootstrap.block` each time.
 """
 
 from __future__ import annotations
 
-from .block import block_bootstrap
-from .result import BootstrapResult
-from .wild import WildTest, wild_cluster_test
+import importlib
+from typing import Any
 
-__all__ = ["BootstrapResult", "WildTest", "block_bootstrap", "wild_cluster_test"]
+#: exported name -> submodule that defines it
+_EXPORTS = {
+    "block_bootstrap": "block",
+    "BootstrapResult": "result",
+    "WildTest": "wild",
+    "wild_cluster_test": "wild",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
