@@ -1,4 +1,4 @@
-"""Griffe extension for the API page: document the names phifit's packages export lazily.
+"""Griffe extension for the API page: lazily exported names, and reST roles in docstrings.
 
 ``phifit`` and ``phifit.fitters`` import their public names on first use (a module
 ``__getattr__``), so static analysis sees them only as strings: ``phifit._EXPORTS`` maps each
@@ -10,11 +10,16 @@ A package may also export a function named like its own submodule (``phifit.diag
 exports ``diagnose`` from ``diagnose.py``): at run time the function wins, in static analysis the
 submodule does.  The extension puts the function in the submodule's place, as Python does, after
 resolving every alias so that paths through the submodule stay valid.
+
+phifit's docstrings name other objects with Sphinx roles (``:func:`~phifit.fit``` and the like),
+which Markdown would print literally; the extension turns each into a code span of the name as
+Sphinx would show it (the last component after ``~``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +36,7 @@ class LazyExports(griffe.Extension):
         loader.resolve_aliases(implicit=True, external=False)
         for module in packages:
             _unshadow(module)
+        _plain_roles(pkg)
 
 
 def _packages(module: griffe.Module) -> Iterator[griffe.Module]:
@@ -70,3 +76,27 @@ def _unshadow(module: griffe.Module) -> None:
         if inner is not None and not inner.is_module:
             target = inner.final_target if inner.is_alias else inner
             module.set_member(name, griffe.Alias(name, target, parent=module))
+
+
+#: a Sphinx cross-reference role: :func:`name`, :class:`~path.Name`, :mod:`title <path>`, ...
+ROLE = re.compile(r":(?:py:)?(?:func|mod|class|attr|data|meth|obj|exc|const):`([^`]+)`")
+
+
+def _role_text(match: re.Match[str]) -> str:
+    target = match.group(1).strip()
+    titled = re.fullmatch(r"(.+?)\s*<[^>]+>", target)
+    if titled:
+        text = titled.group(1)
+    elif target.startswith("~"):
+        text = target[1:].rsplit(".", 1)[-1]
+    else:
+        text = target
+    return f"`{text}`"
+
+
+def _plain_roles(obj: griffe.Object) -> None:
+    if obj.docstring is not None:
+        obj.docstring.value = ROLE.sub(_role_text, obj.docstring.value)
+    for member in obj.members.values():
+        if not member.is_alias:
+            _plain_roles(member)

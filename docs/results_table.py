@@ -194,7 +194,7 @@ def cpu_table(root: Path = ROOT) -> str:
         ("95% percentile interval", interval),
         ("its width", width),
         ("95% BCa interval", lambda r: interval(r, "ci_bca")),
-        ("replicates at the lower search bound / with phi <= 0", regions),
+        ("replicates at the lower search bound / with phi ≤ 0", regions),
         ("R², RMSE (nats)", lambda r: f"{r['fit']['r2']:.4f}, {r['fit']['rmse']:.4f}"),
         ("mean residual by r (nats; bold: flagged as systematic)", _by_r),
         ("phi = 0 / phi = 1 (wild cluster bootstrap)", _tests),
