@@ -1,5 +1,5 @@
-"""Small versions of the statistical studies behind the README's claims (the full ones are
-rerunnable scripts under benchmarks/; their numbers, commands and seeds are in the README)."""
+"""Small versions of the statistical studies behind docs/calibration.md (the full ones are
+rerunnable scripts under benchmarks/; their numbers, commands and seeds are on that page)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,325 @@
+"""Write the tables of shipped results in README.md and docs/ from ``reports/*/results.json``.
+
+- ``results-table`` (README.md, docs/index.md): one row per committed report: the table it was
+  made from, the runs fitted, phi with its 95% block-bootstrap interval, R² (raw nats) and the
+  verdicts on phi = 0 and phi = 1 with their wild cluster bootstrap p-values;
+- ``study-table`` (docs/study.md): phifit on the study's read-off runs next to the study's
+  published numbers;
+- ``cpu-table``, ``recipes-table`` and ``prediction-table`` (docs/cpu-runs.md): what the two
+  bundled CPU sweeps give, and the planned sweep's predictions against its outcome.
+
+Each table sits between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``; only that block is
+replaced, so every number these pages quote from a report comes from the report.
+
+    python docs/results_table.py          # rewrite the blocks
+    python docs/results_table.py --check  # exit 1 if a block is not what the reports say
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the files holding the table, and whether their rows link to the report folders
+TARGETS = {"README.md": True, "docs/index.md": False}
+START, END = "<!-- results-table:start -->", "<!-- results-table:end -->"
+#: reports listed first, in this order; any other report follows alphabetically
+ORDER = ("looped_study", "paper_design_simulated", "cpu_small", "cpu_planned")
+
+
+def _reports(root: Path) -> list[Path]:
+    found = {p.parent.name: p for p in (root / "reports").glob("*/results.json")}
+    names = [n for n in ORDER if n in found] + sorted(set(found) - set(ORDER))
+    return [found[n] for n in names]
+
+
+def _number(value: float) -> str:
+    """Three decimals with a true minus sign, as the search-bound ends print."""
+    return f"{value:.3f}".replace("-", "\u2212")
+
+
+def _number4(value: float) -> str:
+    return f"{value:+.4f}".replace("-", "\u2212")
+
+
+def _number1(value: float) -> str:
+    return f"{value:.1f}".replace("-", "\u2212")
+
+
+def interval_text_(lo: float, hi: float, box) -> str:
+    """phi's interval as the report prints it (an end on the search box marked as censored)."""
+    from phifit.intervals import interval_text
+
+    return interval_text(lo, hi, box, fmt=_number)
+
+
+def _verdict(fit: dict | None) -> str:
+    if not fit or fit.get("rejected") is None:
+        return "not tested"
+    p = fit.get("wild_p_value")
+    word = "rejected" if fit["rejected"] else "not rejected"
+    return word if p is None else f"{word} (p = {p:.2g})"
+
+
+def row(results: dict, report: str, *, link: bool = True) -> str:
+    """One table row for one report's ``results.json``."""
+    fit = results["fit"]
+    phi = fit["params"].get("phi")
+    fits = (results.get("comparison") or {}).get("fits", {})
+    runs = str(fit["n_runs"])
+    if results.get("n_table_runs") not in (None, fit["n_runs"]):
+        runs += f" of {results['n_table_runs']}"
+    if phi is None:
+        phi_text = interval = "—"
+    else:
+        lo, hi = fit["ci"]["phi"]
+        phi_text = _number(phi)
+        interval = interval_text_(lo, hi, fit["bounds"]["phi"])
+    name = f"[`{report}`](reports/{report}/)" if link else f"`{report}`"
+    return (
+        f"| {name} | `{results['source']}` | {runs} | {phi_text} | {interval} "
+        f"| {fit['r2']:.4f} | {_verdict(fits.get('phi=0'))} | {_verdict(fits.get('phi=1'))} |"
+    )
+
+
+def table(root: Path = ROOT, *, link: bool = True) -> str:
+    """The markdown table of every shipped report under ``root/reports``."""
+    lines = [
+        "| report | run table | runs | phi | 95% interval | R² | phi = 0 | phi = 1 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for path in _reports(root):
+        results = json.loads(path.read_text(encoding="utf-8"))
+        lines.append(row(results, path.parent.name, link=link))
+    return "\n".join(lines)
+
+
+def _load(root: Path, report: str) -> dict:
+    return json.loads((root / "reports" / report / "results.json").read_text(encoding="utf-8"))
+
+
+def _by_r(results: dict) -> str:
+    """Mean residual per r in nats, with its t; a flagged (systematic) offset in bold."""
+    parts = []
+    for g in results["diagnostics"]["residuals"]["by_r"]:
+        text = f"r = {g['group']}: {g['mean']:+.4f} (t = {g['t']:.1f})".replace("-", "\u2212")
+        parts.append(f"**{text}**" if g["flagged"] else text)
+    return "; ".join(parts)
+
+
+def _tests(results: dict) -> str:
+    fits = results["comparison"]["fits"]
+    return f"{_verdict(fits['phi=0'])} / {_verdict(fits['phi=1'])}"
+
+
+#: the study's published numbers (arXiv 2604.21106 v3: Table 2, Table 7, Appendix F)
+PUBLISHED = {
+    "phi": "0.459 [0.41, 0.53] (200 replicates)",
+    "alpha, beta, E": "0.199, 0.369, 1.57",
+    "r2": "0.9972 / 0.9858 / 0.9552",
+    "tests": "both rejected (by R²)",
+    "r4": "\u22120.006 (Table 7)",
+}
+
+
+def study_table(root: Path = ROOT) -> str:
+    """phifit on the digitized study table (``reports/looped_study``) next to the published fit."""
+    res = _load(root, "looped_study")
+    fit, fits = res["fit"], res["comparison"]["fits"]
+    p = fit["params"]
+    lo, hi = fit["ci"]["phi"]
+    interval = interval_text_(lo, hi, fit["bounds"]["phi"])
+    r4 = next(g for g in res["diagnostics"]["residuals"]["by_r"] if g["group"] == 4)
+    flag = ", flagged as systematic" if r4["flagged"] else ""
+    cv = [fits[k]["cv_rmse"] for k in ("phi=0", "phi=1", "free")]
+    rows = [
+        (
+            "phi, 95% cell-bootstrap interval",
+            f"{_number(p['phi'])} {interval} ({res['bootstrap']['n_boot']} replicates)",
+            PUBLISHED["phi"],
+        ),
+        ("alpha, beta, E", f"{p['alpha']:.3f}, {p['beta']:.3f}, {p['E']:.3f}", PUBLISHED["alpha, beta, E"]),
+        (
+            "R² free / phi = 0 / phi = 1",
+            " / ".join(f"{fits[k]['r2']:.4f}" for k in ("free", "phi=0", "phi=1")),
+            PUBLISHED["r2"],
+        ),
+        (
+            "phi = 0 / phi = 1",
+            f"{_tests(res)}; leave-one-budget-out RMSE {cv[0]:.4f} and {cv[1]:.4f} vs {cv[2]:.4f} nats",
+            PUBLISHED["tests"],
+        ),
+        (
+            "mean residual at r = 4 (nats)",
+            f"{_number4(r4['mean'])} (t = {_number1(r4['t'])}{flag})",
+            PUBLISHED["r4"],
+        ),
+    ]
+    lines = ["| | phifit on the read-off runs | the study (published) |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    return "\n".join(lines)
+
+
+def cpu_table(root: Path = ROOT) -> str:
+    """The two bundled CPU sweeps side by side (``reports/cpu_small``, ``reports/cpu_planned``)."""
+    reports = {name: _load(root, name) for name in ("cpu_small", "cpu_planned")}
+
+    def cells(fn):
+        return " | ".join(fn(res) for res in reports.values())
+
+    def interval(res, key="ci"):
+        lo, hi = res["fit"][key]["phi"]
+        return interval_text_(lo, hi, res["fit"]["bounds"]["phi"])
+
+    def width(res):
+        lo, hi = res["fit"]["ci"]["phi"]
+        box = res["fit"]["bounds"]["phi"]
+        if lo <= box[0] + 1e-9 or hi >= box[1] - 1e-9:
+            return "not determined (an end on the box)"
+        return f"{hi - lo:.3g}"
+
+    def regions(res):
+        reg, n = res["bootstrap"]["phi_regions"], res["bootstrap"]["n_boot"]
+        return f"{reg['at lower bound']:.1%} / {reg['phi <= 0']:.1%} (of {n:,})"
+
+    rows = [
+        (
+            "runs fitted (of the table), (budget, r) cells",
+            lambda r: f"{r['fit']['n_runs']} (of {r['n_table_runs']}), {r['bootstrap']['n_blocks']}",
+        ),
+        ("phi", lambda r: _number(r["fit"]["params"]["phi"])),
+        ("95% percentile interval", interval),
+        ("its width", width),
+        ("95% BCa interval", lambda r: interval(r, "ci_bca")),
+        ("replicates at the lower search bound / with phi ≤ 0", regions),
+        ("R², RMSE (nats)", lambda r: f"{r['fit']['r2']:.4f}, {r['fit']['rmse']:.4f}"),
+        ("mean residual by r (nats; bold: flagged as systematic)", _by_r),
+        ("phi = 0 / phi = 1 (wild cluster bootstrap)", _tests),
+    ]
+    lines = ["| | `cpu_small` (baseline) | `cpu_planned` |", "|---|---|---|"]
+    lines += [f"| {label} | {cells(fn)} |" for label, fn in rows]
+    return "\n".join(lines)
+
+
+def recipes_table(root: Path = ROOT) -> str:
+    """Delta-phi of the cpu_small case studies against the baseline refit on their budgets."""
+    rec = _load(root, "cpu_small")["recipes"]
+    lines = [
+        "| recipe | phi | baseline phi, same budgets | Δphi, 95% paired-bootstrap interval | p | cells |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, d in rec["delta_phi"].items():
+        lo, hi = d["ci"]
+        lines.append(
+            f"| `{name}` | {_number(d['variant_phi'])} | {_number(d['baseline_phi'])} "
+            f"| {d['estimate']:+.3f} [{lo:+.2f}, {hi:+.2f}] | {d['p_value']:.2f} | {d['n_blocks']} |".replace(
+                "-", "\u2212"
+            )
+        )
+    joint = rec["joint"]
+    lines.append("")
+    lines.append(
+        f"One phi per recipe against a shared phi (joint fit, {joint['n_runs']} runs): wild cluster "
+        f"bootstrap p = {joint['wild_p_value']:.2g}; the chi-square LR test, which assumes independent "
+        f"runs, gives p = {joint['lr_p_value']:.1e}."
+    )
+    return "\n".join(lines)
+
+
+def prediction_table(root: Path = ROOT) -> str:
+    """The cpu_planned sweep's predictions (``data/cpu_planned_prediction*.json``, the report's own
+    retrospective plan) against the interval and tests its report gave."""
+    res = _load(root, "cpu_planned")
+    lo, hi = res["fit"]["ci"]["phi"]
+    box = res["fit"]["bounds"]["phi"]
+    realised = hi - lo
+    data = root / "data"
+    columns = {
+        "of record (before training)": json.loads((data / "cpu_planned_prediction.json").read_text())[
+            "simulation"
+        ],
+        "misfit-aware (after training began)": json.loads(
+            (data / "cpu_planned_prediction_misfit.json").read_text()
+        )["simulation"],
+        "retrospective (the report's `--plan`: this table's law and noise)": res["plan"]["simulation"],
+    }
+
+    def power(s, key):
+        se = (s.get("power_mc_se") or {}).get(key)
+        return f"{s['power'][key]:.2f}" + (f" ± {se:.2f}" if se is not None else "")
+
+    def narrower(s):
+        widths = [t["width"] for t in s["tables"] if t.get("width") is not None]
+        return f"{sum(w < realised for w in widths) / len(widths):.0%} of {len(widths)}"
+
+    fits = res["comparison"]["fits"]
+    on_box = lo <= box[0] + 1e-9 or hi >= box[1] - 1e-9
+    rows = [
+        (
+            "width of phi's 95% interval",
+            lambda s: f"median {s['width_median']:.3g} (10–90%: {s['width_q10']:.3g}–{s['width_q90']:.3g})",
+            f"{realised:.3g}",
+        ),
+        ("interval reaches the search box", lambda s: f"P = {s['p_box']:.2f}", "yes" if on_box else "no"),
+        ("phi = 0 rejected (wild test)", lambda s: f"P = {power(s, 'phi=0')}", _verdict(fits["phi=0"])),
+        ("phi = 1 rejected (wild test)", lambda s: f"P = {power(s, 'phi=1')}", _verdict(fits["phi=1"])),
+        ("simulated tables narrower than the realised interval", narrower, "—"),
+    ]
+    head = " | ".join(f"predicted, {name}" for name in columns)
+    lines = [f"| | {head} | realised |", "|---" * (len(columns) + 2) + "|"]
+    for label, fn, real in rows:
+        lines.append(f"| {label} | " + " | ".join(fn(s) for s in columns.values()) + f" | {real} |")
+    return "\n".join(lines)
+
+
+#: block name -> (file, builder); the README's rows link to the report folders, the docs' do not
+BLOCKS = (
+    ("results-table", "README.md", lambda root: table(root, link=True)),
+    ("results-table", "docs/index.md", lambda root: table(root, link=False)),
+    ("study-table", "docs/study.md", study_table),
+    ("cpu-table", "docs/cpu-runs.md", cpu_table),
+    ("recipes-table", "docs/cpu-runs.md", recipes_table),
+    ("prediction-table", "docs/cpu-runs.md", prediction_table),
+)
+
+
+def rewrite(text: str, block: str, name: str = "results-table") -> str:
+    """``text`` with the part between the markers of ``name`` replaced by ``block``."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    head, sep, rest = text.partition(start)
+    _, sep2, tail = rest.partition(end)
+    if not sep or not sep2:
+        raise ValueError(f"no block between {start} and {end}")
+    return f"{head}{start}\n{block}\n{end}{tail}"
+
+
+def stale(root: Path = ROOT) -> dict[str, str]:
+    """Each file whose blocks differ from the reports, with the text it should have."""
+    texts: dict[str, str] = {}
+    for name, path, build in BLOCKS:
+        text = texts.get(path) or (root / path).read_text(encoding="utf-8")
+        texts[path] = rewrite(text, build(root), name)
+    return {path: text for path, text in texts.items() if text != (root / path).read_text(encoding="utf-8")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only check that the tables are current")
+    args = parser.parse_args(argv)
+    changed = stale()
+    if args.check:
+        for name in changed:
+            print(f"{name}: a table is out of date; run python docs/results_table.py")
+        return 1 if changed else 0
+    for name, text in changed.items():
+        (ROOT / name).write_text(text, encoding="utf-8")
+        print(f"rewrote the tables in {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())
