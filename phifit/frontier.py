@@ -89,10 +89,11 @@ class TableFamily(JsonIO):
     """Architectures interpolated from a run table, per r, as functions of x = log N_unique.
 
     ``coef`` maps r to {"once": polynomial coefficients of N_once / N in x (clipped to
-    [0, 1]), "logf": coefficients of log F in x, "x_range": [min, max] of x trained at r}.
+    [0, 1]), "logf": coefficients of log F in x, "x_range": [min, max] of x trained at r,
+    "n_sizes": the number of distinct sizes trained at r}.
     """
 
-    coef: Mapping[int, Mapping[str, list[float]]]
+    coef: Mapping[int, Mapping[str, Any]]
     description: str = (
         "derived from the table: per r, N_once/N linear and log F quadratic "
         "in log N, search limited to the sizes trained at that r"

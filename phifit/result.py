@@ -181,9 +181,9 @@ class FitResult(JsonIO):
     def from_dict(cls, data: Mapping[str, Any]) -> FitResult:
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["params"] = {
-            k: (None if kwargs["params"].get(k) is None else float(kwargs["params"][k])) for k in PARAM_NAMES
-        }
+        saved = kwargs["params"]
+        names = [k for k in saved if k in PARAM_NAMES] + [k for k in PARAM_NAMES if k not in saved]
+        kwargs["params"] = {k: (None if saved.get(k) is None else float(saved[k])) for k in names}
         for key in ("objective", "r2", "rmse"):
             kwargs[key] = float("nan") if kwargs.get(key) is None else float(kwargs[key])
         for key in ("log_lik", "aic", "bic"):

@@ -54,11 +54,13 @@ def from_plain(cls: type, data: Mapping[str, Any]) -> Any:
     if not isinstance(data, Mapping):
         raise TypeError(f"{cls.__name__}: expected a JSON object, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
-    kwargs = {
-        f.name: rebuild(hints[f.name], data[f.name])
-        for f in dataclasses.fields(cls)
-        if f.init and f.name in data
-    }
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.init and f.name in data:
+            try:
+                kwargs[f.name] = rebuild(hints[f.name], data[f.name])
+            except (TypeError, ValueError, KeyError) as err:
+                raise ValueError(f"{cls.__name__}.{f.name}: {err}") from err
     return cls(**kwargs)
 
 

@@ -96,6 +96,10 @@ class AnalysisOptions(JsonIO):
         if self.plan_tables < 0 or self.plan_tables == 1:
             raise ValueError(f"plan tables must be 0 (asymptotic only) or >= 2, got {self.plan_tables}")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The options as plain JSON types (``results.json["options"]``)."""
+        return to_plain(dict(self.__dict__))
+
 
 @dataclass(frozen=True)
 class Analysis(JsonIO):
@@ -178,7 +182,7 @@ class Analysis(JsonIO):
                 "source": saved.get("source") if self.table is None else self.table.source,
                 "n_table_runs": saved.get("n_table_runs") if self.table is None else len(self.table),
                 "runs_per_recipe": self.recipe_counts(),
-                "options": dict(self.options.__dict__),
+                "options": self.options.to_dict(),
                 "data": self.diagnostics.data,
                 "warnings": [c.to_dict() for c in self.cautions],
                 "fit": self.fit.to_dict(),
