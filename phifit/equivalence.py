@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from .bootstrap.draws import clean_thetas, percentile_interval
-from .serialize import JsonIO, to_plain
 from .result import FitResult
 from .runs.table import RunTable
+from .serialize import JsonIO, to_plain
 
 __all__ = ["Equivalence", "equivalence", "paper_example", "EquivalenceTable", "equivalence_table"]
 

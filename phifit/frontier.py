@@ -38,13 +38,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .cautions import Caution, caution
 from .bootstrap.draws import clean_thetas, law_theta, percentile_interval
+from .cautions import Caution, caution
 from .law import Design, JointLaw, log_loss
-from .serialize import JsonIO, to_plain
-from .study import PAPER_GRID, PAPER_RECURRENCES, paper_architecture
 from .result import FitResult
 from .runs.table import RunTable
+from .serialize import JsonIO, to_plain
+from .study import PAPER_GRID, PAPER_RECURRENCES, paper_architecture
 
 __all__ = [
     "PaperFamily",

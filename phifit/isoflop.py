@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from .cautions import Caution, caution
-from .serialize import JsonIO, to_plain
 from .runs.table import RunTable
+from .serialize import JsonIO, to_plain
 
 __all__ = ["ParabolaMinima", "parabola_minima", "table_budgets"]
 

@@ -29,14 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from .cautions import Caution, caution
 from .bootstrap.draws import clean_thetas, law_theta, percentile_interval
+from .cautions import Caution, caution
 from .frontier import PaperFamily, TableFamily, frontier
 from .law import Design, JointLaw, log_loss
-from .serialize import JsonIO, to_plain
-from .study import paper_architecture
 from .result import FitResult
 from .runs.table import RunTable
+from .serialize import JsonIO, to_plain
+from .study import paper_architecture
 
 __all__ = ["Prediction", "predict", "predict_loss", "table_family"]
 

@@ -228,10 +228,15 @@ class FitResult(JsonIO):
         if self.residuals:
             stats.append(("max |resid| (nats)", f"{np.max(np.abs(self.residuals)):.5f}"))
         if self.log_lik is not None:
+            # k as scored (AIC = -2 log lik + 2 k); a grouped fit counts one phi per recipe
+            k_scored = round((self.aic + 2 * self.log_lik) / 2)
             stats.append(("log lik", f"{self.log_lik:.4f}"))
             stats.append(("AIC / BIC", f"{self.aic:.2f} / {self.bic:.2f}"))
             stats.append(
-                ("  definition", f"Gaussian on log-loss residuals, sigma profiled out (k = {k} + 1 sigma)")
+                (
+                    "  definition",
+                    f"Gaussian on log-loss residuals, sigma profiled out (k = {k_scored - 1} + 1 sigma)",
+                )
             )
         if "sigma_log" in self.extras:
             stats.append(("sigma (log-loss)", f"{self.extras['sigma_log']:.5g}"))

@@ -227,7 +227,9 @@ def test_fit_aic_is_the_comparisons(comparison, huber):
     """The AIC a fit stores is the one compare reports for the same (free) fit."""
     for label, fit in comparison.fits.items():
         stats = comparison.stats[label]
-        assert (fit.log_lik, fit.aic, fit.bic) == pytest.approx((stats.log_lik, stats.aic, stats.bic), rel=1e-12)
+        assert (fit.log_lik, fit.aic, fit.bic) == pytest.approx(
+            (stats.log_lik, stats.aic, stats.bic), rel=1e-12
+        )
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +249,9 @@ def test_recipe_comparison_and_joint_fit(recipes, tmp_path):
     joint = round_trip(recipes.joint, tmp_path, "joint.json")
     # the joint fits store the same working likelihood as their scores
     for fit, score in ((joint.fit, joint.score), (joint.shared, joint.shared_score)):
-        assert (fit.log_lik, fit.aic, fit.bic) == pytest.approx((score.log_lik, score.aic, score.bic), rel=1e-9)
+        assert (fit.log_lik, fit.aic, fit.bic) == pytest.approx(
+            (score.log_lik, score.aic, score.bic), rel=1e-9
+        )
 
 
 # -- diagnostics ---------------------------------------------------------------------------------

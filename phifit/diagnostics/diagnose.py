@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cautions import Caution, caution, collect
+from ..result import FitResult
+from ..runs.table import RunTable
+from ..serialize import JsonIO, to_plain
 from .identifiability import (
     CHI2_95,
     PROFILE_INTERVAL_LABEL,
@@ -30,7 +33,6 @@ from .identifiability import (
     phi_profile,
 )
 from .influence import Consistency, Influence, consistency, influence
-from ..serialize import JsonIO, to_plain
 from .residuals import (
     NUMERICAL_PRECISION,
     GroupRow,
@@ -40,8 +42,6 @@ from .residuals import (
     residual_tests,
     sorted_unique,
 )
-from ..result import FitResult
-from ..runs.table import RunTable
 
 __all__ = [
     "CHI2_95",

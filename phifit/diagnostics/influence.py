@@ -27,10 +27,10 @@ import numpy as np
 from ..fitters.common import goodness_of_fit
 from ..fitters.engine import identifiable_rows, refit_settings, refit_weighted
 from ..law import PARAM_NAMES, log_loss, theta_to_params
-from ..serialize import JsonIO, to_plain
-from .residuals import budget_labels, check_fit, scalar, sorted_unique
 from ..result import FitResult
 from ..runs.table import RunTable
+from ..serialize import JsonIO, to_plain
+from .residuals import budget_labels, check_fit, scalar, sorted_unique
 
 __all__ = ["Influence", "influence", "Consistency", "consistency"]
 

@@ -41,9 +41,9 @@ from scipy import stats
 
 from ..cautions import Caution
 from ..law import log_loss, log_n_eff
-from ..serialize import JsonIO, to_plain
 from ..result import FitResult
 from ..runs.table import RunTable
+from ..serialize import JsonIO, to_plain
 
 __all__ = [
     "NUMERICAL_PRECISION",

@@ -59,6 +59,7 @@ from ..law import (
     params_to_theta,
 )
 from ..serialize import JsonIO, to_plain
+from ..study import REFERENCE_PARAMS
 from .inputs import (
     AGREE_POWER_ATOL,
     AGREE_WIDTH_RTOL,
@@ -77,7 +78,6 @@ from .modes import (
     asymptotic_plan,
     simulate_plan,
 )
-from ..study import REFERENCE_PARAMS
 
 __all__ = [
     "PlanDesign",

@@ -24,8 +24,8 @@ from scipy.stats import norm
 from ..law import (
     log_loss,
 )
-from ..study import paper_architecture, paper_design
 from ..serialize import JsonIO
+from ..study import paper_architecture, paper_design
 
 #: z of a two-sided 95% interval and the level of the tests.
 Z95 = float(norm.ppf(0.975))

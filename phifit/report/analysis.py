@@ -43,10 +43,10 @@ from ..equivalence import Equivalence, EquivalenceTable, equivalence_table, pape
 from ..fitters.huber import HuberOptions, fit_huber
 from ..frontier import Frontier, IsoflopCurves, TableFamily, frontier, isoflop_curves
 from ..isoflop import ParabolaMinima, parabola_minima, table_budgets
-from ..serialize import JsonIO, to_plain
 from ..recipes.delta import compare_recipes, select_recipe
 from ..result import GENERATOR, FitResult
 from ..runs.table import RunTable
+from ..serialize import JsonIO, to_plain
 
 __all__ = ["AnalysisOptions", "Analysis", "analyse"]
 
@@ -205,7 +205,6 @@ class Analysis(JsonIO):
                 "timings": self.timings,
             }
         )
-
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Analysis:
