@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from .serialize import JsonIO
+
 LEVELS = ("warning", "note")
 
 
 @dataclass(frozen=True)
-class Caution:
+class Caution(JsonIO):
     """One caution: ``source`` (e.g. "fit", "bootstrap", "compare", "recipes",
     "diagnostics", "bayes", "runs"), ``kind`` (e.g. "at_bound", "few_runs"),
     ``message`` (plain words, with what to do), ``values`` (the numbers behind it),

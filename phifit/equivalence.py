@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from .bootstrap.draws import clean_thetas, percentile_interval
-from .serialize import to_plain
 from .result import FitResult
 from .runs.table import RunTable
+from .serialize import JsonIO, to_plain
 
 __all__ = ["Equivalence", "equivalence", "paper_example", "EquivalenceTable", "equivalence_table"]
 
@@ -47,7 +47,7 @@ def _fmt_count(x: float) -> str:
 
 
 @dataclass(frozen=True)
-class Equivalence:
+class Equivalence(JsonIO):
     """A looped model's effective size, unique size and unrolled training cost.
 
     n_eff = n_once + r^phi n_rec; n_unique = n_once + n_rec; n_unrolled = n_once + r n_rec
@@ -211,7 +211,7 @@ def paper_example(phi: float = 0.459, *, n_r1: float = 1e9, r: int = 4) -> dict[
 
 
 @dataclass(frozen=True)
-class EquivalenceTable:
+class EquivalenceTable(JsonIO):
     """Equivalence of every distinct looped architecture (r > 1) of a run table; intervals
     of N_eff at ``level``."""
 

@@ -38,13 +38,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .cautions import Caution, caution
 from .bootstrap.draws import clean_thetas, law_theta, percentile_interval
+from .cautions import Caution, caution
 from .law import Design, JointLaw, log_loss
-from .serialize import to_plain
-from .study import PAPER_GRID, PAPER_RECURRENCES, paper_architecture
 from .result import FitResult
 from .runs.table import RunTable
+from .serialize import JsonIO, to_plain
+from .study import PAPER_GRID, PAPER_RECURRENCES, paper_architecture
 
 __all__ = [
     "PaperFamily",
@@ -85,14 +85,15 @@ class PaperFamily:
 
 
 @dataclass(frozen=True)
-class TableFamily:
+class TableFamily(JsonIO):
     """Architectures interpolated from a run table, per r, as functions of x = log N_unique.
 
     ``coef`` maps r to {"once": polynomial coefficients of N_once / N in x (clipped to
-    [0, 1]), "logf": coefficients of log F in x, "x_range": [min, max] of x trained at r}.
+    [0, 1]), "logf": coefficients of log F in x, "x_range": [min, max] of x trained at r,
+    "n_sizes": the number of distinct sizes trained at r}.
     """
 
-    coef: Mapping[int, Mapping[str, list[float]]]
+    coef: Mapping[int, Mapping[str, Any]]
     description: str = (
         "derived from the table: per r, N_once/N linear and log F quadratic "
         "in log N, search limited to the sizes trained at that r"
@@ -208,7 +209,7 @@ def _interp(xstar: np.ndarray, grid: Mapping[str, np.ndarray], key: str) -> np.n
 
 
 @dataclass(frozen=True)
-class Frontier:
+class Frontier(JsonIO):
     """Compute-optimal frontier per r under a law, and the gap of each r to the base r.
 
     All dicts are keyed by r.  Per budget: ``l_star`` (nats), ``n_unique_star``,
@@ -374,7 +375,7 @@ def frontier(
 
 
 @dataclass(frozen=True)
-class IsoflopCurves:
+class IsoflopCurves(JsonIO):
     """The law along each trained isoFLOP curve: per (budget, r) cell, the predicted loss
     at D = C / F over sizes spanning the cell's trained sizes (10% wider in log N).
 

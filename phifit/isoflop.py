@@ -20,14 +20,14 @@ import numpy as np
 import pandas as pd
 
 from .cautions import Caution, caution
-from .serialize import to_plain
 from .runs.table import RunTable
+from .serialize import JsonIO, to_plain
 
 __all__ = ["ParabolaMinima", "parabola_minima", "table_budgets"]
 
 
 @dataclass(frozen=True)
-class ParabolaMinima:
+class ParabolaMinima(JsonIO):
     """Per-(budget, r) parabola minima of loss vs log N_unique (Chinchilla approach 2).
 
     ``cells``: {budget, r, n, n_star, l_star, curvature, in_range, ok}; ``gap[r]``:

@@ -29,14 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from .cautions import Caution, caution
 from .bootstrap.draws import clean_thetas, law_theta, percentile_interval
+from .cautions import Caution, caution
 from .frontier import PaperFamily, TableFamily, frontier
 from .law import Design, JointLaw, log_loss
-from .serialize import to_plain
-from .study import paper_architecture
 from .result import FitResult
 from .runs.table import RunTable
+from .serialize import JsonIO, to_plain
+from .study import paper_architecture
 
 __all__ = ["Prediction", "predict", "predict_loss", "table_family"]
 
@@ -96,7 +96,7 @@ def table_family(runs: RunTable, *, widen: float = 1.0, r_values: Sequence[int] 
 
 
 @dataclass(frozen=True)
-class Prediction:
+class Prediction(JsonIO):
     """Predicted losses at points and compute-optimal allocations.
 
     ``points``: per point {r, n_once, n_rec, tokens, n_eff, loss, interval ([lo, hi] or

@@ -4,7 +4,7 @@ A plain, inert record: the fitted parameters, goodness of fit, residuals,
 status and warnings, plus optional uncertainty (bootstrap intervals,
 standard errors) and a method-specific ``extras`` dict.  It prints a readable
 :meth:`FitResult.summary`, and round-trips through JSON
-(:meth:`FitResult.to_json` / :meth:`FitResult.from_json`).
+(:meth:`FitResult.to_json` / :meth:`FitResult.from_json`, :class:`~phifit.serialize.JsonIO`).
 
 Goodness of fit, as defined in the reference study (paper-notes section 1.2):
 
@@ -15,14 +15,18 @@ Goodness of fit, as defined in the reference study (paper-notes section 1.2):
 The ``objective`` is the fitter's own criterion at the optimum, named by
 ``objective_name`` (for the Huber fit: the *sum* over runs of Huber_delta on
 log-loss residuals).
+
+``log_lik``, ``aic`` and ``bic`` score every fit on one scale, whatever its objective: the
+Gaussian working likelihood on log-loss residuals with sigma profiled out
+(:mod:`phifit.fitters.likelihood`, the one ``phifit compare`` uses), with e_i = log L_i -
+log L_hat_i summed over the n runs: log lik = -n/2 (log(2 pi RSS / n) + 1), RSS = sum e_i^2,
+k = free law parameters + 1 (sigma), AIC = -2 log lik + 2 k, BIC = -2 log lik + k log n.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +37,7 @@ from . import __version__
 from .cautions import Caution
 from .intervals import censored_ends, interval_text, param_bounds
 from .law import DEFAULT_BOUNDS, PARAM_NAMES, JointLaw, LawSpec, params_to_theta
-from .serialize import to_plain
+from .serialize import JsonIO, to_plain
 
 GENERATOR = "phifit"
 
@@ -44,7 +48,7 @@ LOSSES = ("huber", "squares", "student_t")
 
 
 @dataclass(frozen=True)
-class FitResult:
+class FitResult(JsonIO):
     """Result of fitting the joint law to a run table.
 
     Attributes
@@ -71,6 +75,10 @@ class FitResult:
     ci_level : the level of ``ci`` and ``ci_bca`` (0.95 unless asked otherwise).
     bootstrap : bootstrap bookkeeping {n, n_failed, block, ...} when run.
     extras : method-specific details (starts, solver messages, correlations, ...).
+    log_lik, aic, bic : the Gaussian working log-likelihood of the log-loss residuals (a sum
+        over runs, sigma profiled out) and its AIC and BIC with k = :attr:`n_free` + 1 (module
+        docstring); computed once when the fit is assembled.  None when it is not defined
+        (residuals exactly zero) or for a result saved before phifit stored them.
     """
 
     method: str
@@ -98,6 +106,9 @@ class FitResult:
     ci_level: float = 0.95
     bootstrap: dict[str, Any] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    log_lik: float | None = None
+    aic: float | None = None
+    bic: float | None = None
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
@@ -161,7 +172,7 @@ class FitResult:
         out = {"generator": GENERATOR, "phifit_version": __version__}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value is None and f.name in ("stderr", "ci", "ci_bca", "bootstrap"):
+            if value is None and f.name in ("stderr", "ci", "ci_bca", "bootstrap", "log_lik", "aic", "bic"):
                 continue
             out[f.name] = [w.to_dict() for w in value] if f.name == "warnings" else value
         return to_plain(out)
@@ -170,32 +181,17 @@ class FitResult:
     def from_dict(cls, data: Mapping[str, Any]) -> FitResult:
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["params"] = {
-            k: (None if kwargs["params"].get(k) is None else float(kwargs["params"][k])) for k in PARAM_NAMES
-        }
+        saved = kwargs["params"]
+        names = [k for k in saved if k in PARAM_NAMES] + [k for k in PARAM_NAMES if k not in saved]
+        kwargs["params"] = {k: (None if saved.get(k) is None else float(saved[k])) for k in names}
         for key in ("objective", "r2", "rmse"):
             kwargs[key] = float("nan") if kwargs.get(key) is None else float(kwargs[key])
+        for key in ("log_lik", "aic", "bic"):
+            kwargs[key] = None if kwargs.get(key) is None else float(kwargs[key])
         kwargs["warnings"] = [Caution.from_dict(w, source="fit") for w in kwargs.get("warnings") or []]
         if "bounds" in kwargs:
             kwargs["bounds"] = {k: [float(v[0]), float(v[1])] for k, v in kwargs["bounds"].items()}
         return cls(**kwargs)
-
-    def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2) -> str:
-        """Serialise to JSON text; also write it to ``path`` when given."""
-        text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-        return text
-
-    @classmethod
-    def from_json(cls, source: str | os.PathLike) -> FitResult:
-        """Load from a JSON file path or a JSON string."""
-        text = str(source)
-        if not text.lstrip().startswith("{"):
-            with open(source, encoding="utf-8") as fh:
-                text = fh.read()
-        return cls.from_dict(json.loads(text))
 
     @property
     def n_free(self) -> int:
@@ -203,14 +199,11 @@ class FitResult:
         table cannot identify it)."""
         return sum(1 for name in PARAM_NAMES if name not in self.fixed and self.params.get(name) is not None)
 
-    def summary(self, *, runs: Any = None) -> str:
+    def summary(self) -> str:
         """Readable multi-section text in the manner of lmfit's ``fit_report``: fit
-        statistics (runs, free parameters, degrees of freedom, objective, R^2, RMSE, AIC/BIC,
-        how the uncertainty was obtained), parameters, correlations (least squares), notes.
-
-        ``runs``: the :class:`~phifit.runs.RunTable` the fit was made on; with it the
-        statistics include AIC and BIC of the Gaussian working likelihood on log-loss
-        residuals (:mod:`phifit.fitters.likelihood`, the one ``phifit compare`` uses).
+        statistics (runs, free parameters, degrees of freedom, objective, R^2, RMSE, the
+        stored log-likelihood, AIC and BIC, how the uncertainty was obtained), parameters,
+        correlations (least squares), notes.
 
         A Bayesian fit prints the posterior's own table (median, mean, sd, HDI, MCSE, ESS,
         R-hat per parameter; :func:`bayes_summary`)."""
@@ -234,11 +227,16 @@ class FitResult:
         ]
         if self.residuals:
             stats.append(("max |resid| (nats)", f"{np.max(np.abs(self.residuals)):.5f}"))
-        score = self._gaussian_score(runs)
-        if score is not None:
-            stats.append(("AIC / BIC", f"{score.aic:.2f} / {score.bic:.2f}"))
+        if self.log_lik is not None:
+            # k as scored (AIC = -2 log lik + 2 k); a grouped fit counts one phi per recipe
+            k_scored = round((self.aic + 2 * self.log_lik) / 2)
+            stats.append(("log lik", f"{self.log_lik:.4f}"))
+            stats.append(("AIC / BIC", f"{self.aic:.2f} / {self.bic:.2f}"))
             stats.append(
-                ("  definition", f"Gaussian on log-loss residuals, sigma profiled out (k = {k} + 1 sigma)")
+                (
+                    "  definition",
+                    f"Gaussian on log-loss residuals, sigma profiled out (k = {k_scored - 1} + 1 sigma)",
+                )
             )
         if "sigma_log" in self.extras:
             stats.append(("sigma (log-loss)", f"{self.extras['sigma_log']:.5g}"))
@@ -265,8 +263,7 @@ class FitResult:
             stats.append(
                 (
                     "interval",
-                    "none computed: add --bootstrap 1000 for percentile and BCa intervals\n"
-                    "that hold under noise shared within a (budget, r) cell"
+                    "none computed"
                     + ("\n(the stderr column assumes independent runs)" if self.stderr else ""),
                 )
             )
@@ -335,19 +332,6 @@ class FitResult:
             lines += ["", "[[Notes]]"]
             lines += [f"    [{i}] {w}" for i, w in enumerate(self.warnings, 1)]
         return "\n".join(lines)
-
-    def _gaussian_score(self, runs: Any):
-        """The working-likelihood score of this fit on ``runs`` (None without the table, or
-        when the table is not the one fitted)."""
-        if runs is None or len(runs) != self.n_runs or (self.run_ids and list(self.run_ids) != runs.run_ids):
-            return None
-        if any(self.params.get(n) is None for n in ("E", "A", "alpha", "B", "beta")):
-            return None
-        from .law import log_loss
-        from .fitters.likelihood import GaussianScore
-
-        log_resid = runs.log_loss - log_loss(self.theta, runs.design)
-        return GaussianScore.from_residuals(log_resid, self.n_free)
 
     def __str__(self) -> str:
         return self.summary()

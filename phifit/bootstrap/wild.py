@@ -38,8 +38,8 @@ import numpy as np
 from ..cautions import Caution, caution
 from ..fitters.engine import batched_weighted_lm, law_model, loss_terms, polish_residuals, refit_settings
 from ..law import log_loss
-from ..serialize import to_plain
 from ..result import FitResult
+from ..serialize import JsonIO, to_plain
 
 if TYPE_CHECKING:  # pandas stays out of the worker processes that refit the wild tables (start-up)
     from ..runs.table import RunTable
@@ -49,7 +49,7 @@ MIN_CELLS = 12
 
 
 @dataclass(frozen=True)
-class WildTest:
+class WildTest(JsonIO):
     """A restricted wild cluster bootstrap test of one restriction against the free law.
 
     ``statistic`` T = F_null - F_free (the fits' own objective); ``p_value`` =

@@ -195,10 +195,15 @@ def run(args: argparse.Namespace) -> int:
         )
         result = boot.attach(result)
     result = result.with_updates(warnings=collect(runs.warnings, result.warnings))
-    print(result.summary(runs=runs))
+    print(result.summary())
     if args.bootstrap is not None:
         print()
         print(boot.summary())
+    elif result.ci is None and result.loss in ("huber", "squares"):
+        print(
+            "\nno interval computed: add --bootstrap 1000 for percentile and BCa intervals that hold "
+            "under noise shared within a (budget, r) cell"
+        )
     if args.json:
         write_json(args.json, result.to_json())
         print(f"\nwrote {args.json}")

@@ -16,11 +16,14 @@ importable from here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..cautions import Caution, caution, collect
+from ..result import FitResult
+from ..runs.table import RunTable
+from ..serialize import JsonIO, to_plain
 from .identifiability import (
     CHI2_95,
     PROFILE_INTERVAL_LABEL,
@@ -30,7 +33,6 @@ from .identifiability import (
     phi_profile,
 )
 from .influence import Consistency, Influence, consistency, influence
-from ..serialize import to_plain
 from .residuals import (
     NUMERICAL_PRECISION,
     GroupRow,
@@ -40,8 +42,6 @@ from .residuals import (
     residual_tests,
     sorted_unique,
 )
-from ..result import FitResult
-from ..runs.table import RunTable
 
 __all__ = [
     "CHI2_95",
@@ -91,7 +91,7 @@ def data_summary(runs: RunTable) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Diagnostics:
+class Diagnostics(JsonIO):
     """All diagnostics of one fit (influence and consistency are None where they do not apply).
 
     ``cautions`` are the orchestrator's own (what was skipped and why);
@@ -126,6 +126,26 @@ class Diagnostics:
                 "warnings": [w.to_dict() for w in self.warnings],
                 "notes": self.notes,
             }
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Diagnostics:
+        """Rebuild from :meth:`to_dict` output.  The orchestrator's own ``cautions`` are the
+        saved ``warnings`` that the residual flags and the identifiability cautions do not
+        account for (``warnings`` gathers all three without repeats)."""
+        residuals = ResidualDiagnostics.from_dict(data["residuals"])
+        ident = Identifiability.from_dict(data["identifiability"])
+        parts = {(c.source, c.kind, c.message) for c in collect(residuals.flags, ident.warnings)}
+        saved = [Caution.from_dict(w, source="diagnostics") for w in data.get("warnings") or []]
+        return cls(
+            residuals=residuals,
+            identifiability=ident,
+            influence=None if data.get("influence") is None else Influence.from_dict(data["influence"]),
+            consistency=None
+            if data.get("consistency") is None
+            else Consistency.from_dict(data["consistency"]),
+            data=dict(data.get("data") or {}),
+            cautions=[c for c in saved if (c.source, c.kind, c.message) not in parts],
         )
 
     def summary(self) -> str:

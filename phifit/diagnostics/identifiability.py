@@ -38,10 +38,10 @@ from scipy import stats
 from ..cautions import Caution, caution
 from ..fitters.engine import batched_weighted_lm, law_model, loss_terms, polish, refit_settings, spread_starts
 from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
-from ..serialize import to_plain
-from .residuals import check_fit
 from ..result import FitResult
 from ..runs.table import RunTable
+from ..serialize import JsonIO, to_plain
+from .residuals import check_fit
 
 __all__ = [
     "CHI2_95",
@@ -130,7 +130,7 @@ def design_warnings(
 
 # ------------------------------------------------------------------- at the optimum
 @dataclass(frozen=True)
-class Identifiability:
+class Identifiability(JsonIO):
     """Correlations, conditioning and the phi profile at the optimum.
 
     ``names``: the free parameters, internal coordinates (a = log A, b = log B, e = log E);

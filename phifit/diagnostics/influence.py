@@ -27,10 +27,10 @@ import numpy as np
 from ..fitters.common import goodness_of_fit
 from ..fitters.engine import identifiable_rows, refit_settings, refit_weighted
 from ..law import PARAM_NAMES, log_loss, theta_to_params
-from ..serialize import to_plain
-from .residuals import budget_labels, check_fit, scalar, sorted_unique
 from ..result import FitResult
 from ..runs.table import RunTable
+from ..serialize import JsonIO, to_plain
+from .residuals import budget_labels, check_fit, scalar, sorted_unique
 
 __all__ = ["Influence", "influence", "Consistency", "consistency"]
 
@@ -72,7 +72,7 @@ def _left_out_thetas(
 
 # ------------------------------------------------------------------------- influence
 @dataclass(frozen=True)
-class Influence:
+class Influence(JsonIO):
     """Change in phi when one run, or one (budget, r) cell, is left out.
 
     ``runs``: per run {run_id, r, budget, phi, delta_phi} in table order;
@@ -191,7 +191,7 @@ def influence(
 
 # ----------------------------------------------------------------------- consistency
 @dataclass(frozen=True)
-class Consistency:
+class Consistency(JsonIO):
     """phi refitted on subsets: budget halves and pairs {1, r}.
 
     Each entry: {label, n, phi, r2, params} where ``n`` counts the runs kept.

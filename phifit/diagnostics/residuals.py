@@ -41,9 +41,9 @@ from scipy import stats
 
 from ..cautions import Caution
 from ..law import log_loss, log_n_eff
-from ..serialize import to_plain
 from ..result import FitResult
 from ..runs.table import RunTable
+from ..serialize import JsonIO, to_plain
 
 __all__ = [
     "NUMERICAL_PRECISION",
@@ -92,7 +92,7 @@ def sorted_unique(values: np.ndarray) -> list[Any]:
 
 
 @dataclass(frozen=True)
-class GroupRow:
+class GroupRow(JsonIO):
     """Residual summary of one group (an r, a budget, or all runs), in nats.
 
     mean = mean(resid), max_abs = max |resid|, rmse = sqrt(mean(resid^2)),
@@ -133,7 +133,7 @@ def _group_row(group: Any, resid: np.ndarray, flagged: bool = False) -> GroupRow
 
 
 @dataclass(frozen=True)
-class ResidualTest:
+class ResidualTest(JsonIO):
     """One residual test: H0 is 'no pattern'; ``passed`` when p >= significance.
 
     ``against`` names the regressor (for Breusch-Pagan and trend tests); ``estimate``
@@ -154,7 +154,7 @@ class ResidualTest:
 
 
 @dataclass(frozen=True)
-class ResidualDiagnostics:
+class ResidualDiagnostics(JsonIO):
     """Per-run residuals, per-r and per-budget summaries, residual tests and flags.
 
     Arrays are in table order.  ``fitted_log`` is log L_hat; ``qq_theoretical`` and

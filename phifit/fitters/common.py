@@ -1,7 +1,8 @@
 """What every fitter shares: goodness of fit, bound checks and the FitResult assembly.
 
 Each fitter finds theta its own way and hands it to :func:`build_result`, so R^2,
-RMSE, residuals and the bound/identifiability warnings are defined once.
+RMSE, residuals, the working log-likelihood with its AIC and BIC
+(:mod:`phifit.fitters.likelihood`) and the bound/identifiability warnings are defined once.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ..cautions import Caution, caution
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, theta_to_params
 from ..result import FitResult
 from ..runs.table import RunTable
+from .likelihood import GaussianScore
 
 #: phi is held here when the data cannot identify it: N_eff = N_once + N_rec.
 UNIDENTIFIED_PHI = 0.0
@@ -133,13 +135,18 @@ def build_result(
 ) -> FitResult:
     """Assemble a FitResult from the fitted theta (complete, internal coordinates).
 
+    Its ``log_lik``, ``aic`` and ``bic`` score the log-loss residuals of ``theta`` with the
+    Gaussian working likelihood, k = the free parameters of ``spec`` + 1 (sigma).
+
     ``spec`` is the spec fitted (after :func:`effective_spec`); the result records its
     fixed values and box, and the loss (``"huber"`` with ``delta``, ``"squares"``,
     ``"student_t"``), so anything downstream refits it the same way.  Plain-string
     warnings become :class:`~phifit.cautions.Caution` records of source ``method``.
     """
-    predicted = np.exp(log_loss(theta, runs.design))
+    fitted_log = log_loss(theta, runs.design)
+    predicted = np.exp(fitted_log)
     r2, rmse, resid = goodness_of_fit(runs.loss, predicted)
+    score = GaussianScore.from_residuals(runs.log_loss - fitted_log, int(spec.free_mask.sum()))
     free = theta[spec.free_mask]
     hits = bound_hits(free, spec)
     params: dict[str, float | None] = theta_to_params(theta)
@@ -177,4 +184,13 @@ def build_result(
         source=runs.source,
         stderr=dict(stderr) if stderr is not None else None,
         extras=dict(extras or {}),
+        **score_fields(score),
     )
+
+
+def score_fields(score: GaussianScore) -> dict[str, float | None]:
+    """FitResult's ``log_lik``, ``aic``, ``bic`` from a working-likelihood score (all None when
+    the log-likelihood is not finite: residuals exactly zero)."""
+    if not np.isfinite(score.log_lik):
+        return {"log_lik": None, "aic": None, "bic": None}
+    return {"log_lik": float(score.log_lik), "aic": float(score.aic), "bic": float(score.bic)}

@@ -33,8 +33,9 @@ from ..cautions import Caution, caution
 from ..law import DEFAULT_BOUNDS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss_and_jacobian_t
 from ..result import FitResult
 from ..runs.table import RunTable
-from .common import RUNS_PER_PARAMETER_WARN, goodness_of_fit
+from .common import RUNS_PER_PARAMETER_WARN, goodness_of_fit, score_fields
 from .engine import DELTA, batched_weighted_lm, loss_terms, polish_residuals
+from .likelihood import GaussianScore
 
 METHODS = ("huber", "lsq")
 SHARED = "shared"  # the one group of a shared-phi fit
@@ -261,9 +262,11 @@ def fit_joint(
 def _result(
     runs, law, labels, names, reference, x, sol, objective, delta, method, options, n_at_best, warnings
 ):
-    """The FitResult of a grouped fit (R^2 and RMSE on raw nats, as every fitter's)."""
+    """The FitResult of a grouped fit (R^2 and RMSE on raw nats, and the working log-likelihood
+    with k = the grouped law's free coordinates + 1, as every fitter's)."""
     pred = law.model(runs.design)(x[None, :])[0][0]
     r2, rmse, resid = goodness_of_fit(runs.loss, np.exp(pred))
+    score = GaussianScore.from_residuals(runs.log_loss - pred, len(x))
     phis = (
         {nm: float(x[5]) for nm in names} if law.recipes == (SHARED,) else dict(zip(names, map(float, x[5:])))
     )
@@ -331,6 +334,7 @@ def _result(
             "seed": options.seed,
             "solver_message": str(sol.message),
         },
+        **score_fields(score),
     )
 
 

@@ -58,7 +58,8 @@ from ..law import (
     log_loss,
     params_to_theta,
 )
-from ..serialize import to_plain
+from ..serialize import JsonIO, to_plain
+from ..study import REFERENCE_PARAMS
 from .inputs import (
     AGREE_POWER_ATOL,
     AGREE_WIDTH_RTOL,
@@ -77,7 +78,6 @@ from .modes import (
     asymptotic_plan,
     simulate_plan,
 )
-from ..study import REFERENCE_PARAMS
 
 __all__ = [
     "PlanDesign",
@@ -195,7 +195,7 @@ def wide_reasons(
 
 
 @dataclass(frozen=True)
-class PlanResult:
+class PlanResult(JsonIO):
     """A design's plan: the design and its cost, the law and noise planned under, the
     asymptotic and (optionally) simulated predictions, isoFLOP bracketing, reasons for a
     wide interval, and cautions (including where the two modes disagree)."""
@@ -228,12 +228,6 @@ class PlanResult:
                 "optimized": self.optimized,
             }
         )
-
-    def to_json(self, path: str) -> None:
-        import json
-
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2)
 
     def summary(self) -> str:
         """The plan as text: design and cost, both predictions, bracketing, reasons, cautions."""

@@ -24,6 +24,7 @@ from scipy.stats import norm
 from ..law import (
     log_loss,
 )
+from ..serialize import JsonIO
 from ..study import paper_architecture, paper_design
 
 #: z of a two-sided 95% interval and the level of the tests.
@@ -285,7 +286,7 @@ def design_from_table(runs: Any, source: str | None = None) -> PlanDesign:
 
 
 @dataclass(frozen=True)
-class NoiseModel:
+class NoiseModel(JsonIO):
     """Log-loss noise: ``per_run`` sd of the part independent per run, ``cell`` sd of the part
     shared by the runs of a (budget, r) cell; ``source`` and ``note`` say where they came from."""
 
@@ -355,7 +356,7 @@ def noise_from_pilot(runs: Any, fit: Any, *, cell_noise: float | None = None) ->
 
 
 @dataclass(frozen=True)
-class Misfit:
+class Misfit(JsonIO):
     """The pilot's misfit of the law, carried into simulated tables.
 
     ``offsets`` {(budget, r): mean residual of log-loss in that cell of the pilot}: added to
@@ -383,6 +384,15 @@ class Misfit:
             "within_sd": self.within_sd,
             "source": self.source,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Misfit:
+        """Rebuild from :meth:`to_dict` output (its offsets are a list of {budget, r, offset})."""
+        return cls(
+            offsets={(float(o["budget"]), int(o["r"])): float(o["offset"]) for o in data["offsets"]},
+            within_sd=float(data["within_sd"]),
+            source=str(data["source"]),
+        )
 
 
 def misfit_from_pilot(runs: Any, fit: Any) -> Misfit:

@@ -32,7 +32,7 @@ from ..law import (
     log_loss_and_jacobian,
     params_to_theta,
 )
-from ..serialize import to_plain
+from ..serialize import JsonIO, to_plain
 from .inputs import (
     ALPHA_TEST,
     MAX_LINEAR_HALF_WIDTH,
@@ -66,7 +66,7 @@ def wald_power(diff: float, se: float) -> float:
 
 
 @dataclass(frozen=True)
-class AsymptoticPlan:
+class AsymptoticPlan(JsonIO):
     """The sandwich prediction at the assumed law (module docstring).
 
     ``se`` {coordinate: se} (internal coordinates), ``width`` = 2 x 1.96 x se(phi)
@@ -178,7 +178,7 @@ def asymptotic_plan(
 
 
 @dataclass(frozen=True)
-class SimulatedPlan:
+class SimulatedPlan(JsonIO):
     """What the reference analysis reported on ``n_tables`` simulated tables.
 
     Per table (``tables``): ``phi_hat``, ``ci`` (95% percentile cell-bootstrap interval),
@@ -229,11 +229,11 @@ def analyse_table(
     import warnings
 
     from ..bootstrap.block import block_bootstrap
+    from ..bootstrap.wild import wild_cluster_test
     from ..fitters.huber import fit_huber
     from ..law import LawSpec
     from ..runs.table import table_from_frame
     from ..simulation import simulate
-    from ..bootstrap.wild import wild_cluster_test
 
     ss = np.random.SeedSequence(seed).spawn(4)
     seeds = [int(s.generate_state(1)[0] % 2**31) for s in ss]

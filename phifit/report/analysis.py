@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,10 +43,10 @@ from ..equivalence import Equivalence, EquivalenceTable, equivalence_table, pape
 from ..fitters.huber import HuberOptions, fit_huber
 from ..frontier import Frontier, IsoflopCurves, TableFamily, frontier, isoflop_curves
 from ..isoflop import ParabolaMinima, parabola_minima, table_budgets
-from ..serialize import to_plain
 from ..recipes.delta import compare_recipes, select_recipe
 from ..result import GENERATOR, FitResult
 from ..runs.table import RunTable
+from ..serialize import JsonIO, to_plain
 
 __all__ = ["AnalysisOptions", "Analysis", "analyse"]
 
@@ -55,7 +55,7 @@ CURVE_POINTS = 48
 
 
 @dataclass(frozen=True)
-class AnalysisOptions:
+class AnalysisOptions(JsonIO):
     """What the analysis computes.
 
     n_boot: block-bootstrap replicates (0: none); n_starts: random starts of the main
@@ -96,9 +96,13 @@ class AnalysisOptions:
         if self.plan_tables < 0 or self.plan_tables == 1:
             raise ValueError(f"plan tables must be 0 (asymptotic only) or >= 2, got {self.plan_tables}")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The options as plain JSON types (``results.json["options"]``)."""
+        return to_plain(dict(self.__dict__))
+
 
 @dataclass(frozen=True)
-class Analysis:
+class Analysis(JsonIO):
     """Every result of :func:`analyse` (None where a step does not apply).
 
     ``table`` is the input table; ``runs`` the runs the single-law steps analyse (the whole
@@ -107,10 +111,17 @@ class Analysis:
     ``compute_source`` saying which compute they are placed at (:func:`plotted_compute`).
     ``phi_shares``: the shares of bootstrap replicates with phi <= 0 and phi >= 1.
     ``cautions``: every caution of every step, in order, without repeats.
+
+    An Analysis reloaded from ``results.json`` (:meth:`from_dict`) holds every result the
+    file holds, rebuilt as its type, but not the tables (``table`` and ``runs`` are None;
+    ``points``, ``phi_shares`` and the posterior draws are not saved): ``saved`` keeps what
+    the file says of the table and of the dump (``created``, ``phifit_version``, ``source``,
+    ``n_table_runs``, ``runs_per_recipe``), so :meth:`to_dict` writes the same content again.
+    It cannot be rendered into a report again (that needs the table).
     """
 
-    table: RunTable
-    runs: RunTable
+    table: RunTable | None
+    runs: RunTable | None
     options: AnalysisOptions
     fit: FitResult
     diagnostics: Diagnostics
@@ -131,6 +142,7 @@ class Analysis:
     plan: Any | None = None
     cautions: list[Caution] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    saved: dict[str, Any] | None = None
 
     def cautions_from(self, *sources: str, level: str | None = None) -> list[Caution]:
         """The cautions of some sources (all sources when none is named), optionally of one level."""
@@ -142,6 +154,8 @@ class Analysis:
 
     def recipe_counts(self) -> dict[str, int] | None:
         """Runs per recipe of the input table, when its ``variant`` column holds several."""
+        if self.table is None:
+            return None if self.saved is None else self.saved.get("runs_per_recipe")
         frame = self.table.frame
         if "variant" not in frame or frame["variant"].nunique() < 2:
             return None
@@ -157,16 +171,18 @@ class Analysis:
         if self.bootstrap is not None:
             boot = self.bootstrap.to_dict()
             boot["phi_draws"] = boot["thetas"] and [row[5] for row in boot["thetas"]]
+        saved = self.saved or {}
         return to_plain(
             {
                 "generator": GENERATOR,
                 "kind": "report",
-                "phifit_version": __version__,
-                "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                "source": self.table.source,
-                "n_table_runs": len(self.table),
+                "phifit_version": saved.get("phifit_version", __version__),
+                "created": saved.get("created")
+                or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "source": saved.get("source") if self.table is None else self.table.source,
+                "n_table_runs": saved.get("n_table_runs") if self.table is None else len(self.table),
                 "runs_per_recipe": self.recipe_counts(),
-                "options": dict(self.options.__dict__),
+                "options": self.options.to_dict(),
                 "data": self.diagnostics.data,
                 "warnings": [c.to_dict() for c in self.cautions],
                 "fit": self.fit.to_dict(),
@@ -188,6 +204,45 @@ class Analysis:
                 "bayes": d(self.bayes),
                 "timings": self.timings,
             }
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Analysis:
+        """Rebuild from :meth:`to_dict` output (``results.json``): every result as its own
+        type; the tables are not in the file (see the class docstring)."""
+        from ..bootstrap.result import BootstrapResult
+        from ..compare.restricted import Comparison
+        from ..plan.design import PlanResult
+        from ..recipes.delta import RecipeComparison
+
+        def load(kind, value):
+            return None if value is None else kind.from_dict(value)
+
+        derived = data.get("derived") or {}
+        example = derived.get("paper_example")
+        return cls(
+            table=None,
+            runs=None,
+            options=AnalysisOptions.from_dict(data["options"]),
+            fit=FitResult.from_dict(data["fit"]),
+            diagnostics=Diagnostics.from_dict(data["diagnostics"]),
+            bootstrap=load(BootstrapResult, data.get("bootstrap")),
+            comparison=load(Comparison, data.get("comparison")),
+            recipes=load(RecipeComparison, data.get("recipes")),
+            bayes=load(FitResult, data.get("bayes")),
+            equivalence=load(EquivalenceTable, derived.get("equivalence")),
+            example=None if example is None else {k: Equivalence.from_dict(v) for k, v in example.items()},
+            frontier=load(Frontier, derived.get("frontier")),
+            frontier_curve=load(Frontier, derived.get("frontier_curve")),
+            parabola=load(ParabolaMinima, derived.get("parabola_minima")),
+            isoflop=load(IsoflopCurves, derived.get("isoflop_curves")),
+            plan=load(PlanResult, data.get("plan")),
+            cautions=[Caution.from_dict(w, source="report") for w in data.get("warnings") or []],
+            timings=dict(data.get("timings") or {}),
+            saved={
+                k: data.get(k)
+                for k in ("created", "phifit_version", "source", "n_table_runs", "runs_per_recipe")
+            },
         )
 
 

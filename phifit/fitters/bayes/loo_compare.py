@@ -27,9 +27,9 @@ import numpy as np
 
 from ...cautions import Caution
 from ...law import LawSpec
-from ...serialize import to_plain
 from ...result import GENERATOR, FitResult
 from ...runs.table import RunTable
+from ...serialize import JsonIO, to_plain
 from .loo import pareto_k_caution, psis_loo
 from .sampling import sample_posterior
 
@@ -45,7 +45,7 @@ RULE = (
 
 
 @dataclass(frozen=True)
-class LooComparison:
+class LooComparison(JsonIO):
     """PSIS-LOO comparison of the Bayesian joint law with phi free and phi fixed.
 
     Attributes
