@@ -11,6 +11,9 @@ sees one number and changes it in one place.
 - ``SEED = 0``: the seed when none is given (results are reproducible by default);
 - ``N_DRAWS = 1000``, ``N_TUNE = 1000``, ``N_CHAINS = 4``: posterior draws and warm-up steps
   per chain, and chains, of the Bayesian fit;
+- ``PLAN_TABLES = 100``, ``PLAN_N_BOOT = 100``, ``PLAN_N_WILD = 39``, ``PLAN_N_STARTS = 200``: a
+  planner simulation's tables, and each table's bootstrap replicates, wild replicates and starts
+  (smaller than an analysis's: many tables are analysed, and only their spread is read);
 - ``BACKEND = "loky"``: the joblib backend that runs refits in worker processes;
 - :func:`workers`: the worker processes parallel work uses by default, the cores this process
   may run on (``os.sched_getaffinity`` where the platform has it, else ``os.cpu_count()``).
@@ -28,6 +31,10 @@ SEED = 0
 N_DRAWS = 1000
 N_TUNE = 1000
 N_CHAINS = 4
+PLAN_TABLES = 100
+PLAN_N_BOOT = 100
+PLAN_N_WILD = 39
+PLAN_N_STARTS = 200
 BACKEND = "loky"
 #: joblib backends phifit accepts (``dask`` needs ``dask.distributed`` and a running cluster)
 BACKENDS = ("loky", "threading", "sequential", "dask")
@@ -64,6 +71,10 @@ __all__ = [
     "N_STARTS",
     "N_TUNE",
     "N_WILD",
+    "PLAN_N_BOOT",
+    "PLAN_N_STARTS",
+    "PLAN_N_WILD",
+    "PLAN_TABLES",
     "SEED",
     "resolve_workers",
     "workers",

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from . import defaults
 from .cautions import Caution, caution
 from .bootstrap.draws import clean_thetas, law_theta, percentile_interval
 from .frontier import PaperFamily, TableFamily, frontier
@@ -49,7 +50,7 @@ def predict_loss(
     tokens: Sequence[float],
     *,
     thetas: np.ndarray | None = None,
-    level: float = 0.95,
+    level: float = defaults.LEVEL,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Predicted loss (nats) at each point and, with bootstrap draws ``thetas`` (S, 6), its
     percentile interval at ``level`` as an (m, 2) array (None without draws)."""
@@ -111,7 +112,7 @@ class Prediction:
     points: list[dict[str, Any]] = field(default_factory=list)
     optimal: list[dict[str, Any]] = field(default_factory=list)
     family: str | None = None
-    level: float = 0.95
+    level: float = defaults.LEVEL
     n_draws: int = 0
     warnings: list[Caution] = field(default_factory=list)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import defaults
 from ..cautions import Caution, collect
 from ..intervals import Interval, bootstrap_interval, censored_ends, interval_text
 from ..serialize import JsonIO
@@ -101,7 +102,7 @@ class BootstrapResult(JsonIO):
     def interval(
         self,
         values_per_draw: np.ndarray | Callable[[Mapping[str, np.ndarray]], Any],
-        level: float = 0.95,
+        level: float = defaults.LEVEL,
         kind: str = "percentile",
         jackknife: np.ndarray | None = None,
         estimate: float | None = None,

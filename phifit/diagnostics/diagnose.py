@@ -20,6 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
+
+from .. import defaults
 from ..cautions import Caution, caution, collect
 from .identifiability import (
     CHI2_95,
@@ -41,7 +44,7 @@ from .residuals import (
     sorted_unique,
 )
 from ..result import FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 
 __all__ = [
     "CHI2_95",
@@ -139,19 +142,20 @@ class Diagnostics:
 
 
 def diagnose(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     fit: FitResult,
     *,
     significance: float = 0.01,
     influence_top: int = 5,
     consistency_starts: int = 100,
-    seed: int = 0,
+    seed: int = defaults.SEED,
     skip: Sequence[str] = (),
 ) -> Diagnostics:
     """Run every diagnostic that applies to this fit (``skip`` may name 'influence',
     'consistency').  Influence and consistency need phi free and identified, and a fit
     with an optimisation objective (Huber or least squares): for a Bayesian fit they are
     skipped with a caution saying so."""
+    runs = as_runs(runs)
     unknown = set(skip) - {"influence", "consistency"}
     if unknown:
         raise ValueError(

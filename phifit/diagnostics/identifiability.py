@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from .. import defaults
 from ..cautions import Caution, caution
 from ..fitters.engine import batched_weighted_lm, law_model, loss_terms, polish, refit_settings, spread_starts
 from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
@@ -187,7 +188,7 @@ def identifiability(
     profile_points: int = 31,
     profile_range: tuple[float, float] | None = None,
     profile_starts: int = 8,
-    seed: int = 0,
+    seed: int = defaults.SEED,
     max_corr: float = 0.99,
     max_cond: float = 1e12,
     max_phi_se: float = 0.25,
@@ -319,7 +320,7 @@ def phi_profile(
     points: int = 31,
     span: tuple[float, float] | None = None,
     n_spread: int = 8,
-    seed: int = 0,
+    seed: int = defaults.SEED,
 ) -> tuple[dict[str, Any], list[float], list[Caution]]:
     """Profile of the objective sum_i rho_delta(log L_hat_i - log L_i) along phi.
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import defaults
 from ..fitters.common import goodness_of_fit
 from ..fitters.engine import identifiable_rows, refit_settings, refit_weighted
 from ..law import PARAM_NAMES, log_loss, theta_to_params
@@ -118,7 +119,7 @@ class Influence:
 
 
 def influence(
-    runs: RunTable, fit: FitResult, *, n_top: int = 5, n_spread: int = 4, seed: int = 0
+    runs: RunTable, fit: FitResult, *, n_top: int = 5, n_spread: int = 4, seed: int = defaults.SEED
 ) -> Influence:
     """Leave-one-run-out and leave-one-cell-out change in phi, refitting the fit's own objective.
 
@@ -258,7 +259,7 @@ def _subsets(runs: RunTable, notes: list[str]) -> list[tuple[str, str, np.ndarra
     return subsets
 
 
-def consistency(runs: RunTable, fit: FitResult, *, n_starts: int = 100, seed: int = 0) -> Consistency:
+def consistency(runs: RunTable, fit: FitResult, *, n_starts: int = 100, seed: int = defaults.SEED) -> Consistency:
     """phi refitted on the lower and upper halves of the budgets and on each pair {r0, r}.
 
     Halves: the sorted distinct budgets split into the lower floor(k/2) and the upper

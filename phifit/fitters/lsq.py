@@ -94,7 +94,8 @@ def fit_lsq(
     ``n_starts``, ``n_starts_at_best``.
     """
     opts = resolve_options("lsq", options, settings)
-    n_starts, seed, n_refine, profile, level = opts.n_starts, opts.seed, opts.n_refine, opts.profile, opts.level
+    n_starts, seed, n_refine = opts.n_starts, opts.seed, opts.n_refine
+    profile, level = opts.profile, opts.level
     import lmfit
 
     runs = as_runs(runs)

@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import defaults
 from ..cautions import Caution, caution
 from ..law import (
     Design,
@@ -378,10 +379,10 @@ def plan_design(
     law_source: str = "the study's joint fit",
     delta_phi: float | None = None,
     n_tables: int = 0,
-    n_boot: int = 100,
-    n_wild: int = 39,
-    seed: int = 0,
-    n_jobs: int = 2,
+    n_boot: int = defaults.PLAN_N_BOOT,
+    n_wild: int = defaults.PLAN_N_WILD,
+    seed: int = defaults.SEED,
+    n_jobs: int | None = None,
     progress: bool = True,
     laws: Sequence[Mapping[str, float]] | None = None,
     laws_source: str = "",
@@ -454,8 +455,8 @@ def plan_from_fit(
     *,
     cell_noise: float | None = None,
     n_tables: int = 0,
-    seed: int = 0,
-    n_jobs: int = 2,
+    seed: int = defaults.SEED,
+    n_jobs: int | None = None,
     progress: bool = False,
     misfit: bool = False,
 ) -> PlanResult:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, defaults
 from ..bootstrap.block import block_bootstrap
 from ..cautions import Caution, caution, collect
 from ..compare.restricted import compare_fits
@@ -60,7 +60,8 @@ class AnalysisOptions:
 
     n_boot: block-bootstrap replicates (0: none); n_starts: random starts of the main
     Huber fit (and of the restricted fits); bayes: add the Bayesian posterior; seed: seeds
-    every random step; n_jobs: workers for the bootstrap; baseline: the baseline recipe
+    every random step; n_jobs: workers for the bootstrap (None: the cores this process may
+    use, :func:`phifit.defaults.workers`); baseline: the baseline recipe
     when the table has a ``variant`` column (default: chosen by :mod:`phifit.recipes.delta`);
     level: of every bootstrap interval (the fit's ``ci_level``, the frontier bands, the
     equivalence table, Δφ); n_wild: replicates of the restricted wild cluster bootstrap
@@ -72,14 +73,14 @@ class AnalysisOptions:
     (budget, r) cell-mean residuals (``phifit plan --misfit``).
     """
 
-    n_boot: int = 1000
-    n_starts: int = 500
+    n_boot: int = defaults.N_BOOT
+    n_starts: int = defaults.N_STARTS
     bayes: bool = False
-    seed: int = 0
-    n_jobs: int = 2
+    seed: int = defaults.SEED
+    n_jobs: int | None = None
     baseline: str | None = None
-    level: float = 0.95
-    n_wild: int = 999
+    level: float = defaults.LEVEL
+    n_wild: int = defaults.N_WILD
     plan: str | None = None
     plan_tables: int = 0
     plan_misfit: bool = False
@@ -283,17 +284,18 @@ def analyse(
         main_runs,
         options=HuberOptions(n_starts=options.n_starts, seed=options.seed),
     )
+    free_fit = fit  # the comparison's free fit: the point estimate, without the bootstrap's intervals
     boot = None
     if options.n_boot and not fit.fixed:
-        say(f"block bootstrap ({options.n_boot} replicates, {options.n_jobs} workers)")
+        say(f"block bootstrap ({options.n_boot} replicates, {defaults.resolve_workers(options.n_jobs)} workers)")
         boot = _timed(
             timings,
             "bootstrap",
             block_bootstrap,
             main_runs,
+            fit,
             n_boot=options.n_boot,
             seed=options.seed,
-            point=fit,
             n_jobs=options.n_jobs,
             progress=False,
             level=options.level,
@@ -314,9 +316,11 @@ def analyse(
             "comparison",
             compare_fits,
             main_runs,
+            free_fit,
             seed=options.seed,
             n_starts=options.n_starts,
             n_wild=options.n_wild,
+            n_jobs=options.n_jobs,
         )
 
     say("diagnostics: residuals, leave-one-out influence, the phi profile")

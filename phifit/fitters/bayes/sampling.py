@@ -17,7 +17,6 @@ priors, whitening and the netCDF path.  :func:`.summary.bayes_summary` prints it
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
