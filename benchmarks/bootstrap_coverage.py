@@ -98,12 +98,12 @@ def one_table(condition: str, index: int, replicates: int, wild_replicates: int)
     for label, block in (("cell", None), ("run", "run")):
         boot = block_bootstrap(
             runs,
+            point,
             n_boot=replicates,
             block=block,
             seed=index,
             n_jobs=1,
             progress=False,
-            point=point,
             jackknife=label == "cell",
         )
         out[f"{label}_percentile"] = boot.ci["phi"]

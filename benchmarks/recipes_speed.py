@@ -86,7 +86,10 @@ def child(what: str, csv: str) -> None:
         from phifit.compare.restricted import compare_fits
         from phifit.recipes.delta import select_recipe
 
-        res = compare_fits(select_recipe(runs).runs)
+        from phifit.fitters import fit
+
+        main = select_recipe(runs).runs
+        res = compare_fits(main, fit(main))
         out["numbers"] = {
             f"{k} wild p": [st.wild.p_value, st.wild.n_failed] for k, st in res.stats.items() if st.wild
         }

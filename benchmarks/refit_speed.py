@@ -132,9 +132,9 @@ def load_bootstrap(rev: str, engine_module: types.ModuleType) -> types.ModuleTyp
 
 
 def whole_bootstrap(old: types.ModuleType, runs, fit, args) -> None:
-    """``block_bootstrap(runs, n_boot, point=fit, seed=0, n_jobs)`` as committed at --old-rev
-    (its bootstrap.py with its engine, its default chunks) against the working tree's,
-    interleaved; the intervals of both are compared."""
+    """``block_bootstrap`` as committed at --old-rev (its bootstrap.py with its engine, its
+    default chunks; the point estimate given as ``point=fit`` there, as the second argument
+    here) against the working tree's, interleaved; the intervals of both are compared."""
     import phifit.bootstrap.block as bootstrap
 
     modules = {"old": load_bootstrap(args.old_rev, old), "new": bootstrap}
@@ -143,8 +143,10 @@ def whole_bootstrap(old: types.ModuleType, runs, fit, args) -> None:
     for _ in range(args.repeats):
         for name, module in modules.items():
             t0 = time.perf_counter()
+            given = {"point": fit} if name == "old" else {}
+            point = () if name == "old" else (fit,)
             boot = module.block_bootstrap(
-                runs, n_boot=args.replicates, point=fit, seed=0, n_jobs=args.n_jobs, progress=False
+                runs, *point, n_boot=args.replicates, seed=0, n_jobs=args.n_jobs, progress=False, **given
             )
             times[name].append(time.perf_counter() - t0)
             intervals[name] = {"percentile": boot.ci, "bca": boot.ci_bca, "mc": boot.mc_error}
