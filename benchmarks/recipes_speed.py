@@ -84,9 +84,8 @@ def child(what: str, csv: str) -> None:
         }
     elif what == "compare":
         from phifit.compare.restricted import compare_fits
-        from phifit.recipes.delta import select_recipe
-
         from phifit.fitters import fit
+        from phifit.recipes.delta import select_recipe
 
         main = select_recipe(runs).runs
         res = compare_fits(main, fit(main))

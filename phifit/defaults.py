@@ -11,9 +11,12 @@ sees one number and changes it in one place.
 - ``SEED = 0``: the seed when none is given (results are reproducible by default);
 - ``N_DRAWS = 1000``, ``N_TUNE = 1000``, ``N_CHAINS = 4``: posterior draws and warm-up steps
   per chain, and chains, of the Bayesian fit;
-- ``PLAN_TABLES = 100``, ``PLAN_N_BOOT = 100``, ``PLAN_N_WILD = 39``, ``PLAN_N_STARTS = 200``: a
+- ``HUBER_DELTA = 1e-3
+PLAN_TABLES = 100``, ``PLAN_N_BOOT = 100``, ``PLAN_N_WILD = 39``, ``PLAN_N_STARTS = 200``: a
   planner simulation's tables, and each table's bootstrap replicates, wild replicates and starts
   (smaller than an analysis's: many tables are analysed, and only their spread is read);
+- ``HUBER_DELTA = 1e-3``: the Huber threshold on log-loss residuals of the reference objective
+  (the study's delta; :data:`phifit.fitters.engine.DELTA` is the same number);
 - ``BACKEND = "loky"``: the joblib backend that runs refits in worker processes;
 - :func:`workers`: the worker processes parallel work uses by default, the cores this process
   may run on (``os.sched_getaffinity`` where the platform has it, else ``os.cpu_count()``).
@@ -64,6 +67,7 @@ def resolve_workers(n_jobs: int | None) -> int:
 __all__ = [
     "BACKEND",
     "BACKENDS",
+    "HUBER_DELTA",
     "LEVEL",
     "N_BOOT",
     "N_CHAINS",

@@ -445,9 +445,13 @@ def test_unknown_option_is_refused_before_any_sampling(table, monkeypatch, call)
         "fit_bayes": lambda **kw: B.fit_bayes(table, **kw),
         "sample_posterior": lambda **kw: B.sample_posterior(table, **kw),
     }[call]
-    with pytest.raises(ValueError, match=r"unknown option 'n_start' for method 'bayes'; valid: chains, draws, "):
+    with pytest.raises(
+        ValueError, match=r"unknown option 'n_start' for method 'bayes'; valid: chains, draws, "
+    ):
         run(n_start=5)
-    with pytest.raises(ValueError, match=r"unknown options 'draw', 'n_start' for method 'bayes'; valid: .*tune"):
+    with pytest.raises(
+        ValueError, match=r"unknown options 'draw', 'n_start' for method 'bayes'; valid: .*tune"
+    ):
         run(n_start=5, draw=10)
 
 

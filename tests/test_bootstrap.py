@@ -173,7 +173,9 @@ def test_failed_replicates_are_counted_not_dropped(paper_clean):
     """With the 4 r-values as blocks, some replicates draw a single r: phi is then not
     identifiable; they must be counted, kept as NaN rows and left out of the intervals."""
     n = 300
-    boot = block_bootstrap(paper_clean, fit_huber(paper_clean, seed=2), n_boot=n, block="r", seed=2, n_jobs=1, progress=False)
+    boot = block_bootstrap(
+        paper_clean, fit_huber(paper_clean, seed=2), n_boot=n, block="r", seed=2, n_jobs=1, progress=False
+    )
     codes, _ = block_codes(paper_clean, "r")
     w = draw_weights(codes, n, np.random.default_rng(np.random.SeedSequence(2).spawn(3)[0]))
     expected = ~identifiable_rows(paper_clean, w)
@@ -248,7 +250,9 @@ def test_an_interval_end_on_the_box_is_censored():
     from phifit.runs.table import load_runs
 
     runs = select_recipe(load_runs(Path(__file__).parents[1] / "data" / "cpu_small_runs.csv")).runs
-    boot = block_bootstrap(runs, fit_huber(runs), n_boot=200, seed=0, n_jobs=1, progress=False, jackknife=False)
+    boot = block_bootstrap(
+        runs, fit_huber(runs), n_boot=200, seed=0, n_jobs=1, progress=False, jackknife=False
+    )
     assert boot.ci["phi"][0] == pytest.approx(-3.0) and boot.censored("phi") == (True, False)
     assert "[\u2264 \u22123 (search bound: not determined)," in boot.summary()
     fitted = boot.attach(fit_huber(runs))  # the fit's own summary marks the end too
@@ -367,7 +371,9 @@ def _coverage_table(index: int, replicates: int) -> tuple[float, list[float]]:
     frame = simulate("paper", noise=0.004, seed=10_000 + index)
     runs = table_from_frame(frame)
     point = fit_huber(runs, options=HuberOptions(seed=index))
-    boot = block_bootstrap(runs, point, n_boot=replicates, seed=index, n_jobs=1, progress=False, jackknife=False)
+    boot = block_bootstrap(
+        runs, point, n_boot=replicates, seed=index, n_jobs=1, progress=False, jackknife=False
+    )
     return point.phi, boot.ci["phi"]
 
 
@@ -458,7 +464,9 @@ def test_iid_bootstrap_reproduces_epochs_chinchilla_errors(shared_dir):
             }
         )
     )
-    boot = block_bootstrap(runs, fit_huber(runs), n_boot=4000, seed=0, n_jobs=2, progress=False, jackknife=False)
+    boot = block_bootstrap(
+        runs, fit_huber(runs), n_boot=4000, seed=0, n_jobs=2, progress=False, jackknife=False
+    )
     assert boot.block == "run" and boot.n_failed == 0
     epoch_se = {"A": 124.52, "B": 1293.28, "E": 0.02566, "alpha": 0.01540, "beta": 0.02060}
     for name, se in epoch_se.items():

@@ -170,7 +170,9 @@ def test_bad_arguments(paper_clean, kwargs, message):
 
 def test_the_fit_decides_the_method_and_must_be_of_these_runs(paper_clean):
     free = free_fit(paper_clean)
-    with pytest.raises(ValueError, match="method 'bayes' has no refit comparison; expected one of huber, lsq"):
+    with pytest.raises(
+        ValueError, match="method 'bayes' has no refit comparison; expected one of huber, lsq"
+    ):
         compare_fits(paper_clean, free.with_updates(method="bayes"))
     with pytest.raises(ValueError, match="not fitted to these runs"):
         compare_fits(paper_clean.subset(np.arange(100)), free)

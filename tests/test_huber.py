@@ -183,3 +183,10 @@ def test_options_as_a_dataclass_or_as_keywords_not_both(paper_clean):
         fit(paper_clean, options=LsqOptions())
     with pytest.raises(ValueError, match="unknown method 'hubr'; expected one of huber, lsq, bayes"):
         fit(paper_clean, method="hubr")
+
+
+def test_the_default_threshold_is_the_engines():
+    from phifit import defaults
+    from phifit.fitters.engine import DELTA
+
+    assert HuberOptions().delta == defaults.HUBER_DELTA == DELTA == 1e-3

@@ -229,7 +229,9 @@ def test_load_runs_validates_a_dataframe_exactly_like_a_csv(tmp_path):
         np.testing.assert_array_equal(from_frame.frame[col].to_numpy(), from_csv.frame[col].to_numpy())
     bad = frame.copy()
     bad.loc[3, "loss"] = -1.0
-    with pytest.raises(RunTableError, match=r"^<DataFrame>: row 4 \(line 5\), column 'loss': loss \(nats\) must be > 0"):
+    with pytest.raises(
+        RunTableError, match=r"^<DataFrame>: row 4 \(line 5\), column 'loss': loss \(nats\) must be > 0"
+    ):
         load_runs(bad)
     with pytest.raises(RunTableError, match=r"^<DataFrame>: missing required column\(s\) 'tokens'"):
         load_runs(frame.drop(columns=["tokens"]))

@@ -132,7 +132,9 @@ def test_a_refit_reproduces_the_shipped_report(shipped):
     for name, value in saved["params"].items():
         assert fit.params[name] == pytest.approx(value, rel=1e-6), name
     assert fit.r2 == pytest.approx(saved["r2"], abs=1e-6)
-    boot = block_bootstrap(runs, fit, n_boot=opts["n_boot"], seed=opts["seed"], n_jobs=opts["n_jobs"], progress=False)
+    boot = block_bootstrap(
+        runs, fit, n_boot=opts["n_boot"], seed=opts["seed"], n_jobs=opts["n_jobs"], progress=False
+    )
     refit = boot.attach(fit)
     np.testing.assert_allclose(refit.ci["phi"], saved["ci"]["phi"], rtol=0, atol=1e-6)
     assert boot.n_failed == shipped["bootstrap"]["n_failed"]

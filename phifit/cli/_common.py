@@ -174,9 +174,14 @@ def add_bayes_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"posterior draws per chain (default {defaults.N_DRAWS})",
     )
     group.add_argument(
-        "--tune", type=int, default=defaults.N_TUNE, help=f"tuning steps per chain (default {defaults.N_TUNE})"
+        "--tune",
+        type=int,
+        default=defaults.N_TUNE,
+        help=f"tuning steps per chain (default {defaults.N_TUNE})",
     )
-    group.add_argument("--chains", type=int, default=defaults.N_CHAINS, help=f"chains (default {defaults.N_CHAINS})")
+    group.add_argument(
+        "--chains", type=int, default=defaults.N_CHAINS, help=f"chains (default {defaults.N_CHAINS})"
+    )
     group.add_argument(
         "--sampler",
         choices=BAYES_SAMPLERS,

@@ -13,7 +13,6 @@ import argparse
 import json
 
 from .. import defaults
-
 from ._common import (
     add_bayes_arguments,
     add_recipe_argument,
@@ -72,8 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=defaults.N_WILD,
         metavar="N",
         help="replicates of the restricted wild cluster bootstrap test of each restriction, which "
-        f"holds when runs share noise within (budget, r) cells (default {defaults.N_WILD}; 0: only the chi-square "
-        "likelihood-ratio test, which assumes independent runs)",
+        f"holds when runs share noise within (budget, r) cells (default {defaults.N_WILD}; 0: only the "
+        "chi-square likelihood-ratio test, which assumes independent runs)",
     )
     p.add_argument(
         "--block",

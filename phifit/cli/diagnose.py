@@ -17,7 +17,6 @@ import argparse
 import json
 
 from .. import defaults
-
 from ._common import (
     add_recipe_argument,
     add_runs_argument,

@@ -24,7 +24,6 @@ import dataclasses
 import json
 
 from .. import defaults
-
 from ..study import STUDY_PHI_CI
 from ._common import add_recipe_argument, check_output_file, load_recipe_runs, write_json
 
@@ -94,8 +93,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..equivalence import equivalence, paper_example
     from ..law import JointLaw
-    from ..serialize import to_plain
     from ..result import FitResult
+    from ..serialize import to_plain
 
     if args.json:
         check_output_file(args.json, args.force)

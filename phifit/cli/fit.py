@@ -31,8 +31,8 @@ from ._common import (
     add_recipe_argument,
     add_runs_argument,
     bayes_options,
-    check_output_file,
     check_jobs,
+    check_output_file,
     check_posterior_output,
     load_recipe_runs,
     load_runs_from_args,
@@ -69,7 +69,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"huber/lsq: random starts (default {defaults.N_STARTS})",
     )
     p.add_argument(
-        "--seed", type=int, default=defaults.SEED, help=f"seed of starts and resampling (default {defaults.SEED})"
+        "--seed",
+        type=int,
+        default=defaults.SEED,
+        help=f"seed of starts and resampling (default {defaults.SEED})",
     )
     p.add_argument(
         "--bootstrap",
@@ -145,6 +148,7 @@ def _check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..cautions import collect
     from ..fitters import fit
+
     _check(args)
     if args.json:
         check_output_file(args.json, args.force)

@@ -431,7 +431,9 @@ def compare_fits(
                 st_notes += wild.warnings
         cv_rmse = extrap = per = extrap_b = None
         if do_cv:
-            cv_rmse, per, extrap, cv_notes = out_of_sample(runs, spec, method, seed, n_starts, order, delta=delta)
+            cv_rmse, per, extrap, cv_notes = out_of_sample(
+                runs, spec, method, seed, n_starts, order, delta=delta
+            )
             st_notes += cv_notes
             extrap_b = str(order[-1])
         stats[label] = FitStats(

@@ -259,7 +259,9 @@ def _subsets(runs: RunTable, notes: list[str]) -> list[tuple[str, str, np.ndarra
     return subsets
 
 
-def consistency(runs: RunTable, fit: FitResult, *, n_starts: int = 100, seed: int = defaults.SEED) -> Consistency:
+def consistency(
+    runs: RunTable, fit: FitResult, *, n_starts: int = 100, seed: int = defaults.SEED
+) -> Consistency:
     """phi refitted on the lower and upper halves of the budgets and on each pair {r0, r}.
 
     Halves: the sorted distinct budgets split into the lower floor(k/2) and the upper

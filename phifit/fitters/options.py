@@ -16,7 +16,6 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .. import defaults
-from .engine import DELTA
 
 
 @dataclass(frozen=True)
@@ -25,7 +24,7 @@ class HuberOptions:
 
     n_starts: int = defaults.N_STARTS  # random starts, uniform in the box (the study: 500)
     seed: int = defaults.SEED  # seed of the starts
-    delta: float = DELTA  # Huber threshold on log-loss residuals
+    delta: float = defaults.HUBER_DELTA  # Huber threshold on log-loss residuals
     explore_iter: int = 8  # vectorised LM iterations on every start
     n_refine: int = 32  # best starts carried on after exploration
     prune_after: int = 2  # exploration iterations before hopeless starts stop

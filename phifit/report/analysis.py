@@ -287,7 +287,8 @@ def analyse(
     free_fit = fit  # the comparison's free fit: the point estimate, without the bootstrap's intervals
     boot = None
     if options.n_boot and not fit.fixed:
-        say(f"block bootstrap ({options.n_boot} replicates, {defaults.resolve_workers(options.n_jobs)} workers)")
+        workers = defaults.resolve_workers(options.n_jobs)
+        say(f"block bootstrap ({options.n_boot} replicates, {workers} workers)")
         boot = _timed(
             timings,
             "bootstrap",
