@@ -11,8 +11,8 @@ sees one number and changes it in one place.
 - ``SEED = 0``: the seed when none is given (results are reproducible by default);
 - ``N_DRAWS = 1000``, ``N_TUNE = 1000``, ``N_CHAINS = 4``: posterior draws and warm-up steps
   per chain, and chains, of the Bayesian fit;
-- ``HUBER_DELTA = 1e-3
-PLAN_TABLES = 100``, ``PLAN_N_BOOT = 100``, ``PLAN_N_WILD = 39``, ``PLAN_N_STARTS = 200``: a
+- ``CONSISTENCY_STARTS = 100``: random starts of each subset refit of the consistency diagnostic;
+- ``PLAN_TABLES = 100``, ``PLAN_N_BOOT = 100``, ``PLAN_N_WILD = 39``, ``PLAN_N_STARTS = 200``: a
   planner simulation's tables, and each table's bootstrap replicates, wild replicates and starts
   (smaller than an analysis's: many tables are analysed, and only their spread is read);
 - ``HUBER_DELTA = 1e-3``: the Huber threshold on log-loss residuals of the reference objective
@@ -34,6 +34,8 @@ SEED = 0
 N_DRAWS = 1000
 N_TUNE = 1000
 N_CHAINS = 4
+HUBER_DELTA = 1e-3
+CONSISTENCY_STARTS = 100
 PLAN_TABLES = 100
 PLAN_N_BOOT = 100
 PLAN_N_WILD = 39
@@ -67,6 +69,7 @@ def resolve_workers(n_jobs: int | None) -> int:
 __all__ = [
     "BACKEND",
     "BACKENDS",
+    "CONSISTENCY_STARTS",
     "HUBER_DELTA",
     "LEVEL",
     "N_BOOT",

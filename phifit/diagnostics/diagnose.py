@@ -147,7 +147,7 @@ def diagnose(
     *,
     significance: float = 0.01,
     influence_top: int = 5,
-    consistency_starts: int = 100,
+    consistency_starts: int = defaults.CONSISTENCY_STARTS,
     seed: int = defaults.SEED,
     skip: Sequence[str] = (),
 ) -> Diagnostics:

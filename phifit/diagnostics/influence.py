@@ -260,7 +260,7 @@ def _subsets(runs: RunTable, notes: list[str]) -> list[tuple[str, str, np.ndarra
 
 
 def consistency(
-    runs: RunTable, fit: FitResult, *, n_starts: int = 100, seed: int = defaults.SEED
+    runs: RunTable, fit: FitResult, *, n_starts: int = defaults.CONSISTENCY_STARTS, seed: int = defaults.SEED
 ) -> Consistency:
     """phi refitted on the lower and upper halves of the budgets and on each pair {r0, r}.
 
