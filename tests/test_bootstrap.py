@@ -203,6 +203,11 @@ def test_fixed_parameter_has_no_interval(noisy):
     assert boot.attach(point).fixed == {"phi": 0.0}
 
 
+def test_an_unknown_interval_kind_lists_the_valid_ones(noisy_boot):
+    with pytest.raises(ValueError, match="unknown interval kind 'bac'; expected one of percentile, bca"):
+        noisy_boot.censored("phi", "bac")
+
+
 def test_attach_fills_the_fit_json(noisy, noisy_boot, tmp_path):
     runs, point = noisy
     fitted = noisy_boot.attach(point)

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import defaults
 from ..cautions import Caution, collect
-from ..intervals import Interval, bootstrap_interval, censored_ends, interval_text
+from ..intervals import INTERVAL_KINDS, Interval, bootstrap_interval, censored_ends, interval_text
 from ..serialize import JsonIO
 from ..law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM
 from ..serialize import to_plain
@@ -146,6 +146,8 @@ class BootstrapResult(JsonIO):
 
     def censored(self, name: str, kind: str = "percentile") -> tuple[bool, bool]:
         """(lower, upper): whether each end of the interval of ``name`` is on the search box."""
+        if kind not in INTERVAL_KINDS:
+            raise ValueError(f"unknown interval kind {kind!r}; expected one of {', '.join(INTERVAL_KINDS)}")
         ci = (self.ci if kind == "percentile" else self.ci_bca).get(name)
         box = self.natural_bounds(name)
         if ci is None or box is None or None in ci:
