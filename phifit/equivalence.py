@@ -30,13 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from . import defaults
 from .bootstrap.draws import clean_thetas, percentile_interval
 from .law import JointLaw
 from .serialize import to_plain
 from .result import FitResult
-from .runs.table import RunTable
+from .runs.table import RunTable, as_runs
 
 __all__ = ["Equivalence", "equivalence", "paper_example", "EquivalenceTable", "equivalence_table"]
 
@@ -248,11 +249,16 @@ class EquivalenceTable:
 
 
 def equivalence_table(
-    runs: RunTable, fit: FitResult, *, thetas: np.ndarray | None = None, level: float | None = None
+    runs: RunTable | pd.DataFrame,
+    fit: FitResult,
+    *,
+    thetas: np.ndarray | None = None,
+    level: float | None = None,
 ) -> EquivalenceTable:
     """:func:`equivalence` for each distinct (r, n_once, n_rec) with r > 1 in the table.
 
     ``level`` of the intervals: the fit's ``ci_level`` unless given."""
+    runs = as_runs(runs)
     level = fit.ci_level if level is None else float(level)
     if fit.phi is None:
         raise ValueError("the fit did not identify phi: no equivalence table")

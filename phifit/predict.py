@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from . import defaults
 from .cautions import Caution, caution
@@ -37,7 +38,7 @@ from .law import Design, JointLaw, log_loss
 from .serialize import to_plain
 from .study import paper_architecture
 from .result import FitResult
-from .runs.table import RunTable
+from .runs.table import RunTable, as_runs
 
 __all__ = ["Prediction", "predict", "predict_loss", "table_family"]
 
@@ -65,9 +66,12 @@ def predict_loss(
     return loss, np.asarray(percentile_interval(at_draws, level)).T
 
 
-def table_family(runs: RunTable, *, widen: float = 1.0, r_values: Sequence[int] | None = None) -> TableFamily:
+def table_family(
+    runs: RunTable | pd.DataFrame, *, widen: float = 1.0, r_values: Sequence[int] | None = None
+) -> TableFamily:
     """The table's architecture family, its search widened by ``widen`` decades of N each way
     (0: only the sizes trained), restricted to ``r_values`` when given."""
+    runs = as_runs(runs)
     base = TableFamily.from_runs(runs)
     pad = widen * math.log(10.0)
     coef = {}

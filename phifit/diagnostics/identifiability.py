@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from .. import defaults
@@ -42,7 +43,7 @@ from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, 
 from ..serialize import to_plain
 from .residuals import check_fit
 from ..result import FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 
 __all__ = [
     "CHI2_95",
@@ -182,7 +183,7 @@ class Identifiability:
 
 
 def identifiability(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     fit: FitResult,
     *,
     profile_points: int = 31,
@@ -202,6 +203,7 @@ def identifiability(
     SE(phi) > ``max_phi_se``; profile interval reaching the end of the profile range.
     A Bayesian fit gets the information-matrix checks (unit weights) and no profile.
     """
+    runs = as_runs(runs)
     check_fit(runs, fit)
     warnings: list[Caution] = []
     try:
@@ -312,7 +314,7 @@ def identifiability(
 
 # ------------------------------------------------------------------------ the profile
 def phi_profile(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     spec: LawSpec,
     theta: np.ndarray,
     delta: float,
@@ -336,6 +338,7 @@ def phi_profile(
     deviance <= chi2_1(0.95).  A caution ``profile_below_fit`` says the profile found a
     lower objective than the fit (the fit stopped short of its optimum).
     """
+    runs = as_runs(runs)
     phi_hat = float(theta[5])
     lo_b, hi_b = spec.bounds["phi"]
     if span is None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .. import defaults
 from ..fitters.common import goodness_of_fit
@@ -31,7 +32,7 @@ from ..law import PARAM_NAMES, log_loss, theta_to_params
 from ..serialize import to_plain
 from .residuals import budget_labels, check_fit, scalar, sorted_unique
 from ..result import FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 
 __all__ = ["Influence", "influence", "Consistency", "consistency"]
 
@@ -119,7 +120,12 @@ class Influence:
 
 
 def influence(
-    runs: RunTable, fit: FitResult, *, n_top: int = 5, n_spread: int = 4, seed: int = defaults.SEED
+    runs: RunTable | pd.DataFrame,
+    fit: FitResult,
+    *,
+    n_top: int = 5,
+    n_spread: int = 4,
+    seed: int = defaults.SEED,
 ) -> Influence:
     """Leave-one-run-out and leave-one-cell-out change in phi, refitting the fit's own objective.
 
@@ -127,6 +133,7 @@ def influence(
     study's bootstrap unit; without a ``budget`` column only runs are left out.  Each
     refit starts from the full-data optimum and from ``n_spread`` spread starts.
     """
+    runs = as_runs(runs)
     check_fit(runs, fit)
     phi_hat = float(fit.theta[5])
     n = len(runs)
@@ -260,7 +267,11 @@ def _subsets(runs: RunTable, notes: list[str]) -> list[tuple[str, str, np.ndarra
 
 
 def consistency(
-    runs: RunTable, fit: FitResult, *, n_starts: int = defaults.CONSISTENCY_STARTS, seed: int = defaults.SEED
+    runs: RunTable | pd.DataFrame,
+    fit: FitResult,
+    *,
+    n_starts: int = defaults.CONSISTENCY_STARTS,
+    seed: int = defaults.SEED,
 ) -> Consistency:
     """phi refitted on the lower and upper halves of the budgets and on each pair {r0, r}.
 
@@ -271,6 +282,7 @@ def consistency(
     that identifies phi is refitted with the fit's own objective and box, from the
     full-data optimum and ``n_starts`` spread starts (half near it, half uniform in the box).
     """
+    runs = as_runs(runs)
     check_fit(runs, fit)
     _refit_spec(fit, "consistency")
     notes: list[str] = []

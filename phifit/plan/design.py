@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from ..runs.table import as_runs
 from .. import defaults
 from ..cautions import Caution, caution
 from ..law import (
@@ -464,6 +465,7 @@ def plan_from_fit(
     law and the noise of its residuals (:func:`noise_from_pilot`), as ``phifit plan --pilot``
     does; with ``misfit`` (and ``n_tables``) the simulated tables also carry the runs' cell-mean
     residuals (``--misfit``).  What ``phifit report --plan`` adds to a report."""
+    runs = as_runs(runs)
     planned = resolve_design(design, runs)
     noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=misfit and bool(n_tables))
     return plan_design(

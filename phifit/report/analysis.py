@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .. import __version__, defaults
 from ..bootstrap.block import block_bootstrap
@@ -46,7 +47,7 @@ from ..isoflop import ParabolaMinima, parabola_minima, table_budgets
 from ..serialize import to_plain
 from ..recipes.delta import compare_recipes, select_recipe
 from ..result import GENERATOR, FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 
 __all__ = ["AnalysisOptions", "Analysis", "analyse"]
 
@@ -235,10 +236,14 @@ def _timed(timings: dict[str, float], key: str, func: Callable, *args, **kwargs)
 
 
 def analyse(
-    runs: RunTable, options: AnalysisOptions | None = None, *, progress: Callable[[str], None] | None = None
+    runs: RunTable | pd.DataFrame,
+    options: AnalysisOptions | None = None,
+    *,
+    progress: Callable[[str], None] | None = None,
 ) -> Analysis:
     """Run every step of the analysis (see the module docstring) and gather its cautions;
     ``progress`` receives one line as each stage starts (the CLI prints them to stderr)."""
+    runs = as_runs(runs)
     options = options or AnalysisOptions()
     timings: dict[str, float] = {}
     own: list[Caution] = []
