@@ -30,6 +30,7 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
+from phifit import defaults
 from phifit.bootstrap.block import block_bootstrap, block_codes, draw_weights
 from phifit.fitters.engine import DELTA, spread_starts
 from phifit.fitters.huber import HuberOptions, fit_huber
@@ -69,7 +70,7 @@ def lbfgsb_replicate(runs, weights: np.ndarray, starts: np.ndarray) -> tuple[flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicates", type=int, default=1000)
+    parser.add_argument("--replicates", type=int, default=defaults.N_BOOT)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline-replicates", type=int, default=50)
     parser.add_argument("--n-jobs", type=int, default=2)
@@ -120,7 +121,7 @@ def main() -> None:
     for i in range(k):
         fit_huber(
             runs.subset(np.repeat(np.arange(len(runs)), weights[i].astype(int))),
-            options=HuberOptions(n_starts=500, seed=i),
+            options=HuberOptions(n_starts=defaults.N_STARTS, seed=i),
         )
     protocol = (time.perf_counter() - t0) / k * n
 

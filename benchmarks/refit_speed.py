@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 import phifit.fitters.engine as engine
+from phifit import defaults
 from phifit.bootstrap.block import block_bootstrap, draw_weights
 from phifit.fitters.common import effective_spec
 from phifit.fitters.huber import HuberOptions, fit_huber
@@ -162,7 +163,7 @@ def whole_bootstrap(old: types.ModuleType, runs, fit, args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--table", choices=sorted(TABLES) + sorted(PAIRED), default="cpu")
-    parser.add_argument("--replicates", type=int, default=1000)
+    parser.add_argument("--replicates", type=int, default=defaults.N_BOOT)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--old-rev", default=OLD_REV)
@@ -183,7 +184,7 @@ def main() -> None:
 
     old = load_engine(args.old_rev)
     runs = load_table(args.table)
-    fit = fit_huber(runs, options=HuberOptions(n_starts=500, seed=0))
+    fit = fit_huber(runs, options=HuberOptions(n_starts=defaults.N_STARTS, seed=defaults.SEED))
     spec, _ = effective_spec(runs, LawSpec())
     x_hat = fit.theta[spec.free_mask]
     codes, label = runs.cells(None)

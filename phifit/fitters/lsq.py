@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import defaults
 from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
@@ -243,7 +244,7 @@ def lsq_report(result: FitResult) -> str:
     if "profile_ci" in ex:
         lo, hi = ex["profile_ci"]["phi"]
         lines.append(
-            f"    profile-likelihood {ex.get('profile_level', 0.95):.0%} interval for "
+            f"    profile-likelihood {ex.get('profile_level', defaults.LEVEL):.0%} interval for "
             f"phi: [{lo:.5g}, {hi:.5g}]   ({ex.get('profile_method', '')})"
         )
     corr = ex.get("correlation") or {}
