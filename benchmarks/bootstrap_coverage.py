@@ -61,6 +61,7 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results" / "coverage.jsonl"
 
 def _design(name: str):
     """(design frame, true params) of a condition."""
+    from phifit import defaults
     from phifit.fitters.huber import fit_huber
     from phifit.recipes.pairing import select_recipe
     from phifit.study import REFERENCE_PARAMS
@@ -69,7 +70,7 @@ def _design(name: str):
     if name == "paper":
         return "paper", dict(REFERENCE_PARAMS)
     runs = select_recipe(load_runs(ROOT / "data" / "cpu_small_runs.csv")).runs
-    params = dict(fit_huber(runs, n_starts=500).params)
+    params = dict(fit_huber(runs, n_starts=defaults.N_STARTS).params)
     params["phi"] = TRUE_PHI
     frame = runs.frame[["run_id", "budget", "r", "n_once", "n_rec", "tokens"]].copy()
     return frame, params
@@ -98,12 +99,12 @@ def one_table(condition: str, index: int, replicates: int, wild_replicates: int)
     for label, block in (("cell", None), ("run", "run")):
         boot = block_bootstrap(
             runs,
+            point,
             n_boot=replicates,
             block=block,
             seed=index,
             n_jobs=1,
             progress=False,
-            point=point,
             jackknife=label == "cell",
         )
         out[f"{label}_percentile"] = boot.ci["phi"]

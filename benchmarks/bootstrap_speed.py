@@ -4,7 +4,7 @@ Problem: the study's 116-run paper design, log-noise sd 0.004 (R^2 ~ 0.997), the
 Huber(delta=1e-3) objective on log-loss in the study's box, 1000 replicates of the 24
 (budget, r) cells.
 
-- phifit: ``block_bootstrap(runs, n_boot=1000, n_jobs=2)`` with the point estimate given: all
+- phifit: ``block_bootstrap(runs, point, n_boot=1000, n_jobs=2)`` with the point estimate given: all
   replicates x (warm start + 4 spread starts) through the vectorised Levenberg-Marquardt,
   2 worker processes, plus the 24 delete-one-cell jackknife refits for BCa and the
   intervals with their Monte-Carlo errors.  Median of ``--repeats`` runs.
@@ -30,6 +30,7 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
+from phifit import defaults
 from phifit.bootstrap.block import block_bootstrap, block_codes, draw_weights
 from phifit.fitters.engine import DELTA, spread_starts
 from phifit.fitters.huber import HuberOptions, fit_huber
@@ -69,7 +70,7 @@ def lbfgsb_replicate(runs, weights: np.ndarray, starts: np.ndarray) -> tuple[flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicates", type=int, default=1000)
+    parser.add_argument("--replicates", type=int, default=defaults.N_BOOT)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline-replicates", type=int, default=50)
     parser.add_argument("--n-jobs", type=int, default=2)
@@ -79,16 +80,14 @@ def main() -> None:
 
     runs = table_from_frame(simulate("paper", noise=0.004, seed=1), source="paper-design")
     point = fit_huber(runs)
-    block_bootstrap(runs, n_boot=20, point=point, progress=False)  # warm-up
+    block_bootstrap(runs, point, n_boot=20, progress=False)  # warm-up
     times, times_1 = [], []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
-        boot = block_bootstrap(
-            runs, n_boot=n, seed=args.seed, n_jobs=args.n_jobs, progress=False, point=point
-        )
+        boot = block_bootstrap(runs, point, n_boot=n, seed=args.seed, n_jobs=args.n_jobs, progress=False)
         times.append(time.perf_counter() - t0)
     t0 = time.perf_counter()
-    block_bootstrap(runs, n_boot=n, seed=args.seed, n_jobs=1, progress=False, point=point)
+    block_bootstrap(runs, point, n_boot=n, seed=args.seed, n_jobs=1, progress=False)
     times_1.append(time.perf_counter() - t0)
     ours = float(np.median(times))
 
@@ -122,7 +121,7 @@ def main() -> None:
     for i in range(k):
         fit_huber(
             runs.subset(np.repeat(np.arange(len(runs)), weights[i].astype(int))),
-            options=HuberOptions(n_starts=500, seed=i),
+            options=HuberOptions(n_starts=defaults.N_STARTS, seed=i),
         )
     protocol = (time.perf_counter() - t0) / k * n
 

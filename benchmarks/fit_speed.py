@@ -24,6 +24,7 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
+from phifit import defaults
 from phifit import fit
 from phifit.fitters.engine import DELTA
 from phifit.fitters.huber import huber_objective
@@ -67,7 +68,7 @@ def lbfgsb_loop(runs, starts: np.ndarray, *, analytic: bool, options: dict) -> t
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--starts", type=int, default=500)
+    parser.add_argument("--starts", type=int, default=defaults.N_STARTS)
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats of the phifit fit")
     args = parser.parse_args()
 

@@ -84,9 +84,11 @@ def child(what: str, csv: str) -> None:
         }
     elif what == "compare":
         from phifit.compare.restricted import compare_fits
+        from phifit.fitters import fit
         from phifit.recipes.delta import select_recipe
 
-        res = compare_fits(select_recipe(runs).runs)
+        main = select_recipe(runs).runs
+        res = compare_fits(main, fit(main))
         out["numbers"] = {
             f"{k} wild p": [st.wild.p_value, st.wild.n_failed] for k, st in res.stats.items() if st.wild
         }

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 import phifit.fitters.engine as engine
+from phifit import defaults
 from phifit.bootstrap.block import block_bootstrap, draw_weights
 from phifit.fitters.common import effective_spec
 from phifit.fitters.huber import HuberOptions, fit_huber
@@ -132,9 +133,9 @@ def load_bootstrap(rev: str, engine_module: types.ModuleType) -> types.ModuleTyp
 
 
 def whole_bootstrap(old: types.ModuleType, runs, fit, args) -> None:
-    """``block_bootstrap(runs, n_boot, point=fit, seed=0, n_jobs)`` as committed at --old-rev
-    (its bootstrap.py with its engine, its default chunks) against the working tree's,
-    interleaved; the intervals of both are compared."""
+    """``block_bootstrap`` as committed at --old-rev (its bootstrap.py with its engine, its
+    default chunks; the point estimate given as ``point=fit`` there, as the second argument
+    here) against the working tree's, interleaved; the intervals of both are compared."""
     import phifit.bootstrap.block as bootstrap
 
     modules = {"old": load_bootstrap(args.old_rev, old), "new": bootstrap}
@@ -143,8 +144,10 @@ def whole_bootstrap(old: types.ModuleType, runs, fit, args) -> None:
     for _ in range(args.repeats):
         for name, module in modules.items():
             t0 = time.perf_counter()
+            given = {"point": fit} if name == "old" else {}
+            point = () if name == "old" else (fit,)
             boot = module.block_bootstrap(
-                runs, n_boot=args.replicates, point=fit, seed=0, n_jobs=args.n_jobs, progress=False
+                runs, *point, n_boot=args.replicates, seed=0, n_jobs=args.n_jobs, progress=False, **given
             )
             times[name].append(time.perf_counter() - t0)
             intervals[name] = {"percentile": boot.ci, "bca": boot.ci_bca, "mc": boot.mc_error}
@@ -160,7 +163,7 @@ def whole_bootstrap(old: types.ModuleType, runs, fit, args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--table", choices=sorted(TABLES) + sorted(PAIRED), default="cpu")
-    parser.add_argument("--replicates", type=int, default=1000)
+    parser.add_argument("--replicates", type=int, default=defaults.N_BOOT)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--old-rev", default=OLD_REV)
@@ -181,7 +184,7 @@ def main() -> None:
 
     old = load_engine(args.old_rev)
     runs = load_table(args.table)
-    fit = fit_huber(runs, options=HuberOptions(n_starts=500, seed=0))
+    fit = fit_huber(runs, options=HuberOptions(n_starts=defaults.N_STARTS, seed=defaults.SEED))
     spec, _ = effective_spec(runs, LawSpec())
     x_hat = fit.theta[spec.free_mask]
     codes, label = runs.cells(None)

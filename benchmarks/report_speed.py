@@ -17,6 +17,7 @@ import os
 import tempfile
 import time
 
+from phifit import defaults
 from phifit import fit
 from phifit.report.analysis import AnalysisOptions
 from phifit.report.write import build_report
@@ -27,7 +28,7 @@ from phifit.simulation import simulate
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", default=None, help="run table (default: simulated paper design)")
-    parser.add_argument("--bootstrap", type=int, default=1000)
+    parser.add_argument("--bootstrap", type=int, default=defaults.N_BOOT)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--svg", action="store_true", help="also write the figures as SVG")
     args = parser.parse_args()

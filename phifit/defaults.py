@@ -9,6 +9,14 @@ sees one number and changes it in one place.
 - ``N_WILD = 999``: wild cluster bootstrap replicates of a test (p-values in steps of 1/1000);
 - ``LEVEL = 0.95``: the level of every interval;
 - ``SEED = 0``: the seed when none is given (results are reproducible by default);
+- ``N_DRAWS = 1000``, ``N_TUNE = 1000``, ``N_CHAINS = 4``: posterior draws and warm-up steps
+  per chain, and chains, of the Bayesian fit;
+- ``CONSISTENCY_STARTS = 100``: random starts of each subset refit of the consistency diagnostic;
+- ``PLAN_TABLES = 100``, ``PLAN_N_BOOT = 100``, ``PLAN_N_WILD = 39``, ``PLAN_N_STARTS = 200``: a
+  planner simulation's tables, and each table's bootstrap replicates, wild replicates and starts
+  (smaller than an analysis's: many tables are analysed, and only their spread is read);
+- ``HUBER_DELTA = 1e-3``: the Huber threshold on log-loss residuals of the reference objective
+  (the study's delta; :data:`phifit.fitters.engine.DELTA` is the same number);
 - ``BACKEND = "loky"``: the joblib backend that runs refits in worker processes;
 - :func:`workers`: the worker processes parallel work uses by default, the cores this process
   may run on (``os.sched_getaffinity`` where the platform has it, else ``os.cpu_count()``).
@@ -23,6 +31,15 @@ N_BOOT = 1000
 N_WILD = 999
 LEVEL = 0.95
 SEED = 0
+N_DRAWS = 1000
+N_TUNE = 1000
+N_CHAINS = 4
+HUBER_DELTA = 1e-3
+CONSISTENCY_STARTS = 100
+PLAN_TABLES = 100
+PLAN_N_BOOT = 100
+PLAN_N_WILD = 39
+PLAN_N_STARTS = 200
 BACKEND = "loky"
 #: joblib backends phifit accepts (``dask`` needs ``dask.distributed`` and a running cluster)
 BACKENDS = ("loky", "threading", "sequential", "dask")
@@ -49,4 +66,23 @@ def resolve_workers(n_jobs: int | None) -> int:
     return n if n > 0 else max(1, workers() + 1 + n)
 
 
-__all__ = ["BACKEND", "BACKENDS", "LEVEL", "N_BOOT", "N_STARTS", "N_WILD", "SEED", "resolve_workers", "workers"]
+__all__ = [
+    "BACKEND",
+    "BACKENDS",
+    "CONSISTENCY_STARTS",
+    "HUBER_DELTA",
+    "LEVEL",
+    "N_BOOT",
+    "N_CHAINS",
+    "N_DRAWS",
+    "N_STARTS",
+    "N_TUNE",
+    "N_WILD",
+    "PLAN_N_BOOT",
+    "PLAN_N_STARTS",
+    "PLAN_N_WILD",
+    "PLAN_TABLES",
+    "SEED",
+    "resolve_workers",
+    "workers",
+]

@@ -23,16 +23,20 @@ draws maps exactly onto the percentile interval of N_eff (:mod:`phifit.bootstrap
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from . import defaults
 from .bootstrap.draws import clean_thetas, percentile_interval
+from .law import JointLaw
 from .result import FitResult
-from .runs.table import RunTable
+from .runs.table import RunTable, as_runs
 from .serialize import JsonIO, to_plain
 
 __all__ = ["Equivalence", "equivalence", "paper_example", "EquivalenceTable", "equivalence_table"]
@@ -62,7 +66,7 @@ class Equivalence(JsonIO):
     n_unique: float
     n_eff: float
     n_unrolled: float
-    level: float = 0.95
+    level: float = defaults.LEVEL
     n_draws: int = 0
     phi_interval: list[float] | None = None
     n_eff_interval: list[float] | None = None
@@ -114,24 +118,25 @@ class Equivalence(JsonIO):
 
 
 def equivalence(
+    law: FitResult | JointLaw,
     n_once: float,
     n_rec: float,
     r: int,
     *,
-    phi: float | None = None,
-    fit: FitResult | None = None,
     thetas: np.ndarray | None = None,
     phi_interval: Sequence[float] | None = None,
     level: float | None = None,
 ) -> Equivalence:
     """Effective size N_eff = n_once + r^phi n_rec, unique size and unrolled cost.
 
-    phi comes from ``phi`` or else from ``fit``.  Intervals: ``thetas`` (bootstrap draws,
-    (S, 6)) give percentile intervals for phi and N_eff; otherwise ``phi_interval`` (or the
-    fit's percentile ``ci["phi"]``) is mapped through N_eff, which is monotone in phi, so
-    a percentile interval of phi maps exactly onto the percentile interval of N_eff.
-    ``level``: of the intervals (default: the fit's ``ci_level`` when its interval is
-    used, else 0.95); a level that contradicts the fit's interval is refused.
+    phi comes from ``law``: a :class:`FitResult` (which must have identified phi) or a
+    :class:`JointLaw` (e.g. ``dataclasses.replace(JointLaw.reference(), phi=0.5)`` for a
+    given phi).  Intervals: ``thetas`` (bootstrap draws, (S, 6)) give percentile intervals
+    for phi and N_eff; otherwise ``phi_interval`` (or a fit's percentile ``ci["phi"]``) is
+    mapped through N_eff, which is monotone in phi, so a percentile interval of phi maps
+    exactly onto the percentile interval of N_eff.  ``level``: of the intervals (default:
+    the fit's ``ci_level`` when its interval is used, else :data:`phifit.defaults.LEVEL`); a
+    level that contradicts the fit's interval is refused.
     """
     n_once, n_rec = float(n_once), float(n_rec)
     if not (math.isfinite(n_once) and n_once >= 0):
@@ -143,13 +148,15 @@ def equivalence(
     if not (float(r) >= 1 and float(r) == int(r)):
         raise ValueError(f"r must be an integer >= 1, got {r}")
     r = int(r)
-    if phi is None:
-        if fit is None:
-            raise ValueError("give phi= or fit=")
-        if fit.phi is None:
-            raise ValueError("the fit did not identify phi; give phi= explicitly")
-        phi = fit.phi
-    phi = float(phi)
+    if isinstance(law, FitResult):
+        fit: FitResult | None = law
+        if law.phi is None:
+            raise ValueError("the fit did not identify phi; give a JointLaw with the phi to use")
+        phi = float(law.phi)
+    elif isinstance(law, JointLaw):
+        fit, phi = None, float(law.phi)
+    else:
+        raise TypeError(f"law: expected a FitResult or a JointLaw, got {type(law).__name__}")
     draws = clean_thetas(thetas)
     phi_iv = eff_iv = None
     n = 0
@@ -162,7 +169,7 @@ def equivalence(
         level = fit.ci_level
         phi_interval = fit.ci["phi"]
         n = int((fit.bootstrap or {}).get("n", 0)) - int((fit.bootstrap or {}).get("n_failed", 0))
-    level = 0.95 if level is None else float(level)
+    level = defaults.LEVEL if level is None else float(level)
     if draws is not None:
         phis = draws[:, 5]
         n = len(phis)
@@ -201,12 +208,13 @@ def paper_example(phi: float = 0.459, *, n_r1: float = 1e9, r: int = 4) -> dict[
     """
     if 16 % r:
         raise ValueError(f"r = {r} does not divide the 16 looped layers of the paper design")
+    law = dataclasses.replace(JointLaw.reference(), phi=float(phi))
     d2 = n_r1 / 240.0
     n_once = 48 * d2
     blocks = (16 // r) * 12 * d2
     return {
-        "blocks_only": equivalence(n_once, blocks, r, phi=phi),
-        "with_injection": equivalence(n_once, blocks + 2 * d2, r, phi=phi),
+        "blocks_only": equivalence(law, n_once, blocks, r),
+        "with_injection": equivalence(law, n_once, blocks + 2 * d2, r),
     }
 
 
@@ -216,7 +224,7 @@ class EquivalenceTable(JsonIO):
     of N_eff at ``level``."""
 
     rows: list[Equivalence]
-    level: float = 0.95
+    level: float = defaults.LEVEL
 
     def to_dict(self) -> dict[str, Any]:
         return {"level": self.level, "rows": [row.to_dict() for row in self.rows]}
@@ -241,18 +249,23 @@ class EquivalenceTable(JsonIO):
 
 
 def equivalence_table(
-    runs: RunTable, fit: FitResult, *, thetas: np.ndarray | None = None, level: float | None = None
+    runs: RunTable | pd.DataFrame,
+    fit: FitResult,
+    *,
+    thetas: np.ndarray | None = None,
+    level: float | None = None,
 ) -> EquivalenceTable:
     """:func:`equivalence` for each distinct (r, n_once, n_rec) with r > 1 in the table.
 
     ``level`` of the intervals: the fit's ``ci_level`` unless given."""
+    runs = as_runs(runs)
     level = fit.ci_level if level is None else float(level)
     if fit.phi is None:
         raise ValueError("the fit did not identify phi: no equivalence table")
     frame = runs.frame[["r", "n_once", "n_rec"]].drop_duplicates()
     frame = frame[frame["r"] > 1].sort_values(["r", "n_once", "n_rec"])
     rows = [
-        equivalence(row.n_once, row.n_rec, int(row.r), phi=fit.phi, thetas=thetas, level=level)
+        equivalence(fit, row.n_once, row.n_rec, int(row.r), thetas=thetas, level=level)
         for row in frame.itertuples(index=False)
     ]
     return EquivalenceTable(rows=rows, level=level)

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import defaults
 from .bootstrap.draws import clean_thetas, law_theta, percentile_interval
 from .cautions import Caution, caution
 from .law import Design, JointLaw, log_loss
@@ -234,7 +235,7 @@ class Frontier(JsonIO):
     at_edge: dict[int, list[bool]]
     gap: dict[int, list[float]]
     exponents: dict[int, dict[str, float]]
-    level: float = 0.95
+    level: float = defaults.LEVEL
     n_draws: int = 0
     gap_interval: dict[int, list[list[float]]] | None = None
     l_star_interval: dict[int, list[list[float]]] | None = None

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from . import defaults
 from .serialize import JsonIO
 from .serialize import to_plain
 
@@ -147,11 +148,11 @@ class Interval(JsonIO):
 def bootstrap_interval(
     values: np.ndarray,
     *,
-    level: float = 0.95,
+    level: float = defaults.LEVEL,
     kind: str = "percentile",
     estimate: float | None = None,
     jackknife: np.ndarray | None = None,
-    mc_seed: int = 0,
+    mc_seed: int = defaults.SEED,
     resampled: np.ndarray | None = None,
 ) -> Interval:
     """Percentile or BCa interval from replicate values (NaN = failed, excluded).
@@ -206,7 +207,7 @@ def bootstrap_interval(
     return Interval(float(ends[0]), float(ends[1]), level, kind, (float(mc[0]), float(mc[1])), len(ok))
 
 
-def mc_resamples(values: np.ndarray, mc_seed: int = 0) -> np.ndarray:
+def mc_resamples(values: np.ndarray, mc_seed: int = defaults.SEED) -> np.ndarray:
     """The finite replicate ``values`` resampled with replacement ``MC_RESAMPLES`` times
     (seeded by ``mc_seed``), each row sorted: what the Monte-Carlo errors of the interval ends
     are computed over."""

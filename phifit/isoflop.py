@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .cautions import Caution, caution
-from .runs.table import RunTable
+from .runs.table import RunTable, as_runs
 from .serialize import JsonIO, to_plain
 
 __all__ = ["ParabolaMinima", "parabola_minima", "table_budgets"]
@@ -62,13 +62,14 @@ class ParabolaMinima(JsonIO):
         return "\n".join(lines)
 
 
-def parabola_minima(runs: RunTable, *, base_r: int | None = None) -> ParabolaMinima:
+def parabola_minima(runs: RunTable | pd.DataFrame, *, base_r: int | None = None) -> ParabolaMinima:
     """Fit L = c0 + c1 x + c2 x^2 (x = log N_unique) in each (budget, r) cell with >= 3 sizes.
 
     A cell is ``ok`` when c2 > 0 (convex) and N* lies within the sizes trained there
     (``in_range``) or beyond the outermost size by at most half the mean spacing of the
     sizes in log N; otherwise its minimum is reported but not used for gaps.
     """
+    runs = as_runs(runs)
     if "budget" not in runs.frame:
         raise ValueError("per-cell parabola minima need a 'budget' column (one isoFLOP curve per budget)")
     frame = runs.frame
@@ -174,11 +175,12 @@ def _label(budget: Any) -> str:
     return f"{budget:.3g}" if isinstance(budget, (int, float, np.number)) else str(budget)
 
 
-def table_budgets(runs: RunTable, *, n_default: int = 6) -> list[float]:
+def table_budgets(runs: RunTable | pd.DataFrame, *, n_default: int = 6) -> list[float]:
     """The FLOP budgets of a table: its numeric ``budget`` labels; without them,
     ``n_default`` budgets evenly spaced in log compute between the smallest and the
     largest training compute of the runs (:attr:`phifit.runs.RunTable.compute`), rounded
     to 3 significant figures."""
+    runs = as_runs(runs)
     if "budget" in runs.frame:
         values = runs.frame["budget"]
         if pd.api.types.is_numeric_dtype(values):

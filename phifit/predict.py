@@ -28,13 +28,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from . import defaults
 from .bootstrap.draws import clean_thetas, law_theta, percentile_interval
 from .cautions import Caution, caution
 from .frontier import PaperFamily, TableFamily, frontier
 from .law import Design, JointLaw, log_loss
 from .result import FitResult
-from .runs.table import RunTable
+from .runs.table import RunTable, as_runs
 from .serialize import JsonIO, to_plain
 from .study import paper_architecture
 
@@ -49,7 +51,7 @@ def predict_loss(
     tokens: Sequence[float],
     *,
     thetas: np.ndarray | None = None,
-    level: float = 0.95,
+    level: float = defaults.LEVEL,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Predicted loss (nats) at each point and, with bootstrap draws ``thetas`` (S, 6), its
     percentile interval at ``level`` as an (m, 2) array (None without draws)."""
@@ -64,9 +66,12 @@ def predict_loss(
     return loss, np.asarray(percentile_interval(at_draws, level)).T
 
 
-def table_family(runs: RunTable, *, widen: float = 1.0, r_values: Sequence[int] | None = None) -> TableFamily:
+def table_family(
+    runs: RunTable | pd.DataFrame, *, widen: float = 1.0, r_values: Sequence[int] | None = None
+) -> TableFamily:
     """The table's architecture family, its search widened by ``widen`` decades of N each way
     (0: only the sizes trained), restricted to ``r_values`` when given."""
+    runs = as_runs(runs)
     base = TableFamily.from_runs(runs)
     pad = widen * math.log(10.0)
     coef = {}
@@ -111,7 +116,7 @@ class Prediction(JsonIO):
     points: list[dict[str, Any]] = field(default_factory=list)
     optimal: list[dict[str, Any]] = field(default_factory=list)
     family: str | None = None
-    level: float = 0.95
+    level: float = defaults.LEVEL
     n_draws: int = 0
     warnings: list[Caution] = field(default_factory=list)
 

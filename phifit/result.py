@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from . import defaults
 from . import __version__
 from .cautions import Caution
 from .intervals import censored_ends, interval_text, param_bounds
@@ -103,7 +104,7 @@ class FitResult(JsonIO):
     stderr: dict[str, float] | None = None
     ci: dict[str, list[float]] | None = None
     ci_bca: dict[str, list[float]] | None = None
-    ci_level: float = 0.95
+    ci_level: float = defaults.LEVEL
     bootstrap: dict[str, Any] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     log_lik: float | None = None

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from . import defaults
 from .law import JointLaw
 from .study import DESIGNS, REFERENCE_PARAMS, paper_design
 
@@ -23,7 +24,7 @@ def simulate(
     noise: float = 0.0,
     cell_noise: float = 0.0,
     noise_df: float | None = None,
-    seed: int = 0,
+    seed: int = defaults.SEED,
 ) -> pd.DataFrame:
     """A run table with losses from a known joint law.
 

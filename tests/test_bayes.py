@@ -431,6 +431,30 @@ def test_bad_options_raise(table, kwargs, match):
         B.fit_bayes(table, **{**SMALL, **kwargs})
 
 
+@pytest.mark.parametrize("call", ["fit", "fit_bayes", "sample_posterior"])
+def test_unknown_option_is_refused_before_any_sampling(table, monkeypatch, call):
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("the sampler ran before the options were checked")
+
+    monkeypatch.setattr(backends, "run_sampler", no_sampling)
+    monkeypatch.setattr(backends, "resolve_sampler", no_sampling)
+    from phifit.fitters import fit
+
+    run = {
+        "fit": lambda **kw: fit(table, method="bayes", **kw),
+        "fit_bayes": lambda **kw: B.fit_bayes(table, **kw),
+        "sample_posterior": lambda **kw: B.sample_posterior(table, **kw),
+    }[call]
+    with pytest.raises(
+        ValueError, match=r"unknown option 'n_start' for method 'bayes'; valid: chains, draws, "
+    ):
+        run(n_start=5)
+    with pytest.raises(
+        ValueError, match=r"unknown options 'draw', 'n_start' for method 'bayes'; valid: .*tune"
+    ):
+        run(n_start=5, draw=10)
+
+
 def test_fit_dispatch_through_phifit_fit(table):
     from phifit.fitters import fit
 

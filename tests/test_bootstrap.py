@@ -36,9 +36,14 @@ def noisy():
 
 
 @pytest.fixture(scope="module")
+def clean_fit(paper_clean):
+    return fit_huber(paper_clean, n_starts=100)
+
+
+@pytest.fixture(scope="module")
 def noisy_boot(noisy):
     runs, point = noisy
-    return block_bootstrap(runs, n_boot=200, seed=5, n_jobs=1, progress=False, point=point)
+    return block_bootstrap(runs, point, n_boot=200, seed=5, n_jobs=1, progress=False)
 
 
 # -- blocks and weights ---------------------------------------------------------------------
@@ -94,7 +99,7 @@ def test_weighted_replicates_equal_refits_of_the_resampled_tables(noisy):
     """A replicate is the summed objective on the concatenated resampled table: its phi
     equals a full 500-start fit of that table (the study's protocol)."""
     runs, point = noisy
-    boot = block_bootstrap(runs, n_boot=6, seed=3, n_jobs=1, progress=False, point=point, jackknife=False)
+    boot = block_bootstrap(runs, point, n_boot=6, seed=3, n_jobs=1, progress=False, jackknife=False)
     codes, _ = block_codes(runs, None)
     w = draw_weights(codes, 6, np.random.default_rng(np.random.SeedSequence(3).spawn(3)[0]))
     for i in range(6):
@@ -108,7 +113,7 @@ def test_weighted_replicates_equal_refits_of_the_resampled_tables(noisy):
 
 
 def test_noise_free_intervals_contain_the_truth(paper_clean):
-    boot = block_bootstrap(paper_clean, n_boot=100, seed=0, n_jobs=1, progress=False)
+    boot = block_bootstrap(paper_clean, fit_huber(paper_clean), n_boot=100, seed=0, n_jobs=1, progress=False)
     assert boot.n_failed == 0
     for name in PARAM_NAMES:
         tol = 1e-6 * abs(TRUTH[name]) + 1e-9
@@ -120,7 +125,7 @@ def test_phi_interval_shrinks_with_noise():
     widths = []
     for noise in (0.01, 0.005, 0.0025):
         runs = paper_table(noise=noise, seed=7)  # same draws, scaled
-        boot = block_bootstrap(runs, n_boot=150, seed=1, n_jobs=1, progress=False)
+        boot = block_bootstrap(runs, fit_huber(runs, seed=1), n_boot=150, seed=1, n_jobs=1, progress=False)
         lo, hi = boot.ci["phi"]
         assert lo <= TRUTH["phi"] <= hi
         widths.append(hi - lo)
@@ -133,19 +138,44 @@ def test_phi_interval_shrinks_with_noise():
 
 def test_seeded_and_independent_of_workers(noisy):
     runs, point = noisy
-    kw = {"n_boot": 40, "progress": False, "point": point, "jackknife": False}
-    a = block_bootstrap(runs, seed=11, n_jobs=1, chunk_size=7, **kw)
-    b = block_bootstrap(runs, seed=11, n_jobs=2, chunk_size=13, **kw)
-    c = block_bootstrap(runs, seed=12, n_jobs=1, **kw)
+    kw = {"n_boot": 40, "progress": False, "jackknife": False}
+    a = block_bootstrap(runs, point, seed=11, n_jobs=1, chunk_size=7, **kw)
+    b = block_bootstrap(runs, point, seed=11, n_jobs=2, chunk_size=13, **kw)
+    c = block_bootstrap(runs, point, seed=12, n_jobs=1, **kw)
     np.testing.assert_array_equal(a.thetas, b.thetas)
     assert not np.allclose(a.thetas, c.thetas)
+
+
+def test_default_workers_follow_the_cores_this_process_may_use(noisy, monkeypatch):
+    """n_jobs=None: the refits get one worker per core of the process's CPU set (64 here)."""
+    import os
+
+    import phifit.bootstrap.block as block_module
+
+    runs, point = noisy
+    passed: list[int] = []
+    real = block_module.refit_weighted
+
+    def recording(*args, n_jobs, **kwargs):
+        passed.append(n_jobs)
+        return real(*args, n_jobs=1, **kwargs)  # record the count, refit in this process
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(block_module, "refit_weighted", recording)
+    boot = block_bootstrap(runs, point, n_boot=4, seed=0, progress=False, jackknife=False)
+    assert passed == [64] and boot.n_boot == 4
+    passed.clear()
+    block_bootstrap(runs, point, n_boot=4, seed=0, n_jobs=3, progress=False, jackknife=False)
+    assert passed == [3]
 
 
 def test_failed_replicates_are_counted_not_dropped(paper_clean):
     """With the 4 r-values as blocks, some replicates draw a single r: phi is then not
     identifiable; they must be counted, kept as NaN rows and left out of the intervals."""
     n = 300
-    boot = block_bootstrap(paper_clean, n_boot=n, block="r", seed=2, n_jobs=1, progress=False)
+    boot = block_bootstrap(
+        paper_clean, fit_huber(paper_clean, seed=2), n_boot=n, block="r", seed=2, n_jobs=1, progress=False
+    )
     codes, _ = block_codes(paper_clean, "r")
     w = draw_weights(codes, n, np.random.default_rng(np.random.SeedSequence(2).spawn(3)[0]))
     expected = ~identifiable_rows(paper_clean, w)
@@ -167,10 +197,15 @@ def test_fixed_parameter_has_no_interval(noisy):
     runs, _ = noisy
     spec = LawSpec(fixed={"phi": 0.0})
     point = fit_huber(runs, spec=spec)
-    boot = block_bootstrap(runs, spec=spec, n_boot=30, seed=0, n_jobs=1, progress=False, point=point)
+    boot = block_bootstrap(runs, point, n_boot=30, seed=0, n_jobs=1, progress=False)
     assert "phi" not in boot.ci and set(boot.ci) == {"E", "A", "alpha", "B", "beta"}
     assert np.all(boot.params["phi"][~boot.failed] == 0.0)
     assert boot.attach(point).fixed == {"phi": 0.0}
+
+
+def test_an_unknown_interval_kind_lists_the_valid_ones(noisy_boot):
+    with pytest.raises(ValueError, match="unknown interval kind 'bac'; expected one of percentile, bca"):
+        noisy_boot.censored("phi", "bac")
 
 
 def test_attach_fills_the_fit_json(noisy, noisy_boot, tmp_path):
@@ -220,7 +255,9 @@ def test_an_interval_end_on_the_box_is_censored():
     from phifit.runs.table import load_runs
 
     runs = select_recipe(load_runs(Path(__file__).parents[1] / "data" / "cpu_small_runs.csv")).runs
-    boot = block_bootstrap(runs, n_boot=200, seed=0, n_jobs=1, progress=False, jackknife=False)
+    boot = block_bootstrap(
+        runs, fit_huber(runs), n_boot=200, seed=0, n_jobs=1, progress=False, jackknife=False
+    )
     assert boot.ci["phi"][0] == pytest.approx(-3.0) and boot.censored("phi") == (True, False)
     assert "[\u2264 \u22123 (search bound: not determined)," in boot.summary()
     fitted = boot.attach(fit_huber(runs))  # the fit's own summary marks the end too
@@ -234,33 +271,31 @@ def test_an_interval_end_on_the_box_is_censored():
     assert again.censored("phi") == (True, False) and again.phi_regions == regions
 
 
-def test_old_keyword_n_still_works(noisy):
-    runs, point = noisy
-    with pytest.warns(FutureWarning, match="n_boot"):
-        old = block_bootstrap(runs, n=5, seed=1, n_jobs=1, progress=False, point=point, jackknife=False)
-    new = block_bootstrap(runs, n_boot=5, seed=1, n_jobs=1, progress=False, point=point, jackknife=False)
-    np.testing.assert_array_equal(old.thetas, new.thetas)
-
-
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"n_boot": 1}, "must be an integer >= 2"),
         ({"n_jobs": 0}, "n_jobs must be"),
-        ({"method": "bayes"}, "unknown bootstrap method"),
         ({"block": "size,nope"}, "no column\\(s\\) 'nope'"),
         ({"level": 1.5}, "level must be in"),
     ],
 )
-def test_bad_arguments(paper_clean, kwargs, message):
+def test_bad_arguments(paper_clean, clean_fit, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        block_bootstrap(paper_clean, progress=False, **kwargs)
+        block_bootstrap(paper_clean, clean_fit, progress=False, **kwargs)
 
 
-def test_single_block_is_refused(paper_clean):
+def test_a_bayesian_fit_or_another_tables_fit_is_refused(paper_clean, clean_fit):
+    with pytest.raises(ValueError, match="not a bayes fit; expected one of huber, lsq"):
+        block_bootstrap(paper_clean, clean_fit.with_updates(method="bayes"), progress=False)
+    with pytest.raises(ValueError, match="not fitted to these runs"):
+        block_bootstrap(paper_clean.subset(np.arange(100)), clean_fit, progress=False)
+
+
+def test_single_block_is_refused(paper_clean, clean_fit):
     runs = table_from_frame(paper_clean.frame.assign(lab="x"))
     with pytest.raises(ValueError, match="single block"):
-        block_bootstrap(runs, block="lab", progress=False)
+        block_bootstrap(runs, clean_fit, block="lab", progress=False)
 
 
 # -- intervals ------------------------------------------------------------------------------
@@ -329,11 +364,9 @@ def test_lsq_bootstrap(noisy):
 
     runs, _ = noisy
     point = fit_lsq(runs, n_starts=100)
-    boot = block_bootstrap(runs, n_boot=60, seed=0, n_jobs=1, progress=False, method="lsq", point=point)
+    boot = block_bootstrap(runs, point, n_boot=60, seed=0, n_jobs=1, progress=False)
     assert boot.method == "lsq" and boot.n_failed == 0
     assert boot.ci["phi"][0] < point.phi < boot.ci["phi"][1]
-    with pytest.raises(ValueError, match="used method 'lsq'"):
-        block_bootstrap(runs, n_boot=10, progress=False, method="huber", point=point)
 
 
 # -- acceptance 2: coverage (slow) ----------------------------------------------------------
@@ -344,7 +377,7 @@ def _coverage_table(index: int, replicates: int) -> tuple[float, list[float]]:
     runs = table_from_frame(frame)
     point = fit_huber(runs, options=HuberOptions(seed=index))
     boot = block_bootstrap(
-        runs, n_boot=replicates, seed=index, n_jobs=1, progress=False, point=point, jackknife=False
+        runs, point, n_boot=replicates, seed=index, n_jobs=1, progress=False, jackknife=False
     )
     return point.phi, boot.ci["phi"]
 
@@ -409,7 +442,7 @@ def test_cli_fit_bad_bootstrap_arguments(tmp_path, capsys, argv, message):
 def test_non_looped_table_has_no_phi_interval(paper_noisy):
     runs = table_from_frame(paper_noisy.frame[paper_noisy.frame.r == 1].drop(columns=["budget"]))
     point = fit_huber(runs)
-    boot = block_bootstrap(runs, n_boot=40, seed=0, n_jobs=1, progress=False, point=point)
+    boot = block_bootstrap(runs, point, n_boot=40, seed=0, n_jobs=1, progress=False)
     assert boot.block == "run" and boot.n_blocks == 29 and not boot.phi_identified
     assert "phi" not in boot.ci and boot.estimate["phi"] is None
     fitted = boot.attach(point)
@@ -436,7 +469,9 @@ def test_iid_bootstrap_reproduces_epochs_chinchilla_errors(shared_dir):
             }
         )
     )
-    boot = block_bootstrap(runs, n_boot=4000, seed=0, n_jobs=2, progress=False, jackknife=False)
+    boot = block_bootstrap(
+        runs, fit_huber(runs), n_boot=4000, seed=0, n_jobs=2, progress=False, jackknife=False
+    )
     assert boot.block == "run" and boot.n_failed == 0
     epoch_se = {"A": 124.52, "B": 1293.28, "E": 0.02566, "alpha": 0.01540, "beta": 0.02060}
     for name, se in epoch_se.items():
@@ -508,7 +543,7 @@ def test_bootstrap_on_a_table_with_a_loose_e_polishes_instead_of_failing():
 
     table = Path(__file__).resolve().parents[1] / "data" / "cpu_small_runs.csv"
     runs = select_recipe(load_runs(table)).runs
-    boot = block_bootstrap(runs, n_boot=40, seed=0, n_jobs=1, progress=False, point=fit_huber(runs))
+    boot = block_bootstrap(runs, fit_huber(runs), n_boot=40, seed=0, n_jobs=1, progress=False)
     assert boot.n_failed == 0 and boot.n_polished >= 3
     assert f"finished by the least-squares polish: {boot.n_polished}" in boot.summary()
     assert any("E in" in w.message and "box bound" in w.message for w in boot.warnings)

@@ -57,6 +57,7 @@ def test_never_overwrites_user_files(tmp_path, capsys):
         (["fit", "RUNS", "--starts", "0"], "--starts must be >= 1"),
         (["fit", "RUNS", "--columns", "r"], "--columns: expected CANONICAL=COLUMN"),
         (["simulate", "--design", "nope", "--out", "OUT"], "nope: file not found"),
+        (["fit", "RUNS", "--bootstrap", "10", "--n-jobs", "0"], "--n-jobs must be >= 1 or -1"),
     ],
 )
 def test_bad_arguments_exit_2(tmp_path, capsys, argv, message):
@@ -286,3 +287,17 @@ def test_duplicate_rows_and_missing_budget_named_in_notes_and_closing_line(tmp_p
     # other commands show the table's cautions on stderr
     assert main(["predict", "--runs", str(path), "--n-once", "1M", "--tokens", "1B"]) == 0
     assert "warning [duplicate_rows]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["fit", "report", "plan", "predict"])
+def test_worker_flags_default_to_the_cores_this_process_may_use(command):
+    """Every --jobs/--n-jobs flag defaults to None (phifit.defaults.workers) and says so."""
+    import argparse
+
+    from phifit.cli.main import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    flag = next(a for a in sub._actions if "--jobs" in a.option_strings)
+    assert flag.default is None and flag.dest == "n_jobs" and "--n-jobs" in flag.option_strings
+    assert "default: the cores this process may use" in flag.help

@@ -13,6 +13,7 @@ from scipy import stats
 from phifit.cautions import Caution
 from phifit.cli import main
 from phifit.compare.restricted import Comparison, compare_fits, gaussian_log_lik
+from phifit.fitters import fit
 from phifit.law import log_loss
 from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
@@ -21,11 +22,16 @@ STARTS = 100  # enough for this well-posed problem; keeps the suite fast
 WILD = 199  # wild cluster bootstrap replicates: p-values to 0.005, enough for 5% verdicts
 
 
+def free_fit(runs, method: str = "huber"):
+    """The free fit every comparison starts from."""
+    return fit(runs, method=method, n_starts=STARTS)
+
+
 @pytest.fixture(scope="module")
 def study_like():
     """phi = 0.46 with the study's noise level (R^2 ~ 0.997)."""
     runs = paper_table(noise=0.004, seed=21, phi=0.46)
-    return runs, compare_fits(runs, n_starts=STARTS, n_wild=WILD)
+    return runs, compare_fits(runs, free_fit(runs), n_starts=STARTS, n_wild=WILD)
 
 
 def test_gaussian_log_likelihood_with_sigma_profiled_out():
@@ -59,7 +65,7 @@ def test_does_not_reject_phi_0_when_phi_is_0():
     kept = 0
     for seed in range(5):
         runs = paper_table(noise=0.004, seed=seed, phi=0.0)
-        cmp = compare_fits(runs, n_starts=STARTS, n_wild=WILD)
+        cmp = compare_fits(runs, free_fit(runs), n_starts=STARTS, n_wild=WILD)
         assert cmp.stats["phi=1"].rejected
         if not cmp.stats["phi=0"].rejected:
             kept += 1
@@ -115,7 +121,7 @@ def test_cautions_are_data(study_like):
 
 def test_restriction_at_a_bound_uses_the_mixture():
     runs = paper_table(noise=0.004, seed=23)
-    cmp = compare_fits(runs, fixes=({"phi": 3.0},), cv=False, n_starts=STARTS, n_wild=0)
+    cmp = compare_fits(runs, free_fit(runs), fixes=({"phi": 3.0},), cv=False, n_starts=STARTS, n_wild=0)
     st = cmp.stats["phi=3"]
     assert st.lr_reference == "0.5 chi2(0) + 0.5 chi2(1)"
     assert st.lr_p_value == pytest.approx(0.5 * stats.chi2.sf(st.lr_stat, 1))
@@ -125,7 +131,8 @@ def test_restriction_at_a_bound_uses_the_mixture():
 
 def test_without_budgets_the_test_alone_decides():
     frame = simulate("paper", noise=0.004, seed=24).drop(columns=["budget"])
-    cmp = compare_fits(table_from_frame(frame), n_starts=STARTS, n_wild=WILD)
+    runs = table_from_frame(frame)
+    cmp = compare_fits(runs, free_fit(runs), n_starts=STARTS, n_wild=WILD)
     assert cmp.stats["free"].cv_rmse is None and cmp.stats["phi=0"].rejected
     assert "decided by the test alone" in cmp.verdict and "wild cluster bootstrap p" in cmp.verdict
     assert any(w.kind == "no_budget" and "no 'budget' column" in w.message for w in cmp.warnings)
@@ -134,7 +141,12 @@ def test_without_budgets_the_test_alone_decides():
 def test_lsq_method_and_extra_restrictions():
     runs = paper_table(noise=0.004, seed=25)
     cmp = compare_fits(
-        runs, fixes=({"phi": 0.0}, {"phi": 0.5, "E": 1.6}), method="lsq", cv=False, n_starts=STARTS, n_wild=0
+        runs,
+        free_fit(runs, "lsq"),
+        fixes=({"phi": 0.0}, {"phi": 0.5, "E": 1.6}),
+        cv=False,
+        n_starts=STARTS,
+        n_wild=0,
     )
     assert set(cmp.fits) == {"free", "phi=0", "phi=0.5,E=1.6"}
     assert cmp.stats["phi=0.5,E=1.6"].lr_df == 2
@@ -146,7 +158,6 @@ def test_lsq_method_and_extra_restrictions():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"method": "bayes"}, "unknown method 'bayes'"),
         ({"fixes": ({"gamma": 1.0},)}, "unknown parameter 'gamma'"),
         ({"fixes": ({},)}, "non-empty mapping"),
         ({"fixes": ()}, "at least one restriction"),
@@ -154,13 +165,26 @@ def test_lsq_method_and_extra_restrictions():
 )
 def test_bad_arguments(paper_clean, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        compare_fits(paper_clean, **kwargs)
+        compare_fits(paper_clean, free_fit(paper_clean), **kwargs)
+
+
+def test_the_fit_decides_the_method_and_must_be_of_these_runs(paper_clean):
+    free = free_fit(paper_clean)
+    with pytest.raises(
+        ValueError, match="method 'bayes' has no refit comparison; expected one of huber, lsq"
+    ):
+        compare_fits(paper_clean, free.with_updates(method="bayes"))
+    with pytest.raises(ValueError, match="not fitted to these runs"):
+        compare_fits(paper_clean.subset(np.arange(100)), free)
+    restricted = fit(paper_clean, fix={"phi": 0.5}, n_starts=STARTS)
+    with pytest.raises(ValueError, match="holds phi fixed already"):
+        compare_fits(paper_clean, restricted)
 
 
 def test_phi_restrictions_need_identifiable_phi(paper_clean):
     r1 = table_from_frame(paper_clean.frame[paper_clean.frame.r == 1])
     with pytest.raises(ValueError, match="phi is not identifiable"):
-        compare_fits(r1)
+        compare_fits(r1, free_fit(r1))
 
 
 def test_cli_compare(tmp_path, capsys):

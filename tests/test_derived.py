@@ -3,6 +3,7 @@ frontier (phifit.frontier), parabola minima (phifit.isoflop), intervals over dra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -43,34 +44,39 @@ def test_paper_example_410m_580m_1b():
     assert 4**0.459 == pytest.approx(1.889, abs=5e-4)
 
 
+def law_with(phi: float) -> JointLaw:
+    """The reference law with another phi (equivalence reads only phi)."""
+    return dataclasses.replace(JointLaw.reference(), phi=phi)
+
+
 def test_equivalence_formulae_and_intervals():
-    e = equivalence(3e8, 1e8, 8, phi=0.5)
+    e = equivalence(law_with(0.5), 3e8, 1e8, 8)
     assert e.n_eff == pytest.approx(3e8 + math.sqrt(8) * 1e8)
     assert e.n_unique == 4e8 and e.n_unrolled == 11e8
     assert e.eff_over_unrolled == pytest.approx(e.n_eff / 11e8)
-    assert equivalence(3e8, 1e8, 1, phi=0.7).n_eff == pytest.approx(4e8)
+    assert equivalence(law_with(0.7), 3e8, 1e8, 1).n_eff == pytest.approx(4e8)
     rng = np.random.default_rng(0)
     thetas = np.tile(params_to_theta(JointLaw.reference().params), (2000, 1))
     thetas[:, 5] = rng.normal(0.46, 0.03, 2000)
     thetas[:7] = np.nan  # failed replicates are dropped
-    d = equivalence(2e8, 2e8, 4, phi=0.46, thetas=thetas)
+    d = equivalence(law_with(0.46), 2e8, 2e8, 4, thetas=thetas)
     assert d.n_draws == 1993
     lo, hi = np.percentile(thetas[7:, 5], [2.5, 97.5])
     assert d.phi_interval == pytest.approx([lo, hi])
     # N_eff is monotone in phi: its percentile interval is the image of phi's
     assert d.n_eff_interval == pytest.approx([2e8 + 4**lo * 2e8, 2e8 + 4**hi * 2e8], rel=1e-4)
-    m = equivalence(2e8, 2e8, 4, phi=0.46, phi_interval=(lo, hi))
+    m = equivalence(law_with(0.46), 2e8, 2e8, 4, phi_interval=(lo, hi))
     assert m.n_eff_interval == pytest.approx(d.n_eff_interval, rel=1e-4)
 
 
 def test_equivalence_from_a_fit_uses_the_level_of_its_interval():
     runs = table_from_frame(simulate("paper", noise=0.003, seed=4))
     fit = fit_huber(runs).with_updates(ci={"phi": [0.40, 0.50]}, ci_level=0.8)
-    e = equivalence(1e8, 1e8, 4, fit=fit)
+    e = equivalence(fit, 1e8, 1e8, 4)
     assert e.level == 0.8 and e.phi_interval == [0.40, 0.50] and "(80%," in e.summary()
     assert e.n_eff_interval == pytest.approx([1e8 + 4**0.40 * 1e8, 1e8 + 4**0.50 * 1e8])
     with pytest.raises(ValueError, match="the fit's interval of phi is at 0.8"):
-        equivalence(1e8, 1e8, 4, fit=fit, level=0.95)
+        equivalence(fit, 1e8, 1e8, 4, level=0.95)
     table = equivalence_table(runs, fit)
     assert table.level == 0.8 and "80% interval" in table.summary()
 
@@ -78,15 +84,24 @@ def test_equivalence_from_a_fit_uses_the_level_of_its_interval():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"n_once": -1, "n_rec": 1, "r": 2, "phi": 0.5}, "n_once must be"),
-        ({"n_once": 0, "n_rec": 0, "r": 2, "phi": 0.5}, "n_once \\+ n_rec must be > 0"),
-        ({"n_once": 1, "n_rec": 1, "r": 2.5, "phi": 0.5}, "r must be an integer"),
-        ({"n_once": 1, "n_rec": 1, "r": 2}, "give phi= or fit="),
+        ({"n_once": -1, "n_rec": 1, "r": 2}, "n_once must be"),
+        ({"n_once": 0, "n_rec": 0, "r": 2}, "n_once \\+ n_rec must be > 0"),
+        ({"n_once": 1, "n_rec": 1, "r": 2.5}, "r must be an integer"),
     ],
 )
 def test_equivalence_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        equivalence(**kwargs)
+        equivalence(law_with(0.5), **kwargs)
+
+
+def test_equivalence_takes_the_law_as_one_argument():
+    runs = table_from_frame(simulate("paper", noise=0.003, seed=4))
+    fit = fit_huber(runs, n_starts=100)
+    assert equivalence(fit, 1e8, 1e8, 4).phi == fit.phi
+    with pytest.raises(ValueError, match="did not identify phi"):
+        equivalence(fit.with_updates(params={**fit.params, "phi": None}), 1e8, 1e8, 4)
+    with pytest.raises(TypeError, match="expected a FitResult or a JointLaw, got float"):
+        equivalence(0.5, 1e8, 1e8, 4)
 
 
 def test_equivalence_table_lists_looped_architectures():

@@ -10,7 +10,8 @@ from scipy.optimize import minimize
 
 from phifit import fit
 from phifit.fitters.engine import huber
-from phifit.fitters.huber import huber_objective
+from phifit.fitters.huber import fit_huber, huber_objective
+from phifit.fitters.options import HuberOptions, LsqOptions
 from phifit.law import PARAM_NAMES, REFERENCE_PARAMS, LawSpec, params_to_theta
 from phifit.result import FitResult
 from phifit.runs.table import table_from_frame
@@ -159,3 +160,33 @@ def test_summary_states_the_interval_level(paper_noisy):
     assert "95% CI (percentile)" in res.with_updates(ci=ci).summary()
     text = res.with_updates(ci=ci, ci_bca=ci, ci_level=0.9).summary()
     assert "90% CI (percentile)" in text and "90% CI (BCa)" in text and "95%" not in text
+
+
+def test_unknown_option_lists_the_valid_ones(paper_clean):
+    valid = (
+        "valid: basin_rtol, delta, explore_iter, n_polish, n_refine, n_starts, prune_after, "
+        "prune_ratio, refine_iter, seed$"
+    )
+    with pytest.raises(ValueError, match=r"^unknown option 'n_start' for method 'huber'; " + valid):
+        fit(paper_clean, n_start=5)
+    with pytest.raises(ValueError, match=r"^unknown option 'n_start' for method 'huber'; " + valid):
+        fit_huber(paper_clean, n_start=5)
+
+
+def test_options_as_a_dataclass_or_as_keywords_not_both(paper_clean):
+    by_keyword = fit(paper_clean, n_starts=50, seed=3)
+    by_object = fit(paper_clean, options=HuberOptions(n_starts=50, seed=3))
+    assert by_object.params == by_keyword.params and by_object.extras["n_starts"] == 50
+    with pytest.raises(ValueError, match="either options=HuberOptions"):
+        fit_huber(paper_clean, options=HuberOptions(), seed=1)
+    with pytest.raises(ValueError, match="must be a HuberOptions, got LsqOptions"):
+        fit(paper_clean, options=LsqOptions())
+    with pytest.raises(ValueError, match="unknown method 'hubr'; expected one of huber, lsq, bayes"):
+        fit(paper_clean, method="hubr")
+
+
+def test_the_default_threshold_is_the_engines():
+    from phifit import defaults
+    from phifit.fitters.engine import DELTA
+
+    assert HuberOptions().delta == defaults.HUBER_DELTA == DELTA == 1e-3

@@ -124,3 +124,11 @@ def test_bad_options(paper_clean):
         fit_lsq(paper_clean, n_starts=0)
     with pytest.raises(ValueError, match="level must be in"):
         fit_lsq(paper_clean, level=2)
+
+
+def test_unknown_option_lists_the_valid_ones(paper_clean):
+    valid = "valid: level, n_refine, n_starts, profile, seed$"
+    with pytest.raises(ValueError, match=r"^unknown option 'n_start' for method 'lsq'; " + valid):
+        fit(paper_clean, method="lsq", n_start=5)
+    with pytest.raises(ValueError, match=r"^unknown option 'delta' for method 'lsq'; " + valid):
+        fit_lsq(paper_clean, delta=1e-3)

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from phifit.cli import main
-from phifit.runs.table import RunTableError, load_runs, parse_column_mapping
+from phifit.runs.table import RunTableError, as_runs, load_runs, parse_column_mapping
+from phifit.simulation import simulate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOOD = "run_id,r,n_once,n_rec,tokens,loss\na,1,100,900,1e9,3.1\nb,2,100,400,1e9,3.2\n"
@@ -216,3 +217,29 @@ def test_duplicate_and_short_runs_are_cautions(tmp_path):
 def test_shipped_tables_load_without_cautions():
     for name in ("paper_design_simulated.csv", "cpu_small_runs.csv"):
         assert load_runs(DATA / name).warnings == []
+
+
+def test_load_runs_validates_a_dataframe_exactly_like_a_csv(tmp_path):
+    frame = simulate("paper", noise=0.003, seed=2)
+    path = tmp_path / "runs.csv"
+    frame.to_csv(path, index=False)
+    from_csv, from_frame = load_runs(path), load_runs(frame)
+    assert from_frame.source == "<DataFrame>" and len(from_frame) == len(from_csv)
+    for col in ("r", "n_once", "n_rec", "tokens", "loss", "budget"):
+        np.testing.assert_array_equal(from_frame.frame[col].to_numpy(), from_csv.frame[col].to_numpy())
+    bad = frame.copy()
+    bad.loc[3, "loss"] = -1.0
+    with pytest.raises(
+        RunTableError, match=r"^<DataFrame>: row 4 \(line 5\), column 'loss': loss \(nats\) must be > 0"
+    ):
+        load_runs(bad)
+    with pytest.raises(RunTableError, match=r"^<DataFrame>: missing required column\(s\) 'tokens'"):
+        load_runs(frame.drop(columns=["tokens"]))
+
+
+def test_every_entry_point_converts_runs_the_same_way():
+    frame = simulate("paper")
+    table = as_runs(frame)
+    assert as_runs(table) is table and table.source == "<DataFrame>"
+    with pytest.raises(TypeError, match="expected a RunTable or a pandas DataFrame of runs, got list"):
+        as_runs([1, 2, 3])

@@ -148,7 +148,7 @@ def test_a_refit_reproduces_the_shipped_report(shipped):
         assert fit.params[name] == pytest.approx(value, rel=1e-6), name
     assert fit.r2 == pytest.approx(saved["r2"], abs=1e-6)
     boot = block_bootstrap(
-        runs, n_boot=opts["n_boot"], seed=opts["seed"], n_jobs=opts["n_jobs"], point=fit, progress=False
+        runs, fit, n_boot=opts["n_boot"], seed=opts["seed"], n_jobs=opts["n_jobs"], progress=False
     )
     refit = boot.attach(fit)
     np.testing.assert_allclose(refit.ci["phi"], saved["ci"]["phi"], rtol=0, atol=1e-6)
@@ -249,7 +249,7 @@ def test_the_planned_sweeps_second_basin():
     runs = load_runs(PLANNED_TABLE)
     fit = fit_huber(runs, options=HuberOptions(n_starts=opts["n_starts"], seed=opts["seed"]))
     assert fit.phi == pytest.approx(results["fit"]["params"]["phi"], abs=1e-6)
-    boot = block_bootstrap(runs, n_boot=opts["n_boot"], seed=opts["seed"], point=fit, progress=False)
+    boot = block_bootstrap(runs, fit, n_boot=opts["n_boot"], seed=opts["seed"], progress=False)
     np.testing.assert_allclose(boot.ci["phi"], results["fit"]["ci"]["phi"], rtol=0, atol=1e-6)
     phi = np.asarray(boot.params["phi"], dtype=float)
     assert float((phi <= 0).mean()) == pytest.approx(results["bootstrap"]["phi_regions"]["phi <= 0"])

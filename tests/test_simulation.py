@@ -46,3 +46,15 @@ def test_bad_noise_settings_are_refused():
     frame = simulate("paper").drop(columns="budget")
     with pytest.raises(ValueError, match="cell_noise needs a budget column"):
         simulate(frame, cell_noise=0.01)
+
+
+def test_fit_takes_what_simulate_returns():
+    """phifit.fit(phifit.simulate(...)): the frame is validated into a run table and the law
+    that made it comes back (a phi and E far from the study's, so the wrong data would fail)."""
+    import phifit
+
+    truth = {"E": 1.9, "A": 25.0, "alpha": 0.22, "B": 700.0, "beta": 0.35, "phi": 0.75}
+    res = phifit.fit(phifit.simulate(params=truth), n_starts=100)
+    assert res.source == "<DataFrame>" and res.n_runs == 116
+    for name, value in truth.items():
+        assert res.params[name] == pytest.approx(value, rel=1e-5), name

@@ -46,23 +46,21 @@ section quotes its results, with the command and seeds).
 
 from __future__ import annotations
 
-import math
-import os
-import warnings as _warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pandas as pd
 
-from .result import BootstrapResult, natural_params
+from .. import defaults
 from ..cautions import Caution, caution
 from ..fitters.common import effective_spec
-from ..fitters.engine import DELTA, identifiable_rows, refit_weighted
-from ..fitters.huber import HuberOptions, fit_huber
+from ..fitters.engine import identifiable_rows, refit_weighted
 from ..intervals import Interval, bootstrap_interval, jackknife_acceleration, mc_resamples
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec
 from ..result import FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
+from .result import BootstrapResult, natural_params
 
 BOOT_METHODS = ("huber", "lsq")
 
@@ -88,42 +86,32 @@ def draw_weights(codes: np.ndarray, n_boot: int, rng: np.random.Generator) -> np
 # -- the public entry point -----------------------------------------------------------------
 
 
-def _point_fit(runs: RunTable, spec: LawSpec, method: str, seed: int) -> FitResult:
-    if method == "huber":
-        return fit_huber(runs, spec=spec, options=HuberOptions(seed=seed))
-    from ..fitters.lsq import fit_lsq
-
-    return fit_lsq(runs, spec=spec, seed=seed)
-
-
 def block_bootstrap(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
+    fit: FitResult,
     *,
-    spec: LawSpec | None = None,
-    n_boot: int = 1000,
+    n_boot: int = defaults.N_BOOT,
     block: str | Sequence[str] | None = None,
-    seed: int = 0,
-    n_jobs: int = 2,
+    seed: int = defaults.SEED,
+    n_jobs: int | None = None,
     progress: bool = True,
-    method: str = "huber",
-    point: FitResult | None = None,
-    level: float = 0.95,
+    level: float = defaults.LEVEL,
     n_spread: int = 4,
     chunk_size: int = 250,
     jackknife: bool = True,
-    n: int | None = None,
 ) -> BootstrapResult:
     """Block bootstrap of the joint-law fit (see the module docstring for the procedure).
 
     Parameters
     ----------
     runs
-        Validated run table.
-    spec
-        Law specification (default: all six parameters free, the study's box).
+        The run table ``fit`` was fitted to (a RunTable, or a DataFrame validated like a CSV).
+    fit
+        The point estimate: a Huber or least-squares :class:`FitResult` of ``runs``.  Every
+        replicate is refitted with its method, spec (fixed values, box) and loss (Huber
+        threshold ``delta``, or squares).
     n_boot
-        Replicates (default 1000; the study used 200).  ``n`` is its older name (accepted,
-        with a ``FutureWarning``).
+        Replicates (default :data:`phifit.defaults.N_BOOT`; the study used 200).
     block
         None: (budget, r) cells when a ``budget`` column exists, else single runs;
         ``"run"``: single runs; or column name(s), a list or ``"COL1,COL2"``.
@@ -131,17 +119,12 @@ def block_bootstrap(
         Seeds the block draws, the spread starts and the Monte-Carlo error (one
         independent stream each); results do not depend on ``n_jobs``.
     n_jobs
-        Worker processes for the refits (joblib ``loky``; kept for later calls); 1 refits
-        in this process.
+        Worker processes for the refits (joblib ``loky``; kept for later calls); None: the
+        cores this process may use (:func:`phifit.defaults.workers`); 1 refits in this process.
     progress
         Show a tqdm bar on stderr (only when stderr is a terminal).
-    method
-        "huber" (the study's objective) or "lsq" (least squares on log-loss).
-    point
-        The point estimate to start from (a FitResult of the same method and spec);
-        fitted here when omitted.
     level
-        Interval level (default 0.95).
+        Interval level (default :data:`phifit.defaults.LEVEL`).
     n_spread
         Spread starts per replicate besides the warm start.
     chunk_size
@@ -152,22 +135,22 @@ def block_bootstrap(
     jackknife
         Compute the delete-one-block jackknife (needed for BCa; n_blocks extra refits).
     """
-    if method not in BOOT_METHODS:
-        raise ValueError(f"unknown bootstrap method {method!r}; expected one of {', '.join(BOOT_METHODS)}")
-    if n is not None:
-        if n_boot != 1000 and n_boot != n:
-            raise ValueError("give the number of replicates once: n_boot= (n= is its older name)")
-        _warnings.warn("block_bootstrap(n=...) is now n_boot=...", FutureWarning, stacklevel=2)
-        n_boot = n
+    runs = as_runs(runs)
+    if fit.method not in BOOT_METHODS:
+        raise ValueError(
+            f"the bootstrap refits a {' or '.join(BOOT_METHODS)} fit, not a {fit.method} fit; "
+            f"expected one of {', '.join(BOOT_METHODS)}"
+        )
+    if fit.n_runs != len(runs) or list(fit.run_ids) != runs.run_ids:
+        raise ValueError("fit: the given fit was not fitted to these runs")
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
         raise ValueError(f"n_boot (bootstrap replicates) must be an integer >= 2, got {n_boot!r}")
-    if not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0 or n_jobs < -1:
-        raise ValueError(f"n_jobs must be a positive integer or -1 (all cores), got {n_jobs!r}")
+    workers = defaults.resolve_workers(n_jobs)
     if n_spread < 0:
         raise ValueError(f"n_spread must be >= 0, got {n_spread}")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    spec = spec or LawSpec()
+    method, spec, point = fit.method, fit.spec, fit
     codes, label = block_codes(runs, block)
     n_blocks = int(codes.max()) + 1
     if n_blocks < 2:
@@ -177,19 +160,9 @@ def block_bootstrap(
         )
     fit_spec, _ = effective_spec(runs, spec)
     phi_identified = "phi" not in fit_spec.fixed or "phi" in spec.fixed
-    if point is None:
-        point = _point_fit(runs, spec, method, seed)
-    elif point.n_runs != len(runs) or dict(point.fixed) != dict(
-        {k: v for k, v in fit_spec.fixed.items() if phi_identified or k != "phi"}
-    ):
-        raise ValueError("point: the given fit does not match these runs and this spec")
-    elif point.method != method:
-        raise ValueError(f"point: the given fit used method {point.method!r}, the bootstrap {method!r}")
     theta_hat = point.theta
     x_hat = theta_hat[fit_spec.free_mask]
-    delta = DELTA if method == "huber" else math.inf
-    if method == "huber" and "delta" in point.extras:
-        delta = float(point.extras["delta"])
+    delta = point.loss_delta
 
     streams = np.random.SeedSequence(seed).spawn(3)
     weights = draw_weights(codes, n_boot, np.random.default_rng(streams[0]))
@@ -207,7 +180,7 @@ def block_bootstrap(
         delta=delta,
         n_spread=n_spread,
         seed=np.random.default_rng(streams[1]),
-        n_jobs=n_jobs,
+        n_jobs=workers,
         chunk_size=chunk_size,
         progress=progress,
         desc="bootstrap",
@@ -271,7 +244,6 @@ def block_bootstrap(
         )
         return pct, bca
 
-    workers = (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
     if workers > 1:
         # the Monte-Carlo errors sort large arrays (NumPy releases the GIL there): in threads
         with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -14,13 +14,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .. import defaults
 from ..law import JointLaw, params_to_theta
 from ..result import FitResult
 
 __all__ = ["percentile_interval", "clean_thetas", "law_theta"]
 
 
-def percentile_interval(values: np.ndarray, level: float = 0.95) -> list[float]:
+def percentile_interval(values: np.ndarray, level: float = defaults.LEVEL) -> list[float]:
     """Percentile interval [q_(1-level)/2, q_(1+level)/2] over axis 0, ignoring NaN.
 
     For ``values`` of shape (S, ...) the result has shape (2, ...) (as nested lists); with

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import defaults
 from ..cautions import Caution, collect
-from ..intervals import Interval, bootstrap_interval, censored_ends, interval_text
+from ..intervals import INTERVAL_KINDS, Interval, bootstrap_interval, censored_ends, interval_text
 from ..serialize import JsonIO
 from ..law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM
 from ..serialize import to_plain
@@ -101,7 +102,7 @@ class BootstrapResult(JsonIO):
     def interval(
         self,
         values_per_draw: np.ndarray | Callable[[Mapping[str, np.ndarray]], Any],
-        level: float = 0.95,
+        level: float = defaults.LEVEL,
         kind: str = "percentile",
         jackknife: np.ndarray | None = None,
         estimate: float | None = None,
@@ -145,6 +146,8 @@ class BootstrapResult(JsonIO):
 
     def censored(self, name: str, kind: str = "percentile") -> tuple[bool, bool]:
         """(lower, upper): whether each end of the interval of ``name`` is on the search box."""
+        if kind not in INTERVAL_KINDS:
+            raise ValueError(f"unknown interval kind {kind!r}; expected one of {', '.join(INTERVAL_KINDS)}")
         ci = (self.ci if kind == "percentile" else self.ci_bca).get(name)
         box = self.natural_bounds(name)
         if ci is None or box is None or None in ci:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import defaults
 from ..cautions import Caution, caution
 from ..fitters.engine import batched_weighted_lm, law_model, loss_terms, polish_residuals, refit_settings
 from ..law import log_loss
@@ -42,6 +43,8 @@ from ..result import FitResult
 from ..serialize import JsonIO, to_plain
 
 if TYPE_CHECKING:  # pandas stays out of the worker processes that refit the wild tables (start-up)
+    import pandas as pd
+
     from ..runs.table import RunTable
 
 #: Below this many cells the Rademacher distribution is too coarse for a reliable p-value.
@@ -65,7 +68,7 @@ class WildTest(JsonIO):
     block: str
     n_blocks: int
     null_quantiles: dict[str, float] = field(default_factory=dict)
-    seed: int = 0
+    seed: int = defaults.SEED
     warnings: list[Caution] = field(default_factory=list)
 
     @property
@@ -209,13 +212,14 @@ def wild_cluster_statistics(
     delta: float,
     n_boot: int,
     rng: np.random.Generator,
-    n_jobs: int = 1,
+    n_jobs: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """T*_b = F_null - F_alt refitted on y*_b = y0 + s_bc (y - y0), one Rademacher sign per
     cluster c (``codes``: each run's cluster); returns (T* (B,), converged (B,)).  The
     alternative's starts should include the null solution, so that T* >= 0 up to tolerance.
     ``n_jobs`` > 1 splits the B tables over worker processes (each table's refits are its
-    own: the same numbers as one process)."""
+    own: the same numbers as one process); None: the cores this process may use."""
+    n_jobs = defaults.resolve_workers(n_jobs)
     resid = y - null_pred
     signs = rng.choice(np.array([-1.0, 1.0]), size=(n_boot, int(codes.max()) + 1))
     y_star = null_pred + signs[:, codes] * resid
@@ -300,22 +304,26 @@ def wild_test_result(
 
 
 def wild_cluster_test(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     free: FitResult,
     restricted: FitResult,
     *,
-    n_boot: int = 999,
+    n_boot: int = defaults.N_WILD,
     block: str | None = None,
-    seed: int = 0,
-    n_jobs: int = 1,
+    seed: int = defaults.SEED,
+    n_jobs: int | None = None,
 ) -> WildTest:
     """Restricted wild cluster bootstrap p-value of ``restricted`` against ``free``
-    (``n_jobs``: worker processes for the refits, :func:`wild_cluster_statistics`).
+    (``n_jobs``: worker processes for the refits, :func:`wild_cluster_statistics`; None: the
+    cores this process may use).
 
     Both fits must be of ``runs`` with the same loss and box (Huber or least squares), the
     restricted one holding more parameters fixed.  ``block``: the clusters (default the
     (budget, r) cells, else single runs; see :meth:`phifit.runs.RunTable.cells`).
     """
+    from ..runs.table import as_runs
+
+    runs = as_runs(runs)
     if n_boot < 19:
         raise ValueError(f"n_boot must be >= 19 for a p-value at the 5% level, got {n_boot}")
     spec1, delta = refit_settings(free)

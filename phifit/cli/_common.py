@@ -8,6 +8,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from .. import defaults
+
 if TYPE_CHECKING:
     from ..runs.table import RunTable
 
@@ -41,6 +43,26 @@ def add_table_options(parser: argparse.ArgumentParser) -> None:
         help="the table has no r/n_rec on purpose: fit the non-looped law even when a column "
         "looks like a loop count",
     )
+
+
+def add_jobs_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--jobs``/``--n-jobs N`` (dest ``n_jobs``): worker processes for ``what``; default None,
+    the cores this process may use (:func:`phifit.defaults.workers`)."""
+    parser.add_argument(
+        "--jobs",
+        "--n-jobs",
+        type=int,
+        default=None,
+        dest="n_jobs",
+        metavar="N",
+        help=f"{what}; -1: all cores (default: the cores this process may use)",
+    )
+
+
+def check_jobs(n_jobs: int | None) -> None:
+    """Refuse a worker count that is neither None, >= 1 nor -1."""
+    if n_jobs is not None and (n_jobs == 0 or n_jobs < -1):
+        raise ValueError(f"--n-jobs must be >= 1 or -1 (all cores), got {n_jobs}")
 
 
 def table_cautions_text(cautions) -> list[str]:
@@ -142,11 +164,24 @@ BAYES_SAMPLERS = ("auto", "nutpie", "pymc")
 
 
 def add_bayes_arguments(parser: argparse.ArgumentParser) -> None:
-    """Sampler settings of --method bayes (defaults: 4 chains x 1000 draws, 1000 tuning)."""
+    """Sampler settings of --method bayes (defaults from :mod:`phifit.defaults`: 4 chains x 1000
+    draws after 1000 tuning steps)."""
     group = parser.add_argument_group("Bayesian fit (--method bayes)")
-    group.add_argument("--draws", type=int, default=1000, help="posterior draws per chain (default 1000)")
-    group.add_argument("--tune", type=int, default=1000, help="tuning steps per chain (default 1000)")
-    group.add_argument("--chains", type=int, default=4, help="chains (default 4)")
+    group.add_argument(
+        "--draws",
+        type=int,
+        default=defaults.N_DRAWS,
+        help=f"posterior draws per chain (default {defaults.N_DRAWS})",
+    )
+    group.add_argument(
+        "--tune",
+        type=int,
+        default=defaults.N_TUNE,
+        help=f"tuning steps per chain (default {defaults.N_TUNE})",
+    )
+    group.add_argument(
+        "--chains", type=int, default=defaults.N_CHAINS, help=f"chains (default {defaults.N_CHAINS})"
+    )
     group.add_argument(
         "--sampler",
         choices=BAYES_SAMPLERS,

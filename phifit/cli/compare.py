@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from .. import defaults
 from ._common import (
     add_bayes_arguments,
     add_recipe_argument,
@@ -48,8 +49,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="huber (the study's objective), lsq (least squares on log-loss) or bayes "
         "(PSIS-LOO between posteriors)",
     )
-    p.add_argument("--starts", type=int, default=500, help="random starts per fit (default 500)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the starts (default 0)")
+    p.add_argument(
+        "--starts",
+        type=int,
+        default=defaults.N_STARTS,
+        help=f"random starts per fit (default {defaults.N_STARTS})",
+    )
+    p.add_argument(
+        "--seed", type=int, default=defaults.SEED, help=f"seed of the starts (default {defaults.SEED})"
+    )
     p.add_argument(
         "--no-cv",
         action="store_true",
@@ -60,11 +68,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--wild",
         type=int,
-        default=999,
+        default=defaults.N_WILD,
         metavar="N",
         help="replicates of the restricted wild cluster bootstrap test of each restriction, which "
-        "holds when runs share noise within (budget, r) cells (default 999; 0: only the chi-square "
-        "likelihood-ratio test, which assumes independent runs)",
+        f"holds when runs share noise within (budget, r) cells (default {defaults.N_WILD}; 0: only the "
+        "chi-square likelihood-ratio test, which assumes independent runs)",
     )
     p.add_argument(
         "--block",
@@ -93,10 +101,13 @@ def run(args: argparse.Namespace) -> int:
 
         comparison = compare_loo(runs, fixes=fixes, **bayes_options(args))
     else:
+        from ..fitters import fit
+
+        free = fit(runs, method=args.method, n_starts=args.starts, seed=args.seed)
         comparison = compare_fits(
             runs,
+            free,
             fixes=fixes,
-            method=args.method,
             seed=args.seed,
             cv=not args.no_cv,
             n_starts=args.starts,

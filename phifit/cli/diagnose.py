@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from .. import defaults
 from ._common import (
     add_recipe_argument,
     add_runs_argument,
@@ -41,8 +42,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--method", choices=("huber", "lsq"), default="huber", help="fit to diagnose (default huber)"
     )
     p.add_argument("--fix", action="append", metavar="NAME=VALUE", help="hold a parameter fixed (repeatable)")
-    p.add_argument("--starts", type=int, default=500, help="random starts of the fit (default 500)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the starts (default 0)")
+    p.add_argument(
+        "--starts",
+        type=int,
+        default=defaults.N_STARTS,
+        help=f"random starts of the fit (default {defaults.N_STARTS})",
+    )
+    p.add_argument(
+        "--seed", type=int, default=defaults.SEED, help=f"seed of the starts (default {defaults.SEED})"
+    )
     p.add_argument(
         "--significance",
         type=float,

@@ -20,9 +20,11 @@ training cost of a 1B one; 408M unique, i.e. "410M", with the 2 d^2 injection la
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
-from ..study import REFERENCE_PARAMS, STUDY_PHI_CI
+from .. import defaults
+from ..study import STUDY_PHI_CI
 from ._common import add_recipe_argument, check_output_file, load_recipe_runs, write_json
 
 
@@ -72,14 +74,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--bootstrap",
         type=int,
-        default=1000,
+        default=defaults.N_BOOT,
         metavar="N",
-        help="with --runs: block-bootstrap replicates (default 1000)",
+        help=f"with --runs: block-bootstrap replicates (default {defaults.N_BOOT})",
     )
     p.add_argument(
         "--columns", metavar="MAP", default=None, help="with --runs: map canonical names onto your columns"
     )
-    p.add_argument("--seed", type=int, default=0, help="with --runs: seed (default 0)")
+    p.add_argument(
+        "--seed", type=int, default=defaults.SEED, help=f"with --runs: seed (default {defaults.SEED})"
+    )
     add_recipe_argument(p)
     p.add_argument("--json", metavar="OUT", help="write the result as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
@@ -88,8 +92,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..equivalence import equivalence, paper_example
-    from ..serialize import to_plain
+    from ..law import JointLaw
     from ..result import FitResult
+    from ..serialize import to_plain
 
     if args.json:
         check_output_file(args.json, args.force)
@@ -97,16 +102,15 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--r must be an integer >= 1, got {args.r}")
     source = ""
     if args.phi is not None:
-        result = equivalence(args.n_once, args.n_rec, args.r, phi=args.phi)
+        law = dataclasses.replace(JointLaw.reference(), phi=args.phi)
+        result = equivalence(law, args.n_once, args.n_rec, args.r)
         source = f"phi = {args.phi:g} (given)"
     elif args.reference:
-        result = equivalence(
-            args.n_once, args.n_rec, args.r, phi=REFERENCE_PARAMS["phi"], phi_interval=STUDY_PHI_CI
-        )
+        result = equivalence(JointLaw.reference(), args.n_once, args.n_rec, args.r, phi_interval=STUDY_PHI_CI)
         source = "the reference study's joint fit (phi = 0.459, 95% block-bootstrap interval [0.41, 0.53])"
     elif args.fit:
         fit = FitResult.from_json(args.fit)
-        result = equivalence(args.n_once, args.n_rec, args.r, fit=fit)
+        result = equivalence(fit, args.n_once, args.n_rec, args.r)
         source = f"{args.fit}" + ("" if result.phi_interval else " (no bootstrap interval saved)")
     else:
         from ..bootstrap.block import block_bootstrap
@@ -119,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
         fit = fit_huber(runs)
         if fit.phi is None:
             raise ValueError(f"{runs_path}: phi is not identifiable from these runs")
-        boot = block_bootstrap(runs, n_boot=args.bootstrap, seed=args.seed, point=fit, progress=True)
-        result = equivalence(args.n_once, args.n_rec, args.r, phi=fit.phi, thetas=boot.thetas)
+        boot = block_bootstrap(runs, fit, n_boot=args.bootstrap, seed=args.seed, progress=True)
+        result = equivalence(fit, args.n_once, args.n_rec, args.r, thetas=boot.thetas)
         source = f"fit of {runs_path} ({boot.n_boot - boot.n_failed} bootstrap replicates)"
     print(f"phi from {source}")
     print(result.summary())

@@ -23,12 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 
+from .. import defaults
 from ..fitters import METHODS
 from ._common import (
     add_bayes_arguments,
+    add_jobs_argument,
     add_recipe_argument,
     add_runs_argument,
     bayes_options,
+    check_jobs,
     check_output_file,
     check_posterior_output,
     load_recipe_runs,
@@ -59,8 +62,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME=VALUE",
         help="hold a parameter fixed, e.g. --fix phi=0 (repeatable)",
     )
-    p.add_argument("--starts", type=int, default=500, help="huber/lsq: random starts (default 500)")
-    p.add_argument("--seed", type=int, default=0, help="seed of starts and resampling (default 0)")
+    p.add_argument(
+        "--starts",
+        type=int,
+        default=defaults.N_STARTS,
+        help=f"huber/lsq: random starts (default {defaults.N_STARTS})",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=defaults.SEED,
+        help=f"seed of starts and resampling (default {defaults.SEED})",
+    )
     p.add_argument(
         "--bootstrap",
         type=int,
@@ -89,14 +102,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --by: the reference recipe (default 'baseline' or the first value)",
     )
     add_recipe_argument(p)
-    p.add_argument(
-        "--jobs",
-        "--n-jobs",
-        type=int,
-        default=2,
-        dest="n_jobs",
-        help="parallel workers for the bootstrap refits (default 2)",
-    )
+    add_jobs_argument(p, "parallel workers for the bootstrap refits")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--json", metavar="OUT", help="write the result as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
@@ -122,8 +128,7 @@ def method_options(args: argparse.Namespace) -> dict:
 def _check(args: argparse.Namespace) -> None:
     if args.bootstrap is not None and args.bootstrap < 2:
         raise ValueError(f"--bootstrap must be >= 2 replicates, got {args.bootstrap}")
-    if args.n_jobs == 0 or args.n_jobs < -1:
-        raise ValueError(f"--n-jobs must be >= 1 or -1 (all cores), got {args.n_jobs}")
+    check_jobs(args.n_jobs)
     if args.baseline is not None and args.by is None:
         raise ValueError("--baseline needs --by COL (the column naming each run's recipe)")
     if args.block is not None and args.bootstrap is None and args.by is None:
@@ -143,7 +148,6 @@ def _check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..cautions import collect
     from ..fitters import fit
-    from ..law import LawSpec
 
     _check(args)
     if args.json:
@@ -159,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
             runs,
             by=args.by,
             baseline=args.baseline,
-            n_boot=1000 if args.bootstrap is None else args.bootstrap,
+            n_boot=defaults.N_BOOT if args.bootstrap is None else args.bootstrap,
             seed=args.seed,
             block=args.block,
             method=args.method,
@@ -184,14 +188,12 @@ def run(args: argparse.Namespace) -> int:
 
         boot = block_bootstrap(
             runs,
-            spec=LawSpec(fixed=fixed),
+            result,
             n_boot=args.bootstrap,
             block=args.block,
             seed=args.seed,
             n_jobs=args.n_jobs,
             progress=progress,
-            method=args.method,
-            point=result,
         )
         result = boot.attach(result)
     result = result.with_updates(warnings=collect(runs.warnings, result.warnings))

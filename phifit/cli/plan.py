@@ -6,6 +6,9 @@ import argparse
 import os
 import sys
 
+from .. import defaults
+from ._common import add_jobs_argument, check_jobs
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -40,10 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--simulate",
         type=int,
         nargs="?",
-        const=100,
+        const=defaults.PLAN_TABLES,
         default=0,
         metavar="N",
-        help="also simulate N tables (default 100 when given without N)",
+        help=f"also simulate N tables (default {defaults.PLAN_TABLES} when given without N)",
     )
     p.add_argument(
         "--law-uncertainty",
@@ -59,10 +62,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(the law's misfit) to every simulated table as fixed offsets, with the within-cell "
         "residual sd as the per-run noise",
     )
-    p.add_argument("--boot", type=int, default=100, help="cell-bootstrap replicates per simulated table")
-    p.add_argument("--wild", type=int, default=39, help="wild cluster replicates per test per table")
-    p.add_argument("--jobs", type=int, default=2, help="parallel processes for --simulate")
-    p.add_argument("--seed", type=int, default=0, help="seed of the simulation")
+    p.add_argument(
+        "--boot",
+        type=int,
+        default=defaults.PLAN_N_BOOT,
+        help=f"cell-bootstrap replicates per simulated table (default {defaults.PLAN_N_BOOT})",
+    )
+    p.add_argument(
+        "--wild",
+        type=int,
+        default=defaults.PLAN_N_WILD,
+        help=f"wild cluster replicates per test per table (default {defaults.PLAN_N_WILD})",
+    )
+    add_jobs_argument(p, "parallel processes for --simulate")
+    p.add_argument("--seed", type=int, default=defaults.SEED, help="seed of the simulation")
     p.add_argument("--optimize", action="store_true", help="search a better design under the cap")
     p.add_argument("--max-flops", type=float, default=None, dest="max_flops", help="cap in training FLOPs")
     p.add_argument(
@@ -91,6 +104,7 @@ def _check_out(path: str | None, force: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
+    check_jobs(args.n_jobs)
     from ..plan.design import (
         NoiseModel,
         pilot_noise,
@@ -147,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         "n_boot": args.boot,
         "n_wild": args.wild,
         "seed": args.seed,
-        "n_jobs": args.jobs,
+        "n_jobs": args.n_jobs,
         "laws": laws,
         "laws_source": laws_source,
         "misfit": misfit,
@@ -188,10 +202,10 @@ def _pilot_law_draws(pilot, fit, args: argparse.Namespace) -> tuple[list[dict[st
 
     boot = block_bootstrap(
         pilot,
+        fit,
         n_boot=args.simulate,
-        point=fit,
         seed=args.seed,
-        n_jobs=args.jobs,
+        n_jobs=args.n_jobs,
         progress=False,
         jackknife=False,
     )

@@ -20,7 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._common import add_recipe_argument, add_table_options, check_output_file, write_json
+from .. import defaults
+from ._common import (
+    add_jobs_argument,
+    add_recipe_argument,
+    add_table_options,
+    check_jobs,
+    check_output_file,
+    write_json,
+)
 
 
 def _count(text: str) -> float:
@@ -49,9 +57,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --runs: block-bootstrap replicates for percentile intervals",
     )
     src.add_argument("--method", choices=("huber", "lsq"), default="huber", help="with --runs: fit method")
-    src.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
-    src.add_argument("--seed", type=int, default=0, help="seed of the fit and bootstrap (default 0)")
-    src.add_argument("--jobs", type=int, default=2, help="bootstrap workers (default 2)")
+    src.add_argument(
+        "--level", type=float, default=defaults.LEVEL, help=f"interval level (default {defaults.LEVEL})"
+    )
+    src.add_argument(
+        "--seed",
+        type=int,
+        default=defaults.SEED,
+        help=f"seed of the fit and bootstrap (default {defaults.SEED})",
+    )
+    add_jobs_argument(src, "bootstrap workers")
     add_table_options(p)
     add_recipe_argument(p)
     pts = p.add_argument_group("points")
@@ -138,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     from ..study import REFERENCE_PARAMS
 
     _check(args)
+    check_jobs(args.n_jobs)
     budgets = _budgets(args.compute)
     r_values = None
     if args.r_values:
@@ -187,14 +203,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--bootstrap resamples Huber or lsq fits, not a {law.method} fit")
 
         boot = block_bootstrap(
-            runs,
-            spec=law.spec,
-            n_boot=args.bootstrap,
-            seed=args.seed,
-            n_jobs=args.jobs,
-            progress=False,
-            method=law.method,
-            point=law,
+            runs, law, n_boot=args.bootstrap, seed=args.seed, n_jobs=args.n_jobs, progress=False
         )
         thetas = boot.thetas
         source += f" ({args.bootstrap} block-bootstrap replicates, {boot.n_failed} failed)"

@@ -15,7 +15,8 @@ import argparse
 import sys
 import time
 
-from ._common import add_runs_argument, load_runs_from_args
+from .. import defaults
+from ._common import add_jobs_argument, add_runs_argument, check_jobs, load_runs_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,27 +31,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--wild",
         type=int,
-        default=999,
+        default=defaults.N_WILD,
         metavar="N",
         help="replicates of the wild cluster bootstrap tests of phi = 0, phi = 1 and of a shared phi "
-        "across recipes (default 999; 0: the chi-square tests, which assume independent runs)",
+        f"across recipes (default {defaults.N_WILD}; 0: the chi-square tests, which assume independent runs)",
     )
     p.add_argument("--out", required=True, metavar="DIR", help="report folder")
     p.add_argument(
         "--bootstrap",
         type=int,
-        default=1000,
+        default=defaults.N_BOOT,
         metavar="N",
-        help="block-bootstrap replicates (default 1000; 0 turns it off)",
+        help=f"block-bootstrap replicates (default {defaults.N_BOOT}; 0 turns it off)",
     )
-    p.add_argument("--starts", type=int, default=500, help="random starts of each fit (default 500)")
     p.add_argument(
-        "--level", type=float, default=0.95, help="level of the bootstrap intervals (default 0.95)"
+        "--starts",
+        type=int,
+        default=defaults.N_STARTS,
+        help=f"random starts of each fit (default {defaults.N_STARTS})",
+    )
+    p.add_argument(
+        "--level",
+        type=float,
+        default=defaults.LEVEL,
+        help=f"level of the bootstrap intervals (default {defaults.LEVEL})",
     )
     p.add_argument("--bayes", action="store_true", help="add the Bayesian posterior (slow)")
     p.add_argument("--baseline", default=None, help="baseline recipe when the table has a 'variant' column")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random step (default 0)")
-    p.add_argument("--jobs", type=int, default=2, help="bootstrap workers (default 2)")
+    p.add_argument(
+        "--seed", type=int, default=defaults.SEED, help=f"seed of every random step (default {defaults.SEED})"
+    )
+    add_jobs_argument(p, "bootstrap workers")
     p.add_argument(
         "--plan",
         nargs="?",
@@ -89,12 +100,13 @@ def run(args: argparse.Namespace) -> int:
     from ..report.analysis import AnalysisOptions
     from ..report.write import build_report, check_report_dir
 
+    check_jobs(args.n_jobs)
     options = AnalysisOptions(
         n_boot=args.bootstrap,
         n_starts=args.starts,
         bayes=args.bayes,
         seed=args.seed,
-        n_jobs=args.jobs,
+        n_jobs=args.n_jobs,
         baseline=args.baseline,
         level=args.level,
         n_wild=args.wild,

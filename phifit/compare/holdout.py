@@ -48,19 +48,37 @@ def spec_label(fixed: Mapping[str, float]) -> str:
 
 
 def fit_spec(
-    runs: RunTable, spec: LawSpec, method: str, seed: int, n_starts: int, profile: bool = True
+    runs: RunTable,
+    spec: LawSpec,
+    method: str,
+    seed: int,
+    n_starts: int,
+    profile: bool = True,
+    *,
+    delta: float | None = None,
 ) -> FitResult:
-    """The fit of ``spec`` (lsq: ``profile`` its interval profiles)."""
+    """The fit of ``spec`` (lsq: ``profile`` its interval profiles; huber: threshold ``delta``,
+    None for the default)."""
     options: dict[str, Any] = {"seed": seed, "n_starts": n_starts}
     if method == "lsq":
         options["profile"] = profile
+    if method == "huber" and delta is not None:
+        options["delta"] = delta
     return fit_law(runs, method=method, spec=spec, **options)
 
 
 def out_of_sample(
-    runs: RunTable, spec: LawSpec, method: str, seed: int, n_starts: int, order: list[Any]
+    runs: RunTable,
+    spec: LawSpec,
+    method: str,
+    seed: int,
+    n_starts: int,
+    order: list[Any],
+    *,
+    delta: float | None = None,
 ) -> tuple[float, dict[str, float], float, list[str]]:
-    """(cv_rmse, per-budget RMSE, extrapolation RMSE, cautions) for one specification."""
+    """(cv_rmse, per-budget RMSE, extrapolation RMSE, cautions) for one specification
+    (Huber refits at threshold ``delta``)."""
     budget = runs.frame["budget"].to_numpy()
     sq = np.full(len(runs), np.nan)
     per: dict[str, float] = {}
@@ -68,7 +86,7 @@ def out_of_sample(
     for b in order:
         held = budget == b
         train = runs.subset(~held)
-        res = fit_spec(train, spec, method, seed, n_starts, profile=False)
+        res = fit_spec(train, spec, method, seed, n_starts, profile=False, delta=delta)
         if not res.phi_identified and "phi" not in spec.fixed:
             notes.append(
                 caution(

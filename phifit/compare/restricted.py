@@ -48,7 +48,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from .. import defaults
 from ..cautions import Caution, caution, collect
 from ..fitters.common import effective_spec
 from .holdout import budget_order, fit_spec, out_of_sample, spec_label
@@ -65,7 +67,7 @@ from ..fitters.likelihood import (
 )
 from ..serialize import to_plain
 from ..result import FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 from ..bootstrap.wild import WildTest, wild_cluster_test
 
 METHODS = ("huber", "lsq")
@@ -281,43 +283,66 @@ def _check_fixes(fixes: Sequence[Mapping[str, float]]) -> list[dict[str, float]]
 
 
 def compare_fits(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
+    fit: FitResult,
     *,
     fixes: Sequence[Mapping[str, float]] = ({"phi": 0.0}, {"phi": 1.0}),
-    method: str = "huber",
-    seed: int = 0,
+    seed: int = defaults.SEED,
     cv: bool = True,
-    n_starts: int = 500,
-    n_wild: int = 999,
+    n_starts: int = defaults.N_STARTS,
+    n_wild: int = defaults.N_WILD,
     block: str | Sequence[str] | None = None,
+    n_jobs: int | None = None,
 ) -> Comparison:
-    """Fit phi free and each restriction in ``fixes``; tests, information criteria, CV.
+    """Compare the free fit ``fit`` with each restriction in ``fixes``; tests, information criteria, CV.
 
     Parameters
     ----------
     runs
-        Validated run table (phi must be identifiable to compare restrictions on phi).
+        The run table ``fit`` was fitted to (a RunTable or a DataFrame validated like a CSV;
+        phi must be identifiable to compare restrictions on phi).
+    fit
+        The free fit: a Huber (the study's) or least-squares :class:`FitResult` of ``runs``.
+        Every restricted and held-out fit uses its method, spec (box, other fixed values) and
+        loss.  The Bayesian fit has its own comparison (LOO, :func:`phifit.fitters.bayes.compare_loo`).
     fixes
         Restricted specifications, each a mapping of natural names to values.
-    method
-        "huber" (the study's) or "lsq".  The Bayesian fit has its own comparison (LOO).
     seed, n_starts
-        Starts of every fit (the held-out fits too).
+        Starts of every refit (the restricted and held-out fits); ``seed`` also seeds the wild
+        bootstrap.
     cv
         Compute the out-of-sample errors (needs a ``budget`` column with >= 3 budgets).
     n_wild, block
         Replicates of the restricted wild cluster bootstrap test of each restriction (0: the
         chi-square LR test alone decides) and its clusters (default (budget, r) cells, else
         single runs).
+    n_jobs
+        Worker processes of the wild bootstrap refits; None: the cores this process may use
+        (:func:`phifit.defaults.workers`).
     """
     if n_wild and n_wild < 19:
         raise ValueError(f"compare: n_wild must be 0 (off) or >= 19, got {n_wild}")
+    runs = as_runs(runs)
+    method = fit.method
     if method not in METHODS:
-        raise ValueError(f"compare: unknown method {method!r}; expected one of {', '.join(METHODS)}")
+        raise ValueError(
+            f"compare: the fit's method {method!r} has no refit comparison; expected one of "
+            f"{', '.join(METHODS)} (a Bayesian fit is compared by LOO: compare_loo)"
+        )
+    if fit.n_runs != len(runs) or list(fit.run_ids) != runs.run_ids:
+        raise ValueError("compare: the given fit was not fitted to these runs")
     fixes = _check_fixes(fixes)
     if not fixes:
         raise ValueError("compare: give at least one restriction to compare with the free fit")
-    base_spec = LawSpec()
+    base_spec = fit.spec
+    held = sorted({k for fx in fixes for k in fx} & set(base_spec.fixed))
+    if held:
+        raise ValueError(
+            f"compare: the fit holds {', '.join(held)} fixed already; compare restrictions of a fit "
+            "that leaves them free"
+        )
+    workers = defaults.resolve_workers(n_jobs)
+    delta = fit.loss_delta
     _, unident = effective_spec(runs, base_spec)
     if unident and any("phi" in fx for fx in fixes):
         raise ValueError(
@@ -367,12 +392,12 @@ def compare_fits(
         )
     specs = {"free": base_spec}
     for fx in fixes:
-        specs[spec_label(fx)] = LawSpec(fixed=fx)
+        specs[spec_label(fx)] = LawSpec(fixed={**base_spec.fixed, **fx}, bounds=base_spec.bounds)
     fits: dict[str, FitResult] = {}
     stats: dict[str, FitStats] = {}
     free_score: GaussianScore | None = None
     for label, spec in specs.items():
-        res = fit_spec(runs, spec, method, seed, n_starts)
+        res = fit if label == "free" else fit_spec(runs, spec, method, seed, n_starts, delta=delta)
         fits[label] = res
         k_law = int(effective_spec(runs, spec)[0].free_mask.sum())
         score = GaussianScore.from_residuals(runs.log_loss - log_loss(res.theta, runs.design), k_law)
@@ -401,12 +426,14 @@ def compare_fits(
             st_notes += lr.warnings
             if n_wild:
                 wild = wild_cluster_test(
-                    runs, fits["free"], res, n_boot=n_wild, block=block, seed=seed, n_jobs=2
+                    runs, fits["free"], res, n_boot=n_wild, block=block, seed=seed, n_jobs=workers
                 )
                 st_notes += wild.warnings
         cv_rmse = extrap = per = extrap_b = None
         if do_cv:
-            cv_rmse, per, extrap, cv_notes = out_of_sample(runs, spec, method, seed, n_starts, order)
+            cv_rmse, per, extrap, cv_notes = out_of_sample(
+                runs, spec, method, seed, n_starts, order, delta=delta
+            )
             st_notes += cv_notes
             extrap_b = str(order[-1])
         stats[label] = FitStats(

@@ -20,9 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
+
+from .. import defaults
 from ..cautions import Caution, caution, collect
 from ..result import FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 from ..serialize import JsonIO, to_plain
 from .identifiability import (
     CHI2_95,
@@ -159,19 +162,20 @@ class Diagnostics(JsonIO):
 
 
 def diagnose(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     fit: FitResult,
     *,
     significance: float = 0.01,
     influence_top: int = 5,
-    consistency_starts: int = 100,
-    seed: int = 0,
+    consistency_starts: int = defaults.CONSISTENCY_STARTS,
+    seed: int = defaults.SEED,
     skip: Sequence[str] = (),
 ) -> Diagnostics:
     """Run every diagnostic that applies to this fit (``skip`` may name 'influence',
     'consistency').  Influence and consistency need phi free and identified, and a fit
     with an optimisation objective (Huber or least squares): for a Bayesian fit they are
     skipped with a caution saying so."""
+    runs = as_runs(runs)
     unknown = set(skip) - {"influence", "consistency"}
     if unknown:
         raise ValueError(

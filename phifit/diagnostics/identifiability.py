@@ -33,13 +33,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
+from .. import defaults
 from ..cautions import Caution, caution
 from ..fitters.engine import batched_weighted_lm, law_model, loss_terms, polish, refit_settings, spread_starts
 from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
 from ..result import FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 from ..serialize import JsonIO, to_plain
 from .residuals import check_fit
 
@@ -181,13 +183,13 @@ class Identifiability(JsonIO):
 
 
 def identifiability(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     fit: FitResult,
     *,
     profile_points: int = 31,
     profile_range: tuple[float, float] | None = None,
     profile_starts: int = 8,
-    seed: int = 0,
+    seed: int = defaults.SEED,
     max_corr: float = 0.99,
     max_cond: float = 1e12,
     max_phi_se: float = 0.25,
@@ -201,6 +203,7 @@ def identifiability(
     SE(phi) > ``max_phi_se``; profile interval reaching the end of the profile range.
     A Bayesian fit gets the information-matrix checks (unit weights) and no profile.
     """
+    runs = as_runs(runs)
     check_fit(runs, fit)
     warnings: list[Caution] = []
     try:
@@ -311,7 +314,7 @@ def identifiability(
 
 # ------------------------------------------------------------------------ the profile
 def phi_profile(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     spec: LawSpec,
     theta: np.ndarray,
     delta: float,
@@ -319,7 +322,7 @@ def phi_profile(
     points: int = 31,
     span: tuple[float, float] | None = None,
     n_spread: int = 8,
-    seed: int = 0,
+    seed: int = defaults.SEED,
 ) -> tuple[dict[str, Any], list[float], list[Caution]]:
     """Profile of the objective sum_i rho_delta(log L_hat_i - log L_i) along phi.
 
@@ -335,6 +338,7 @@ def phi_profile(
     deviance <= chi2_1(0.95).  A caution ``profile_below_fit`` says the profile found a
     lower objective than the fit (the fit stopped short of its optimum).
     """
+    runs = as_runs(runs)
     phi_hat = float(theta[5])
     lo_b, hi_b = spec.bounds["phi"]
     if span is None:

@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from .. import defaults
 from ..fitters.common import goodness_of_fit
 from ..fitters.engine import identifiable_rows, refit_settings, refit_weighted
 from ..law import PARAM_NAMES, log_loss, theta_to_params
 from ..result import FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 from ..serialize import JsonIO, to_plain
 from .residuals import budget_labels, check_fit, scalar, sorted_unique
 
@@ -118,7 +120,12 @@ class Influence(JsonIO):
 
 
 def influence(
-    runs: RunTable, fit: FitResult, *, n_top: int = 5, n_spread: int = 4, seed: int = 0
+    runs: RunTable | pd.DataFrame,
+    fit: FitResult,
+    *,
+    n_top: int = 5,
+    n_spread: int = 4,
+    seed: int = defaults.SEED,
 ) -> Influence:
     """Leave-one-run-out and leave-one-cell-out change in phi, refitting the fit's own objective.
 
@@ -126,6 +133,7 @@ def influence(
     study's bootstrap unit; without a ``budget`` column only runs are left out.  Each
     refit starts from the full-data optimum and from ``n_spread`` spread starts.
     """
+    runs = as_runs(runs)
     check_fit(runs, fit)
     phi_hat = float(fit.theta[5])
     n = len(runs)
@@ -258,7 +266,13 @@ def _subsets(runs: RunTable, notes: list[str]) -> list[tuple[str, str, np.ndarra
     return subsets
 
 
-def consistency(runs: RunTable, fit: FitResult, *, n_starts: int = 100, seed: int = 0) -> Consistency:
+def consistency(
+    runs: RunTable | pd.DataFrame,
+    fit: FitResult,
+    *,
+    n_starts: int = defaults.CONSISTENCY_STARTS,
+    seed: int = defaults.SEED,
+) -> Consistency:
     """phi refitted on the lower and upper halves of the budgets and on each pair {r0, r}.
 
     Halves: the sorted distinct budgets split into the lower floor(k/2) and the upper
@@ -268,6 +282,7 @@ def consistency(runs: RunTable, fit: FitResult, *, n_starts: int = 100, seed: in
     that identifies phi is refitted with the fit's own objective and box, from the
     full-data optimum and ``n_starts`` spread starts (half near it, half uniform in the box).
     """
+    runs = as_runs(runs)
     check_fit(runs, fit)
     _refit_spec(fit, "consistency")
     notes: list[str] = []

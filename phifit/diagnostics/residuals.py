@@ -37,12 +37,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from ..cautions import Caution
 from ..law import log_loss, log_n_eff
 from ..result import FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 from ..serialize import JsonIO, to_plain
 
 __all__ = [
@@ -252,7 +253,7 @@ class ResidualDiagnostics(JsonIO):
 
 
 def residual_diagnostics(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     fit: FitResult,
     *,
     significance: float = 0.01,
@@ -272,6 +273,7 @@ def residual_diagnostics(
         Per-r offset rule: flag r when |mean_r| > k SE_r and
         |mean_r| > max(floor, rel_floor * RMSE_pooled) (nats).
     """
+    runs = as_runs(runs)
     check_fit(runs, fit)
     if not 0 < significance < 1:
         raise ValueError(f"significance must be in (0, 1), got {significance}")

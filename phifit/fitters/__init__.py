@@ -1,8 +1,11 @@
-"""Fitters of the joint law.  Each takes a RunTable and returns a FitResult.
+"""Fitters of the joint law.  Each takes a run table (a RunTable or a DataFrame) and returns a FitResult.
 
 - ``huber``: summed Huber on log-loss residuals, multi-start (the reference method);
 - ``lsq``: nonlinear least squares on log-loss with lmfit;
 - ``bayes``: a PyMC posterior.
+
+Every fitter is called the same way, ``fit_X(runs, *, spec=None, options=None, **settings)``:
+its typed options (:mod:`phifit.fitters.options`) as a dataclass or as keywords.
 """
 
 from __future__ import annotations
@@ -12,17 +15,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from ..law import LawSpec
     from ..result import FitResult
     from ..runs.table import RunTable
 
 METHODS = ("huber", "lsq", "bayes")
-#: fitter of each method: every one is called as fit_X(runs, *, spec=..., **options)
+#: fitter of each method: every one is called as fit_X(runs, *, spec=..., options=XOptions(...))
 _FITTERS = {"huber": ("huber", "fit_huber"), "lsq": ("lsq", "fit_lsq"), "bayes": ("bayes", "fit_bayes")}
 
 
 def fit(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     *,
     method: str = "huber",
     fix: Mapping[str, float] | None = None,
@@ -31,27 +36,35 @@ def fit(
 ) -> FitResult:
     """Fit the joint law with the chosen method.
 
-    ``fix`` holds parameters fixed by natural name ({"phi": 0}); ``spec`` gives the
-    full specification instead (bounds included).  Remaining keyword options go to
-    the method (Huber: n_starts, seed, delta, ...; lsq: n_starts, seed, profile, level;
-    bayes: draws, tune, chains, seed, ...).
+    ``runs`` is a :class:`RunTable` or a DataFrame of runs (validated like a run CSV, e.g.
+    the output of :func:`phifit.simulate`).  ``fix`` holds parameters fixed by natural name
+    ({"phi": 0}); ``spec`` gives the full specification instead (bounds included).  The
+    remaining keywords are the method's typed options (:mod:`phifit.fitters.options`:
+    :class:`HuberOptions`, :class:`LsqOptions`, :class:`BayesOptions`), or ``options=`` one
+    of those; an unknown name raises ``ValueError`` listing the valid ones, before any fit.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
     if spec is not None and fix:
         raise ValueError("give either fix= or spec=, not both")
     from ..law import LawSpec
+    from ..runs.table import as_runs
+    from .options import resolve_options
 
+    resolved = resolve_options(method, options.pop("options", None), options)
+    runs = as_runs(runs)
     spec = spec or LawSpec(fixed=dict(fix or {}))
     module, name = _FITTERS[method]
     fitter = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    return fitter(runs, spec=spec, **options)
+    return fitter(runs, spec=spec, options=resolved)
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("fit_huber", "huber_objective", "HuberOptions"):
+    if name in ("fit_huber", "huber_objective"):
         return getattr(importlib.import_module(f"{__name__}.huber"), name)
+    if name in ("HuberOptions", "LsqOptions", "BayesOptions"):
+        return getattr(importlib.import_module(f"{__name__}.options"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["METHODS", "fit", "fit_huber", "huber_objective", "HuberOptions"]
+__all__ = ["METHODS", "BayesOptions", "HuberOptions", "LsqOptions", "fit", "fit_huber", "huber_objective"]

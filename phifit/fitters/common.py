@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import defaults
 from ..cautions import Caution, caution
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, theta_to_params
 from ..result import FitResult
@@ -131,7 +132,7 @@ def build_result(
     extras: Mapping[str, Any] | None = None,
     stderr: Mapping[str, float] | None = None,
     phi_identified: bool = True,
-    ci_level: float = 0.95,
+    ci_level: float = defaults.LEVEL,
 ) -> FitResult:
     """Assemble a FitResult from the fitted theta (complete, internal coordinates).
 

@@ -24,16 +24,17 @@ The result reports how many starts reached the best basin.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..law import LawSpec, log_loss
 from ..result import FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 from .common import bound_hits, build_result, check_run_count, effective_spec
 from .engine import DELTA, batched_weighted_lm, huber, law_model, polish
+from .options import HuberOptions, resolve_options
 from .standard_errors import ASSUMPTION, m_estimator_stderr
 
 
@@ -42,36 +43,25 @@ def huber_objective(theta: np.ndarray, runs: RunTable, delta: float = DELTA) -> 
     return huber(log_loss(theta, runs.design) - runs.log_loss, delta).sum(axis=-1)
 
 
-@dataclass(frozen=True)
-class HuberOptions:
-    """Settings of the Huber fit (defaults reproduce the reference protocol)."""
-
-    n_starts: int = 500  # random starts, uniform in the box (the study: 500)
-    seed: int = 0  # seed of the starts
-    delta: float = DELTA  # Huber threshold on log-loss residuals
-    explore_iter: int = 8  # vectorised LM iterations on every start
-    n_refine: int = 32  # best starts carried on after exploration
-    prune_after: int = 2  # exploration iterations before hopeless starts stop
-    prune_ratio: float = 3.0  # hopeless: objective > prune_ratio x the n_refine-th best
-    refine_iter: int = 40  # further vectorised LM iterations on those
-    n_polish: int = 3  # distinct candidates refined with least_squares
-    basin_rtol: float = 1e-3  # a start "reached the best" if within this relative objective
-
-
 def fit_huber(
-    runs: RunTable, *, spec: LawSpec | None = None, options: HuberOptions | None = None, **settings: Any
+    runs: RunTable | pd.DataFrame,
+    *,
+    spec: LawSpec | None = None,
+    options: HuberOptions | None = None,
+    **settings: Any,
 ) -> FitResult:
     """Fit the joint law by the summed Huber objective on log-loss (reference method).
 
     Parameters
     ----------
     runs
-        Validated run table.
+        Run table (a :class:`RunTable`, or a DataFrame validated like a run CSV).
     spec
         Which parameters vary (default: all six) and the box.
     options, settings
         Number of starts, seed, delta, iteration limits: a :class:`HuberOptions`, or its
-        fields as keywords (``fit_huber(runs, n_starts=200, seed=1)``), as every fitter takes them.
+        fields as keywords (``fit_huber(runs, n_starts=200, seed=1)``), as every fitter takes
+        them; an unknown name raises ``ValueError`` listing the valid ones.
 
     Returns
     -------
@@ -79,10 +69,9 @@ def fit_huber(
     exploration stage), ``n_starts_at_best`` (refined starts whose vectorised end point
     is within ``basin_rtol`` of the best objective), ``delta``, ``solver_message``.
     """
+    options = resolve_options("huber", options, settings)
+    runs = as_runs(runs)
     spec = spec or LawSpec()
-    if options is not None and settings:
-        raise ValueError("give either options=HuberOptions(...) or its fields as keywords, not both")
-    options = options or HuberOptions(**settings)
     fit_spec, warnings = effective_spec(runs, spec)
     warnings += check_run_count(runs, fit_spec, source="huber")
     rng = np.random.default_rng(options.seed)

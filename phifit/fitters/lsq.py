@@ -33,12 +33,15 @@ import warnings as _warnings
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from .. import defaults
 from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
 from ..result import FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 from .common import build_result, check_run_count, effective_spec
 from .engine import batched_weighted_lm, law_model
+from .options import LsqOptions, resolve_options
 from .standard_errors import ASSUMPTION
 
 OBJECTIVE_NAME = "sum of squared log-loss residuals (lmfit chi-square)"
@@ -61,31 +64,27 @@ def _theta_of(params) -> np.ndarray:
 
 
 def fit_lsq(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     *,
     spec: LawSpec | None = None,
-    n_starts: int = 500,
-    seed: int = 0,
-    n_refine: int = 50,
-    profile: bool = True,
-    level: float = 0.95,
+    options: LsqOptions | None = None,
+    **settings: Any,
 ) -> FitResult:
     """Least-squares fit of the joint law on log-loss with lmfit.
 
     Parameters
     ----------
     runs
-        Validated run table.
+        Run table (a :class:`RunTable`, or a DataFrame validated like a run CSV).
     spec
         Which parameters vary (default all six) and the box.
-    n_starts, seed
-        Uniform random starts in the box for the multi-start stage.
-    n_refine
-        Starts carried to convergence after a short exploration.
-    profile
-        Compute lmfit's profile-likelihood interval for phi (``conf_interval``).
-    level
-        Level of the profile interval.
+    options, settings
+        An :class:`~phifit.fitters.options.LsqOptions` or its fields as keywords (as every
+        fitter takes them): ``n_starts``, ``seed`` (uniform random starts in the box for the
+        multi-start stage), ``n_refine`` (starts carried to convergence after a short
+        exploration), ``profile`` (lmfit's profile-likelihood interval for phi,
+        ``conf_interval``), ``level`` (of the profile interval).  An unknown name raises
+        ``ValueError`` listing the valid ones.
 
     Returns
     -------
@@ -95,8 +94,12 @@ def fit_lsq(
     with ``profile_level``, ``sigma_log`` = sqrt(chi^2 / (n - k)), ``redchi``, ``nfev``,
     ``n_starts``, ``n_starts_at_best``.
     """
+    opts = resolve_options("lsq", options, settings)
+    n_starts, seed, n_refine = opts.n_starts, opts.seed, opts.n_refine
+    profile, level = opts.profile, opts.level
     import lmfit
 
+    runs = as_runs(runs)
     if n_starts < 1:
         raise ValueError(f"n_starts must be >= 1, got {n_starts}")
     if not 0 < level < 1:
@@ -241,7 +244,7 @@ def lsq_report(result: FitResult) -> str:
     if "profile_ci" in ex:
         lo, hi = ex["profile_ci"]["phi"]
         lines.append(
-            f"    profile-likelihood {ex.get('profile_level', 0.95):.0%} interval for "
+            f"    profile-likelihood {ex.get('profile_level', defaults.LEVEL):.0%} interval for "
             f"phi: [{lo:.5g}, {hi:.5g}]   ({ex.get('profile_method', '')})"
         )
     corr = ex.get("correlation") or {}

@@ -29,6 +29,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from .. import defaults
 from ..cautions import Caution, caution
 from ..law import DEFAULT_BOUNDS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss_and_jacobian_t
 from ..result import FitResult
@@ -105,8 +106,8 @@ class GroupedLaw:
 class JointOptions:
     """Settings of the joint fit (the Huber fit's, :class:`~phifit.fitters.huber.HuberOptions`)."""
 
-    n_starts: int = 500  # random starts, uniform in the box
-    seed: int = 0
+    n_starts: int = defaults.N_STARTS  # random starts, uniform in the box
+    seed: int = defaults.SEED
     explore_iter: int = 8  # vectorised LM iterations on every random start
     n_refine: int = 32  # best random starts carried on (with every warm start) to convergence
     refine_iter: int = 300

@@ -52,6 +52,8 @@ from typing import Any
 
 import numpy as np
 
+from ..runs.table import as_runs
+from .. import defaults
 from ..cautions import Caution, caution
 from ..law import (
     Design,
@@ -372,10 +374,10 @@ def plan_design(
     law_source: str = "the study's joint fit",
     delta_phi: float | None = None,
     n_tables: int = 0,
-    n_boot: int = 100,
-    n_wild: int = 39,
-    seed: int = 0,
-    n_jobs: int = 2,
+    n_boot: int = defaults.PLAN_N_BOOT,
+    n_wild: int = defaults.PLAN_N_WILD,
+    seed: int = defaults.SEED,
+    n_jobs: int | None = None,
     progress: bool = True,
     laws: Sequence[Mapping[str, float]] | None = None,
     laws_source: str = "",
@@ -448,8 +450,8 @@ def plan_from_fit(
     *,
     cell_noise: float | None = None,
     n_tables: int = 0,
-    seed: int = 0,
-    n_jobs: int = 2,
+    seed: int = defaults.SEED,
+    n_jobs: int | None = None,
     progress: bool = False,
     misfit: bool = False,
 ) -> PlanResult:
@@ -457,6 +459,7 @@ def plan_from_fit(
     law and the noise of its residuals (:func:`noise_from_pilot`), as ``phifit plan --pilot``
     does; with ``misfit`` (and ``n_tables``) the simulated tables also carry the runs' cell-mean
     residuals (``--misfit``).  What ``phifit report --plan`` adds to a report."""
+    runs = as_runs(runs)
     planned = resolve_design(design, runs)
     noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=misfit and bool(n_tables))
     return plan_design(

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from .. import defaults
 from ..fitters.engine import DELTA
 from ..law import (
     COORD_LABELS,
@@ -249,7 +250,7 @@ def analyse_table(
             runs = table_from_frame(table, source="simulated")
             fit = fit_huber(runs, n_starts=n_starts, seed=s_sim)
             boot = block_bootstrap(
-                runs, n_boot=n_boot, point=fit, seed=s_boot, n_jobs=1, progress=False, jackknife=False
+                runs, fit, n_boot=n_boot, seed=s_boot, n_jobs=1, progress=False, jackknife=False
             )
         return runs, fit, boot
 
@@ -269,7 +270,7 @@ def analyse_table(
                 restricted = fit_huber(
                     runs, spec=LawSpec(fixed={"phi": value}), n_starts=max(50, n_starts // 4)
                 )
-                test = wild_cluster_test(runs, fit, restricted, n_boot=n_wild, seed=seeds[2])
+                test = wild_cluster_test(runs, fit, restricted, n_boot=n_wild, seed=seeds[2], n_jobs=1)
             out[name] = test.p_value
         if delta_phi is not None:
             _, _, boot2 = fit_and_boot(dict(params, phi=params["phi"] + delta_phi), seeds[3], seeds[3] + 1)
@@ -286,13 +287,13 @@ def simulate_plan(
     params: Mapping[str, float],
     noise: NoiseModel,
     *,
-    n_tables: int = 100,
-    n_boot: int = 100,
-    n_wild: int = 39,
+    n_tables: int = defaults.PLAN_TABLES,
+    n_boot: int = defaults.PLAN_N_BOOT,
+    n_wild: int = defaults.PLAN_N_WILD,
     delta_phi: float | None = None,
-    seed: int = 0,
-    n_jobs: int = 2,
-    n_starts: int = 200,
+    seed: int = defaults.SEED,
+    n_jobs: int | None = None,
+    n_starts: int = defaults.PLAN_N_STARTS,
     progress: bool = True,
     laws: Sequence[Mapping[str, float]] | None = None,
     laws_source: str = "",
@@ -300,7 +301,8 @@ def simulate_plan(
 ) -> SimulatedPlan:
     """Simulate ``n_tables`` tables and analyse each as the reference method would (module docstring).
 
-    Table j uses the j-th child of ``SeedSequence(seed)``: results do not depend on ``n_jobs``.
+    Table j uses the j-th child of ``SeedSequence(seed)``: results do not depend on ``n_jobs``
+    (worker processes; None: the cores this process may use).
     With ``laws`` (at least ``n_tables`` of them), table j is drawn from ``params`` updated
     with ``laws[j]``.  With ``misfit`` (:class:`phifit.plan_inputs.Misfit`), every table also
     carries the pilot's (budget, r) cell-mean residuals as fixed offsets.
@@ -326,7 +328,7 @@ def simulate_plan(
     start = time.perf_counter()
     tables: list[dict[str, Any]] = []
     jobs = zip(table_laws, seeds)
-    if n_jobs == 1:
+    if defaults.resolve_workers(n_jobs) == 1:
         results = (
             analyse_table(frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts, offsets)
             for law, s in jobs
@@ -334,7 +336,7 @@ def simulate_plan(
     else:
         from joblib import Parallel, delayed
 
-        results = Parallel(n_jobs=n_jobs, return_as="generator")(
+        results = Parallel(n_jobs=defaults.resolve_workers(n_jobs), return_as="generator")(
             delayed(analyse_table)(frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts, offsets)
             for law, s in jobs
         )

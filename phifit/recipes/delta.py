@@ -49,7 +49,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from .. import defaults
 from ..cautions import Caution, caution, collect
 from ..fitters import fit as fit_law
 from ..serialize import JsonIO
@@ -66,7 +68,7 @@ from .pairing import (
 from ..serialize import to_plain
 from .shared_phi import JointFit, fit_recipes_jointly
 from ..result import FitResult
-from ..runs.table import SINGLE_RUNS, RunTable
+from ..runs.table import SINGLE_RUNS, RunTable, as_runs
 
 METHODS = ("huber", "lsq")
 LESSON = (
@@ -197,20 +199,20 @@ def _note(kind: str, message: str, level: str = "note", **values: Any) -> Cautio
 
 
 def compare_recipes(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     *,
     by: str = "variant",
     baseline: Any = None,
-    n_boot: int = 1000,
-    seed: int = 0,
+    n_boot: int = defaults.N_BOOT,
+    seed: int = defaults.SEED,
     block: str | Sequence[str] | None = None,
     method: str = "huber",
-    n_starts: int = 500,
-    n_jobs: int = 2,
+    n_starts: int = defaults.N_STARTS,
+    n_jobs: int | None = None,
     progress: bool = False,
-    level: float = 0.95,
+    level: float = defaults.LEVEL,
     joint: bool = True,
-    n_wild: int = 999,
+    n_wild: int = defaults.N_WILD,
 ) -> RecipeComparison:
     """Separate fits per recipe, Delta-phi against ``baseline`` with a paired block bootstrap,
     and the joint fit with shared E, A, alpha, B, beta (see the module docstring).
@@ -218,7 +220,8 @@ def compare_recipes(
     Parameters
     ----------
     runs
-        Run table with a ``by`` column naming each run's recipe.
+        Run table (a RunTable, or a DataFrame validated like a CSV) with a ``by`` column
+        naming each run's recipe.
     by
         Recipe column (default "variant").
     baseline
@@ -226,7 +229,7 @@ def compare_recipes(
         value in sorted order (the choice is recorded in ``warnings`` as a note).
     n_boot, seed, block, n_jobs, progress, level
         Bootstrap settings (:func:`phifit.bootstrap.block_bootstrap`); ``n_boot = 0`` skips
-        the bootstrap (no interval or p-value).
+        the bootstrap (no interval or p-value); ``n_jobs`` None: the cores this process may use.
     method, n_starts
         Fitting method ("huber" or "lsq") and its random starts.
     joint, n_wild
@@ -234,6 +237,8 @@ def compare_recipes(
         shared phi by the wild cluster bootstrap with ``n_wild`` replicates (0: the chi-square
         test alone, which assumes independent runs).
     """
+    runs = as_runs(runs)
+    n_jobs = defaults.resolve_workers(n_jobs)
     if method not in METHODS:
         raise ValueError(f"recipes: unknown method {method!r}; expected one of {', '.join(METHODS)}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:

@@ -26,7 +26,7 @@ from ..fitters.engine import identifiable_rows, refit_weighted
 from ..intervals import bootstrap_interval, bootstrap_p_value
 from ..law import LawSpec
 from ..result import FitResult
-from ..runs.table import SINGLE_RUNS, RunTable
+from ..runs.table import SINGLE_RUNS, RunTable, as_runs
 
 
 def recipe_table(frame: pd.DataFrame, source: str, looped: bool) -> RunTable:
@@ -95,7 +95,9 @@ class RecipeSelection:
         return caution("recipes", "recipe_selected", self.note, level="note", recipe=self.recipe)
 
 
-def select_recipe(runs: RunTable, recipe: Any = None, *, by: str = "variant") -> RecipeSelection:
+def select_recipe(
+    runs: RunTable | pd.DataFrame, recipe: Any = None, *, by: str = "variant"
+) -> RecipeSelection:
     """The runs of one recipe, for single-law analyses (fit, compare, equivalence) of a mixed table.
 
     The joint law holds for one training recipe; pooling recipes with different phi fits
@@ -104,6 +106,7 @@ def select_recipe(runs: RunTable, recipe: Any = None, *, by: str = "variant") ->
     has no r = 1 runs borrows the baseline's r = 1 runs on its budgets, as in Delta-phi
     (a loop-only change leaves r = 1 unchanged).  A table with one recipe is returned whole.
     """
+    runs = as_runs(runs)
     if by not in runs.frame.columns or runs.frame[by].nunique() < 2:
         if recipe is not None:
             present = sorted(map(str, runs.frame[by].unique())) if by in runs.frame else []

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import defaults
 from ..cautions import Caution, caution
 from ..fitters.engine import DELTA, loss_terms
 from ..fitters.per_recipe_phi import JointOptions, fit_joint, grouped_law, joint_log_loss
@@ -168,10 +169,10 @@ def fit_recipes_jointly(
     recipes: Mapping[str, Any],
     baseline: str,
     method: str = "huber",
-    seed: int = 0,
-    n_starts: int = 500,
+    seed: int = defaults.SEED,
+    n_starts: int = defaults.N_STARTS,
     starts: Mapping[str, FitResult] | None = None,
-    n_wild: int = 999,
+    n_wild: int = defaults.N_WILD,
 ) -> JointFit:
     """Joint fit (phi per recipe) and shared-phi fit on :func:`joint_table`, the wild cluster
     bootstrap and LR tests, AIC/BIC.
@@ -260,6 +261,7 @@ def _wild_joint_test(
         delta,
         n_boot,
         np.random.default_rng(seed),
+        n_jobs=1,
     )
     return wild_test_result(
         "shared phi",

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from .. import __version__
+from .. import __version__, defaults
 from ..bootstrap.block import block_bootstrap
 from ..cautions import Caution, caution, collect
 from ..compare.restricted import compare_fits
@@ -45,7 +46,7 @@ from ..frontier import Frontier, IsoflopCurves, TableFamily, frontier, isoflop_c
 from ..isoflop import ParabolaMinima, parabola_minima, table_budgets
 from ..recipes.delta import compare_recipes, select_recipe
 from ..result import GENERATOR, FitResult
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 from ..serialize import JsonIO, to_plain
 
 __all__ = ["AnalysisOptions", "Analysis", "analyse"]
@@ -60,7 +61,8 @@ class AnalysisOptions(JsonIO):
 
     n_boot: block-bootstrap replicates (0: none); n_starts: random starts of the main
     Huber fit (and of the restricted fits); bayes: add the Bayesian posterior; seed: seeds
-    every random step; n_jobs: workers for the bootstrap; baseline: the baseline recipe
+    every random step; n_jobs: workers for the bootstrap (None: the cores this process may
+    use, :func:`phifit.defaults.workers`); baseline: the baseline recipe
     when the table has a ``variant`` column (default: chosen by :mod:`phifit.recipes.delta`);
     level: of every bootstrap interval (the fit's ``ci_level``, the frontier bands, the
     equivalence table, Δφ); n_wild: replicates of the restricted wild cluster bootstrap
@@ -72,14 +74,14 @@ class AnalysisOptions(JsonIO):
     (budget, r) cell-mean residuals (``phifit plan --misfit``).
     """
 
-    n_boot: int = 1000
-    n_starts: int = 500
+    n_boot: int = defaults.N_BOOT
+    n_starts: int = defaults.N_STARTS
     bayes: bool = False
-    seed: int = 0
-    n_jobs: int = 2
+    seed: int = defaults.SEED
+    n_jobs: int | None = None
     baseline: str | None = None
-    level: float = 0.95
-    n_wild: int = 999
+    level: float = defaults.LEVEL
+    n_wild: int = defaults.N_WILD
     plan: str | None = None
     plan_tables: int = 0
     plan_misfit: bool = False
@@ -289,10 +291,14 @@ def _timed(timings: dict[str, float], key: str, func: Callable, *args, **kwargs)
 
 
 def analyse(
-    runs: RunTable, options: AnalysisOptions | None = None, *, progress: Callable[[str], None] | None = None
+    runs: RunTable | pd.DataFrame,
+    options: AnalysisOptions | None = None,
+    *,
+    progress: Callable[[str], None] | None = None,
 ) -> Analysis:
     """Run every step of the analysis (see the module docstring) and gather its cautions;
     ``progress`` receives one line as each stage starts (the CLI prints them to stderr)."""
+    runs = as_runs(runs)
     options = options or AnalysisOptions()
     timings: dict[str, float] = {}
     own: list[Caution] = []
@@ -338,17 +344,19 @@ def analyse(
         main_runs,
         options=HuberOptions(n_starts=options.n_starts, seed=options.seed),
     )
+    free_fit = fit  # the comparison's free fit: the point estimate, without the bootstrap's intervals
     boot = None
     if options.n_boot and not fit.fixed:
-        say(f"block bootstrap ({options.n_boot} replicates, {options.n_jobs} workers)")
+        workers = defaults.resolve_workers(options.n_jobs)
+        say(f"block bootstrap ({options.n_boot} replicates, {workers} workers)")
         boot = _timed(
             timings,
             "bootstrap",
             block_bootstrap,
             main_runs,
+            fit,
             n_boot=options.n_boot,
             seed=options.seed,
-            point=fit,
             n_jobs=options.n_jobs,
             progress=False,
             level=options.level,
@@ -369,9 +377,11 @@ def analyse(
             "comparison",
             compare_fits,
             main_runs,
+            free_fit,
             seed=options.seed,
             n_starts=options.n_starts,
             n_wild=options.n_wild,
+            n_jobs=options.n_jobs,
         )
 
     say("diagnostics: residuals, leave-one-out influence, the phi profile")

@@ -25,6 +25,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import Formatter, LogFormatterSciNotation, LogLocator
 
+from .. import defaults
 from .html import interval_text
 
 __all__ = [
@@ -365,7 +366,7 @@ def bootstrap_figure(
     *,
     interval_bca: Sequence[float] | None = None,
     reference_interval: Sequence[float] | None = None,
-    level: float = 0.95,
+    level: float = defaults.LEVEL,
     bounds: Sequence[float] | None = None,
 ) -> Figure:
     """Histogram of the bootstrap distribution of phi, with the estimate and the percentile

@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from . import sections_derived as R
 from . import sections_diagnostics as D
 from . import sections_plan as P
@@ -53,7 +55,7 @@ from . import html as T
 from .. import __version__
 from .analysis import Analysis, AnalysisOptions, analyse
 from ..result import GENERATOR
-from ..runs.table import RunTable
+from ..runs.table import RunTable, as_runs
 
 __all__ = [
     "ReportFiles",
@@ -126,7 +128,7 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def build_report(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     out_dir: str | os.PathLike,
     *,
     options: AnalysisOptions | None = None,
@@ -136,6 +138,7 @@ def build_report(
 ) -> ReportFiles:
     """Analyse ``runs`` and write the report folder (see the module docstring); ``progress``
     receives one line per stage as it starts (the CLI prints them to stderr)."""
+    runs = as_runs(runs)
     check_report_dir(out_dir, force)
     analysis = analyse(runs, options, progress=progress)
     return write_report(analysis, out_dir, force=force, svg=svg, progress=progress)

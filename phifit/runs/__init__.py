@@ -6,13 +6,25 @@ everything downstream reads the table's canonical columns (``r``, ``n_once``, ``
 
 - :mod:`~phifit.runs.schema`: the canonical columns and :class:`RunTableError`;
 - :mod:`~phifit.runs.text`: reading text tables (separators, counts such as ``200M``, column hints);
-- :mod:`~phifit.runs.table`: :class:`RunTable`, :func:`load_runs`, :func:`load_design`.
+- :mod:`~phifit.runs.table`: :class:`RunTable`, :func:`load_runs`, :func:`load_design`, and
+  :func:`as_runs`, the one conversion every entry point applies (a RunTable, or a DataFrame
+  validated like a CSV).
 """
 
 from __future__ import annotations
 
 from .schema import CANONICAL, OPTIONAL, REQUIRED, RunTableError
-from .table import RunTable, load_design, load_runs, table_from_frame
+from .table import FRAME_SOURCE, RunTable, as_runs, load_design, load_runs, table_from_frame
 
-__all__ = ["CANONICAL", "OPTIONAL", "REQUIRED", "RunTable", "RunTableError", "load_design", "load_runs",
-           "table_from_frame"]
+__all__ = [
+    "CANONICAL",
+    "FRAME_SOURCE",
+    "OPTIONAL",
+    "REQUIRED",
+    "RunTable",
+    "RunTableError",
+    "as_runs",
+    "load_design",
+    "load_runs",
+    "table_from_frame",
+]

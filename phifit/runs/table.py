@@ -232,19 +232,37 @@ class RunTable:
         return {k: self.subset((keys == k).to_numpy()) for k in sorted(keys.unique(), key=str)}
 
 
+#: the source name of a run table validated from a DataFrame given in code
+FRAME_SOURCE = "<DataFrame>"
+
+
+def as_runs(runs: RunTable | pd.DataFrame, *, source: str = FRAME_SOURCE) -> RunTable:
+    """The run table every entry point works on: a :class:`RunTable` as given, a DataFrame
+    validated exactly like a run CSV (:func:`table_from_frame`; problems name ``source``).
+
+    Raises ``TypeError`` for anything else, ``RunTableError`` for an invalid frame.
+    """
+    if isinstance(runs, RunTable):
+        return runs
+    if isinstance(runs, pd.DataFrame):
+        return table_from_frame(runs, source=source)
+    raise TypeError(f"expected a RunTable or a pandas DataFrame of runs, got {type(runs).__name__}")
+
+
 def load_runs(
-    path: str | os.PathLike,
+    path: str | os.PathLike | pd.DataFrame,
     *,
     columns: Mapping[str, str] | None = None,
     sep: str | None = None,
     non_looped: bool = False,
 ) -> RunTable:
-    """Load and validate a run CSV.
+    """Load and validate a run CSV, or a DataFrame of runs.
 
     Parameters
     ----------
     path
-        CSV file, one row per finished run.
+        CSV file, one row per finished run; or a DataFrame with the same columns, validated
+        exactly like the file (problems name the frame as ``<DataFrame>``).
     columns
         Optional mapping canonical name -> column name in the file.
     sep
@@ -258,6 +276,10 @@ def load_runs(
     RunTableError
         (a ``ValueError``) listing every problem with file, row and column.
     """
+    if isinstance(path, pd.DataFrame):
+        if sep is not None:
+            raise ValueError("sep applies to a CSV file, not to a DataFrame")
+        return table_from_frame(path, source=FRAME_SOURCE, columns=columns, non_looped=non_looped)
     source = os.fspath(path)
     raw, used = read_raw(source, sep, "expected a CSV header with columns r, n_once, n_rec, tokens, loss")
     return table_from_frame(

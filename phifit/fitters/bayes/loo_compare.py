@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ...cautions import Caution
 from ...law import LawSpec
 from ...result import GENERATOR, FitResult
-from ...runs.table import RunTable
+from ...runs.table import RunTable, as_runs
 from ...serialize import JsonIO, to_plain
 from .loo import pareto_k_caution, psis_loo
 from .sampling import sample_posterior
@@ -172,7 +173,10 @@ def _labelled(label: str, w: Caution) -> Caution:
 
 
 def compare_loo(
-    runs: RunTable, *, fixes: Iterable[Mapping[str, float]] = ({"phi": 0.0}, {"phi": 1.0}), **fit_kwargs: Any
+    runs: RunTable | pd.DataFrame,
+    *,
+    fixes: Iterable[Mapping[str, float]] = ({"phi": 0.0}, {"phi": 1.0}),
+    **fit_kwargs: Any,
 ) -> LooComparison:
     """Fit the Bayesian joint law with phi free and with each of ``fixes``; compare by PSIS-LOO.
 
@@ -181,6 +185,7 @@ def compare_loo(
     settings.  ``spec`` may set bounds or fix parameters other than the ones compared,
     not phi.  The decision rule is :data:`RULE` (module docstring).
     """
+    runs = as_runs(runs)
     import arviz as az
 
     if fit_kwargs.get("save") is not None:

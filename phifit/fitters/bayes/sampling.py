@@ -17,18 +17,19 @@ priors, whitening and the netCDF path.  :func:`.summary.bayes_summary` prints it
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ...law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss
 from ...result import FitResult
-from ...runs.table import RunTable
+from ...runs.table import RunTable, as_runs
 from ..common import build_result, effective_spec
+from ..options import BayesOptions, resolve_options
 from . import backends
 from .diagnostics import ESS_MIN, RHAT_MAX, convergence_cautions, ppc_cautions, sampler_fallback_caution
 from .loo import loo_extras, pareto_k_caution, psis_loo
@@ -81,24 +82,22 @@ def _finite_extreme(pick, values) -> float:
 
 
 def sample_posterior(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     *,
     spec: LawSpec | None = None,
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 4,
-    seed: int = 0,
-    sampler: str = "auto",
-    target_accept: float = 0.9,
-    hdi_prob: float = 0.95,
-    progress: bool = True,
-    save: str | os.PathLike | None = None,
+    options: BayesOptions | None = None,
+    **settings: Any,
 ) -> BayesFit:
     """Sample the posterior of the joint law; returns the FitResult and the InferenceData.
 
     Same arguments as :func:`fit_bayes`.
     """
+    opts = resolve_options("bayes", options, settings)
+    draws, tune, chains, seed = opts.draws, opts.tune, opts.chains, opts.seed
+    sampler, target_accept, hdi_prob = opts.sampler, opts.target_accept, opts.hdi_prob
+    progress, save = opts.progress, opts.save
     _check_options(draws, tune, chains, target_accept, seed, hdi_prob)
+    runs = as_runs(runs)
     resolved = backends.resolve_sampler(sampler)
     if save is not None:
         save = Path(save)
@@ -234,27 +233,24 @@ def sample_posterior(
 
 
 def fit_bayes(
-    runs: RunTable,
+    runs: RunTable | pd.DataFrame,
     *,
     spec: LawSpec | None = None,
-    draws: int = 1000,
-    tune: int = 1000,
-    chains: int = 4,
-    seed: int = 0,
-    sampler: str = "auto",
-    target_accept: float = 0.9,
-    hdi_prob: float = 0.95,
-    progress: bool = True,
-    save: str | os.PathLike | None = None,
+    options: BayesOptions | None = None,
+    **settings: Any,
 ) -> FitResult:
     """Bayesian fit of the joint law (model and priors: :mod:`phifit.fitters.bayes.model`).
 
     Parameters
     ----------
     runs
-        Validated run table.
+        Run table (a :class:`RunTable`, or a DataFrame validated like a run CSV).
     spec
         Which parameters vary and the box (truncation of the priors); default all six free.
+    options, settings
+        A :class:`~phifit.fitters.options.BayesOptions` or its fields as keywords (as every
+        fitter takes them), checked before anything is sampled (an unknown name raises
+        ``ValueError`` listing the valid ones):
     draws, tune, chains
         Posterior draws per chain after ``tune`` warm-up steps (default 4 x 1000 after 1000).
     seed
@@ -279,16 +275,4 @@ def fit_bayes(
     FitResult with ``params`` = posterior medians, ``ci`` = HDIs, ``objective`` = -ELPD-LOO;
     details in ``extras`` (module docstring); print it with :func:`.summary.bayes_summary`.
     """
-    return sample_posterior(
-        runs,
-        spec=spec,
-        draws=draws,
-        tune=tune,
-        chains=chains,
-        seed=seed,
-        sampler=sampler,
-        target_accept=target_accept,
-        hdi_prob=hdi_prob,
-        progress=progress,
-        save=save,
-    ).result
+    return sample_posterior(runs, spec=spec, options=resolve_options("bayes", options, settings)).result

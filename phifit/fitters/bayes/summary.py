@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import defaults
 from ...law import PARAM_NAMES
 from ...result import FitResult, bayes_summary  # noqa: F401 (re-exported: the text view lives with the record)
 
@@ -71,7 +72,9 @@ def mcse(x: np.ndarray) -> tuple[float, float]:
     return float(x.std(ddof=1) / np.sqrt(ess_x)), mcse_sd
 
 
-def summarise(draws: Mapping[str, np.ndarray], *, hdi_prob: float = 0.95) -> dict[str, dict[str, Any]]:
+def summarise(
+    draws: Mapping[str, np.ndarray], *, hdi_prob: float = defaults.LEVEL
+) -> dict[str, dict[str, Any]]:
     """Per parameter: mean, median, sd, hdi, mcse_mean, mcse_sd, ess_bulk, ess_tail, r_hat.
 
     ``draws`` maps names to (chain, draw) arrays (see the module docstring).
@@ -142,7 +145,9 @@ def posterior_predictive_check(
     return rows, y_rep
 
 
-def recurrence_worth(phi: np.ndarray, r: np.ndarray, *, hdi_prob: float = 0.95) -> dict[str, dict[str, Any]]:
+def recurrence_worth(
+    phi: np.ndarray, r: np.ndarray, *, hdi_prob: float = defaults.LEVEL
+) -> dict[str, dict[str, Any]]:
     """Per r > 1 in the data: r^phi (how many unique blocks one shared block is worth) per draw,
     as its median and HDI."""
     out = {}
