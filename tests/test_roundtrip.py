@@ -142,7 +142,7 @@ def huber(runs):
 
 @pytest.fixture(scope="module")
 def boot(runs, huber):
-    return block_bootstrap(runs, n_boot=12, seed=0, n_jobs=1, progress=False, point=huber)
+    return block_bootstrap(runs, huber, n_boot=12, seed=0, n_jobs=1, progress=False)
 
 
 # -- fits ----------------------------------------------------------------------------------------
@@ -212,8 +212,8 @@ def test_wild_test(runs, huber, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def comparison(runs):
-    return compare_fits(runs, n_starts=20, n_wild=19)
+def comparison(runs, huber):
+    return compare_fits(runs, huber, n_starts=20, n_wild=19)
 
 
 def test_comparison(comparison, tmp_path):
