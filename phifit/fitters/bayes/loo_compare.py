@@ -26,10 +26,11 @@ from typing import Any
 import numpy as np
 
 from ...cautions import Caution
+from ...extras import import_optional
 from ...law import LawSpec
-from ...serialize import to_plain
 from ...result import GENERATOR, FitResult
 from ...runs.table import RunTable
+from ...serialize import to_plain
 from .loo import pareto_k_caution, psis_loo
 from .sampling import sample_posterior
 
@@ -181,7 +182,7 @@ def compare_loo(
     settings.  ``spec`` may set bounds or fix parameters other than the ones compared,
     not phi.  The decision rule is :data:`RULE` (module docstring).
     """
-    import arviz as az
+    az = import_optional("arviz", "bayes", "comparing fits by PSIS-LOO (method 'bayes')")
 
     if fit_kwargs.get("save") is not None:
         raise ValueError(
