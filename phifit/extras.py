@@ -46,8 +46,9 @@ class MissingExtraError(ImportError):
     """An optional backend is not installed (or does not import); the message is one line:
     ``{feature} needs {package}[ ({why})]: pip install 'phifit[{extra}]'``.
 
-    ``why`` is given only when the import failed for another reason than the package being absent
-    (a missing dependency of it, a broken binary), so that the line still says what went wrong.
+    ``module`` is the package that is missing (the one asked for, or another package of the same extra
+    that it imports). ``why`` is given only when the import failed for another reason (a dependency
+    outside the extra missing, a broken binary), so that the line still says what went wrong.
     """
 
     def __init__(self, feature: str, module: str, extra: str, why: str = "") -> None:
