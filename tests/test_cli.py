@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,84 @@ def test_fitting_side_never_imports_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# -- missing optional backends (phifit.extras) ------------------------------------------------
+def _one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err  # one line, no traceback
+    return lines[0]
+
+
+@pytest.mark.parametrize("missing", ["pymc", "arviz"])
+def test_bayes_without_its_extra_exits_2_naming_the_install(tmp_path, capsys, monkeypatch, missing):
+    runs = tmp_path / "runs.csv"
+    main(["simulate", "--out", str(runs)])
+    capsys.readouterr()
+    monkeypatch.setitem(sys.modules, missing, None)  # "import pymc" now fails as if not installed
+    assert main(["fit", str(runs), "--method", "bayes", "--draws", "20", "--tune", "20"]) == 2
+    captured = capsys.readouterr()
+    line = _one_line(captured.err)
+    name = {"pymc": "PyMC", "arviz": "ArviZ"}[missing]
+    assert (
+        line
+        == f"phifit fit: error: method 'bayes' (the Bayesian fit) needs {name}: pip install 'phifit[bayes]'"
+    )
+    assert captured.out == ""
+
+
+def test_train_and_sweep_without_torch_exit_2_naming_the_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    out = str(tmp_path / "runs.csv")
+    assert (
+        main(["train", "--r", "2", "--width", "32", "--head-dim", "16", "--budget", "1e9", "--out", out]) == 2
+    )
+    assert _one_line(capsys.readouterr().err) == (
+        "phifit train: error: phifit train needs PyTorch: pip install 'phifit[train]'"
+    )
+    assert main(["sweep", "cpu_small", "--out", out]) == 2
+    assert "pip install 'phifit[train]'" in _one_line(capsys.readouterr().err)
+    # a bad setting is still reported as such first: it needs no torch
+    assert main(["train", "--r", "3", "--width", "32", "--budget", "1e9", "--out", out]) == 2
+    assert "not a positive multiple of r=3" in _one_line(capsys.readouterr().err)
+
+
+def test_missing_extra_error_names_feature_package_and_install(monkeypatch):
+    from phifit.extras import MissingExtraError, import_optional
+
+    monkeypatch.setitem(sys.modules, "submitit", None)
+    with pytest.raises(MissingExtraError) as info:
+        import_optional("submitit", "cluster", "phifit sweep --launcher slurm")
+    assert str(info.value) == "phifit sweep --launcher slurm needs submitit: pip install 'phifit[cluster]'"
+    assert isinstance(info.value, ImportError) and info.value.extra == "cluster"
+    with pytest.raises(ValueError, match="not a package of extra 'bayes'"):
+        import_optional("torch", "bayes", "x")
+
+
+def test_a_broken_backend_says_why(monkeypatch):
+    """An installed package whose import fails for another reason (here: a dependency outside
+    the extra) is reported with that reason, still in one line with the install; a missing
+    package of the same extra is named itself."""
+    import importlib
+
+    from phifit.extras import MissingExtraError, import_optional
+
+    def broken(name, package=None):
+        raise ModuleNotFoundError("No module named 'xarray'", name="xarray")
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    with pytest.raises(MissingExtraError) as info:
+        import_optional("pymc", "bayes", "method 'bayes' (the Bayesian fit)")
+    assert str(info.value) == (
+        "method 'bayes' (the Bayesian fit) needs PyMC (No module named 'xarray'): pip install 'phifit[bayes]'"
+    )
+
+    def pytensor_missing(name, package=None):
+        raise ModuleNotFoundError("No module named 'pytensor'", name="pytensor")
+
+    monkeypatch.setattr(importlib, "import_module", pytensor_missing)
+    with pytest.raises(MissingExtraError, match=r"needs PyTensor: pip install 'phifit\[bayes\]'$"):
+        import_optional("pymc", "bayes", "method 'bayes' (the Bayesian fit)")
 
 
 # -- text summaries ---------------------------------------------------------------------------

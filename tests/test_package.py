@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import pkgutil
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +46,7 @@ def test_import_phifit_and_the_cli_parser_are_lazy():
         "import sys, phifit\n"
         "from phifit.cli import build_parser\n"
         "build_parser()\n"
-        "print(sorted(m for m in ('numpy', 'pandas', 'scipy', 'torch', 'pymc') if m in sys.modules))"
+        "print(sorted(m for m in ('numpy', 'pandas', 'scipy', 'torch', 'pymc', 'arviz') if m in sys.modules))"
     )
     assert _run(code) == "[]"
 
@@ -57,3 +60,71 @@ def test_the_refit_workers_import_neither_pandas_nor_scipy_optimize():
         "print(sorted(m for m in ('pandas', 'scipy.optimize', 'torch', 'pymc') if m in sys.modules))"
     )
     assert _run(code) == "[]"
+
+
+PACKAGE = Path(phifit.__file__).resolve().parent
+
+
+def _imported_modules(tree: ast.AST, module: str) -> list[tuple[int, str]]:
+    """(line, absolute name) of every import in a module's tree, function-level ones included;
+    relative imports are resolved against ``module`` (the dotted name of the file)."""
+    found = []
+    package = module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                name = f"{base}.{node.module}" if node.module else base
+            else:
+                name = node.module or ""
+            found += [(node.lineno, name)] + [(node.lineno, f"{name}.{a.name}") for a in node.names]
+    return found
+
+
+def test_the_fitting_side_never_imports_the_trainer():
+    # every module of phifit/ (the trainer's sources are a separate folder, installed as
+    # phifit.trainers): no import of phifit.trainers, at module or function level
+    offending = []
+    files = sorted(PACKAGE.rglob("*.py"))
+    assert len(files) > 50  # the scan sees the whole package
+    for path in files:
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        if rel.name == "__init__":
+            module += ".__init__"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for line, name in _imported_modules(tree, module):
+            if name == "phifit.trainers" or name.startswith("phifit.trainers."):
+                offending.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {name}")
+    assert not offending, offending
+
+
+def test_the_import_scan_sees_relative_and_function_level_imports():
+    code = "def f():\n    from ..trainers import cli\n    from .. import trainers\nimport phifit.trainers.flops\n"
+    names = [n for _, n in _imported_modules(ast.parse(code), "phifit.cli.main")]
+    assert "phifit.trainers.cli" in names and "phifit.trainers" in names and "phifit.trainers.flops" in names
+
+
+def test_top_level_modules_stay_few():
+    modules = [m.name for m in pkgutil.iter_modules(phifit.__path__) if not m.ispkg]
+    assert len(modules) <= 15, modules
+
+
+def test_help_lists_the_trainer_commands_without_torch_pymc_or_arviz():
+    # the trainer's subcommands come through entry points and are listed even when torch
+    # cannot be imported; building the parser imports no heavy backend
+    code = (
+        "import importlib.abc, sys\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.partition('.')[0] in ('torch', 'pymc', 'arviz'):\n"
+        "            raise ImportError(name + ' is blocked in this test')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from phifit.cli import build_parser\n"
+        "text = build_parser().format_help()\n"
+        "print('train' in text.split(), 'sweep' in text.split(), 'unavailable' in text,\n"
+        "      sorted(m for m in ('torch', 'pymc', 'arviz', 'numpy') if m in sys.modules))"
+    )
+    assert _run(code) == "True True False []"

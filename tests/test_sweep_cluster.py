@@ -66,7 +66,7 @@ def rows(path: Path) -> list[dict[str, str]]:
 def _markers(out: Path) -> dict[str, dict]:
     found = {}
     for f in (runlog.sidecar(out) / "state").glob("*.json"):
-        m = launch._read_json(f)
+        m = runlog.read_json(f)
         if m:
             found[f.stem] = m
     return found
@@ -121,8 +121,8 @@ def test_status_reports_failures_with_their_error(tmp_path: Path, capsys: pytest
     try:
         raise FloatingPointError("loss is nan at step 12")
     except FloatingPointError as err:
-        launch.mark_failed(out, runs[0].run_id, err)
-    launch.mark_running(out, runs[1].run_id)  # this very process: alive
+        runlog.mark_failed(out, runs[0].run_id, err)
+    runlog.mark_running(out, runs[1].run_id)  # this very process: alive
     assert trainer_main(["sweep", str(spec_path), "--out", str(out), "--status"]) == 1
     text = capsys.readouterr().out
     assert "6 runs in" in text and "1 running, 1 failed, 4 not submitted" in text

@@ -159,6 +159,52 @@ def test_flops_per_token_match_torch_flop_counter(variant: str, r: int) -> None:
         assert counter.get_total_flops() == predicted
 
 
+def _paper_config(s: int, r: int) -> LoopedGPTConfig:
+    """The study's model at width s: 20 effective layers, 2 / (16/r) / 2 (0 / 20 / 0 at r = 1)."""
+    if r == 1:
+        return LoopedGPTConfig.from_depth(
+            depth=20, r=1, d_model=64 * s, head_dim=128, seq_len=2048, vocab_size=32001
+        )
+    return LoopedGPTConfig.from_depth(
+        depth=20, prelude=2, coda=2, r=r, d_model=64 * s, head_dim=128, seq_len=2048, vocab_size=32001
+    )
+
+
+@pytest.mark.parametrize("r", (1, 2, 4, 8))
+def test_the_study_formula_is_the_built_model_measured(r: int) -> None:
+    """phifit.study.paper_architecture (the one formula, as the planner and the simulator use it)
+    against the trainer's model of the study's shape, built on the meta device (no memory, no
+    arithmetic: T = 2048 and V = 32,064 cost nothing), s = 2 (d = 128, one head of 128).
+
+    Parameters: N_once and N_rec equal the built model's tensors exactly.  FLOPs: one forward +
+    backward counted by torch (math SDPA, so both attention matmuls are seen) equals F x T exactly
+    once the differences the formula documents are taken out; of those only the blocks' RMSNorm
+    gains show here (charged 6 x 2 d per block and token as parameters, but no matmul).  The
+    others are conventions shared by the formula and the counter: the embedding lookup (no
+    FLOPs), attention charged in full (the counter also counts the masked half), softmax,
+    normalisations and the loss (neither counts them).
+    """
+    from phifit.study import paper_architecture
+
+    s = 2
+    cfg = _paper_config(s, r)
+    arch = paper_architecture(s, r)
+    with torch.device("meta"):
+        model = LoopedGPT(cfg)
+        idx = torch.zeros((1, cfg.seq_len), dtype=torch.long)
+    split = model.param_split()
+    assert (split.n_once, split.n_rec) == (arch["n_once"], arch["n_rec"])
+    total = sum(p.numel() for p in model.parameters())
+    assert total == arch["n_once"] + arch["n_rec"] + 2 * 32064 * arch["d"]  # untied embedding and head
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        _, loss = model(idx, idx)
+        loss.backward()
+    blocks = cfg.n_prelude + cfg.n_coda + r * cfg.n_recur  # every block has gradients (full BPTT)
+    gain_flops = 6 * blocks * 2 * arch["d"]
+    assert counter.get_total_flops() == (arch["flops_per_token"] - gain_flops) * cfg.seq_len
+    assert arch["flops_per_token"] == flops_per_token(cfg)  # the trainer's F is the same number
+
+
 def test_iso_depth_and_bad_input_raise_clear_errors() -> None:
     with pytest.raises(
         ValueError, match=r"depth=11 .* 9 looped layers, which is not a positive multiple of r=4"

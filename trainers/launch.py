@@ -36,72 +36,18 @@ import socket
 import subprocess
 import sys
 import time
-import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .runlog import merge_rows, read_finished, run_paths, sidecar
+from phifit.extras import import_optional
+
+from .runlog import merge_rows, read_finished, read_json, run_paths, sidecar
+from .sweep import plan, run_sweep
 
 LAUNCHERS = ("local", "slurm", "submitit-local")
 STATES = ("finished", "running", "queued", "failed", "not submitted")
-
-
-# ---- task state markers ------------------------------------------------------------------------------------
-def _write_json(path: Path, obj: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def job_id_from_env() -> str:
-    """The scheduler's id of the job this process runs in ('' outside one)."""
-    if os.environ.get("SLURM_ARRAY_JOB_ID"):
-        return f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID', '0')}"
-    return os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID", "")
-
-
-def mark_running(out: str | os.PathLike, run_id: str) -> None:
-    _write_json(
-        run_paths(out, run_id).state,
-        {
-            "state": "running",
-            "run_id": run_id,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "job_id": job_id_from_env(),
-            "since": time.time(),
-        },
-    )
-
-
-def mark_failed(out: str | os.PathLike, run_id: str, err: BaseException) -> None:
-    tail = "".join(traceback.format_exception(type(err), err, err.__traceback__)).strip().splitlines()[-12:]
-    _write_json(
-        run_paths(out, run_id).state,
-        {
-            "state": "failed",
-            "run_id": run_id,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "job_id": job_id_from_env(),
-            "since": time.time(),
-            "error": "\n".join(tail),
-        },
-    )
-
-
-def clear_state(out: str | os.PathLike, run_id: str) -> None:
-    run_paths(out, run_id).state.unlink(missing_ok=True)
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -172,13 +118,7 @@ def parse_time(text: str) -> int:
 
 
 def _submitit() -> Any:
-    try:
-        import submitit
-    except ImportError as err:
-        raise ValueError(
-            "cluster sweeps need submitit: pip install 'phifit[cluster]' (or pip install submitit)"
-        ) from err
-    return submitit
+    return import_optional("submitit", "cluster", "phifit sweep --launcher slurm|submitit-local")
 
 
 # ---- the task ----------------------------------------------------------------------------------------------
@@ -220,8 +160,6 @@ class SweepTask:
                 ]
                 failed += subprocess.run(cmd, check=False).returncode != 0
         else:
-            from .sweep import run_sweep
-
             if overrides:
                 spec = type(spec)(**{**spec.__dict__, "settings": {**spec.settings, **overrides}})
             failed = run_sweep(spec, out, grids, run_ids=run_ids, file=sys.stderr)
@@ -400,8 +338,6 @@ def sweep_status(
 ) -> list[RunStatus]:
     """The state of every planned run: from the table and its row files (finished), the task markers
     (running, failed) and the launcher's job records (queued, or gone without finishing = failed)."""
-    from .sweep import plan
-
     merge_rows(out)
     done = read_finished(out)
     subs = _submissions(out)
@@ -411,7 +347,7 @@ def sweep_status(
         if rid in done:
             result.append(RunStatus(rid, "finished"))
             continue
-        marker = _read_json(run_paths(out, rid).state)
+        marker = read_json(run_paths(out, rid).state)
         rec = subs.get(rid)
         if marker and (rec is None or marker.get("since", 0) >= rec.get("submitted", 0)):
             job = str(marker.get("job_id", ""))

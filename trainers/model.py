@@ -16,9 +16,10 @@ nanochat / nanoGPT: pre-norm, causal self-attention through PyTorch SDPA with Ro
 MLP, no biases, no dropout. Hyperconnections (paper §5.2, Eq. 7; Zhu et al. 2025) replace the injection by K
 lanes.
 
-The configuration lives in ``config.py`` (torch-free, so that parameter counts and FLOPs in ``flops.py`` and
-sweep dry runs need no torch). ``LoopedGPT.param_split`` counts the actual tensors and asserts that they equal
-the closed forms of ``flops.param_counts``.
+The configuration lives in :mod:`phifit.plan.run_config` (torch-free, so that parameter counts, FLOPs per
+token and sweep plans need no torch; ``config.py`` re-imports it). ``LoopedGPT.param_split`` counts the actual
+tensors and asserts that they equal the closed forms of ``flops.param_counts`` (the study's formula,
+:func:`phifit.study.looped_param_counts`).
 """
 
 from __future__ import annotations

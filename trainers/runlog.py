@@ -22,22 +22,34 @@ file has one writer (its run). The lock then only saves work; correctness does n
 is an idempotent union keyed by ``run_id``, so a racing merge that drops a row for a moment (two nodes
 without a working lock both rename their union) is repaired by the next merge from the row file, which is
 never deleted, and no run is ever listed twice. The row files are the record; the CSV is their merged view.
+
+Task state (``mark_running``, ``mark_failed``, ``clear_state``): while a sweep task trains a run it keeps a
+marker ``<csv>.d/state/<run_id>.json`` (``running`` with host, pid and job id; ``failed`` with the error's
+tail), removed when the row is in. The in-process sweep writes them and the cluster launcher reads them, so
+both import them from here.
+
+Run ids (``make_run_id``, ``format_budget``, ``variant_of``) are defined with the run's configuration in
+:mod:`phifit.plan.run_config` and re-exported here.
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import math
 import os
+import socket
 import tempfile
+import time
+import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from phifit.plan.run_config import format_budget, make_run_id, variant_of  # noqa: F401 (re-exported)
 
 try:  # POSIX advisory locks; elsewhere appends rely on os.replace alone
     import fcntl
@@ -128,29 +140,64 @@ def run_paths(path: str | os.PathLike, run_id: str) -> RunPaths:
     )
 
 
-def format_budget(budget: float) -> str:
-    """A short, float-parseable budget label: 1e13 -> '1e13', 4.64e12 -> '4.64e12'."""
-    return f"{budget:.6g}".replace("e+0", "e").replace("e+", "e")
+# ---- task state markers ------------------------------------------------------------------------------------
+def _write_json(path: Path, obj: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
 
 
-def make_run_id(identity: Mapping[str, Any]) -> str:
-    """Deterministic id: a readable prefix plus 10 hex digits of sha256 over the sorted identity JSON.
-
-    ``identity`` holds every setting that determines the result (model, budget or steps, recipe, data, seed),
-    so the same configuration always gets the same id and a re-run is recognised and skipped.
-    """
-    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
-    digest = hashlib.sha256(blob.encode()).hexdigest()[:10]
-    m = identity["model"]
-    horizon = f"C{format_budget(identity['budget'])}" if identity.get("budget") else f"S{identity['steps']}"
-    return f"{variant_of(m)}-r{m['r']}-d{m['d_model']}-{horizon}-s{identity['seed']}-{digest}"
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A marker's content; None when it is missing or torn."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
 
 
-def variant_of(model: Mapping[str, Any]) -> str:
-    """The variant label of a model configuration dict (mirrors ``LoopedGPTConfig.variant``)."""
-    from .config import LoopedGPTConfig
+def job_id_from_env() -> str:
+    """The scheduler's id of the job this process runs in ('' outside one)."""
+    if os.environ.get("SLURM_ARRAY_JOB_ID"):
+        return f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID', '0')}"
+    return os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID", "")
 
-    return LoopedGPTConfig(**model).variant
+
+def mark_running(out: str | os.PathLike, run_id: str) -> None:
+    """Marker ``running`` (host, pid, job id, since) of a run a task is training now."""
+    _write_json(
+        run_paths(out, run_id).state,
+        {
+            "state": "running",
+            "run_id": run_id,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "job_id": job_id_from_env(),
+            "since": time.time(),
+        },
+    )
+
+
+def mark_failed(out: str | os.PathLike, run_id: str, err: BaseException) -> None:
+    """Marker ``failed`` with the last 12 lines of the error's traceback."""
+    tail = "".join(traceback.format_exception(type(err), err, err.__traceback__)).strip().splitlines()[-12:]
+    _write_json(
+        run_paths(out, run_id).state,
+        {
+            "state": "failed",
+            "run_id": run_id,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "job_id": job_id_from_env(),
+            "since": time.time(),
+            "error": "\n".join(tail),
+        },
+    )
+
+
+def clear_state(out: str | os.PathLike, run_id: str) -> None:
+    """Remove a run's marker (its row is in the table)."""
+    run_paths(out, run_id).state.unlink(missing_ok=True)
 
 
 def _format(value: Any) -> str:

@@ -1,7 +1,15 @@
 """The ``phifit`` command: the parser of every subcommand and the entry point.
 
 Exit codes: 0 success, 2 bad input or arguments (a one-line message on stderr
-that names the file, row and column where it applies; no traceback).
+that names the file, row and column where it applies; no traceback), and 2 as well
+when an optional backend is missing (:class:`phifit.extras.MissingExtraError`: one
+line naming the feature and ``pip install 'phifit[EXTRA]'``).
+
+Subcommands come from two places: phifit's own modules (``_COMMANDS``) and the entry
+points of the group ``phifit.commands`` (``PLUGIN_GROUP``), through which the trainer
+adds ``train`` and ``sweep`` (declared in ``pyproject.toml``), so that the fitting side
+never imports the trainer.  A command whose registration cannot be loaded is still
+listed; running it prints why.
 """
 
 from __future__ import annotations
@@ -11,12 +19,39 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from .. import __version__
+from ..extras import MissingExtraError
 
 # Subcommand modules of phifit.cli; each exposes register(subparsers) and imports its
 # machinery only when it runs, so that ``phifit --help`` is instant.
 _COMMANDS = ("fit", "compare", "diagnose", "report", "simulate", "equiv", "predict", "plan")
+
+#: Entry-point group of subcommands defined outside phifit's own modules; each entry point
+#: names a function ``register(subparsers)`` that adds the subcommand of the entry's name.
+PLUGIN_GROUP = "phifit.commands"
+
+
+def _plugin_entry_points() -> list[Any]:
+    """The entry points of ``PLUGIN_GROUP`` of the installed distributions, by name."""
+    from importlib.metadata import entry_points
+
+    return sorted(entry_points(group=PLUGIN_GROUP), key=lambda ep: ep.name)
+
+
+def _register_unloadable(sub: Any, name: str, err: BaseException) -> None:
+    """List a subcommand whose registration failed to import; running it reports the error."""
+    reason = " ".join(str(err).split()) or type(err).__name__
+    p = sub.add_parser(name, help=f"(unavailable: {reason})", add_help=True)
+    p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    def fail(args: argparse.Namespace) -> int:
+        if isinstance(err, MissingExtraError):
+            raise err
+        raise ValueError(f"the {name} command could not be loaded: {reason}")
+
+    p.set_defaults(func=fail)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,12 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
     for name in _COMMANDS:
         if importlib.util.find_spec(f"{__package__}.{name}") is not None:
             importlib.import_module(f"{__package__}.{name}").register(sub)
-    try:
-        from ..trainers import cli as trainer_cli
-    except ImportError:  # trainer sources not installed
-        trainer_cli = None
-    if trainer_cli is not None:
-        trainer_cli.register(sub)
+    plugins = _plugin_entry_points()
+    for ep in plugins:
+        try:
+            register = ep.load()
+        except ImportError as err:  # listed all the same: never drop a command silently
+            _register_unloadable(sub, ep.name, err)
+            continue
+        register(sub)
+    if not plugins:
+        parser.epilog = (
+            f"No subcommands are registered under the entry points '{PLUGIN_GROUP}' (train, sweep): "
+            "phifit's installed metadata is missing or stale; reinstall it (pip install -e . in a checkout)."
+        )
     return parser
 
 
@@ -46,6 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except MissingExtraError as err:
+        print(f"phifit {args.command}: error: {err}", file=sys.stderr)
+        return 2
     except (
         ValueError,
         FileNotFoundError,

@@ -1,5 +1,8 @@
 """Plan a sweep before training it: what a design can measure of phi, and at what cost.
 
+- :mod:`~phifit.plan.run_config`: a training run's configuration (the looped GPT, its training, its
+  run id, its parameter split and FLOPs; no torch, no NumPy);
+- :mod:`~phifit.plan.sweep_spec`: sweep specs (TOML) -> planned runs, and their run-time estimate;
 - :mod:`~phifit.plan.inputs`: what a plan is made of (the planned design, its runs and cost; the
   noise model; the pilot's misfit);
 - :mod:`~phifit.plan.modes`: the two predictions, asymptotic (cluster sandwich) and simulated
@@ -7,10 +10,30 @@
 - :mod:`~phifit.plan.design`: :func:`plan_design` and :func:`plan_from_fit`, which run them and
   return a :class:`PlanResult`;
 - :mod:`~phifit.plan.optimize`: search designs under a compute cap.
+
+The names below are imported on first use, so that the trainer (and ``phifit --help``) can read
+sweep specs and configurations without loading the planner's NumPy, SciPy and pandas.
 """
 
 from __future__ import annotations
 
-from .design import PlanResult, plan_design, plan_from_fit
+import importlib
+from typing import Any
+
+#: exported name -> module that defines it (imported on first access)
+_EXPORTS = {"PlanResult": "design", "plan_design": "design", "plan_from_fit": "design"}
 
 __all__ = ["PlanResult", "plan_design", "plan_from_fit"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'phifit.plan' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

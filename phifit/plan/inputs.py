@@ -1,8 +1,8 @@
 """What a plan is made of: the planned design (its runs, architectures and cost) and the noise.
 
 - :class:`PlanDesign` from the study's grid (:func:`design_from_paper`), a sweep spec
-  (:func:`design_from_spec`, with the trainer's time estimate) or a table of planned or
-  finished runs (:func:`design_from_table`);
+  (:func:`design_from_spec`, with the sweep's time estimate, :mod:`phifit.plan.sweep_spec`) or a
+  table of planned or finished runs (:func:`design_from_table`);
 - :class:`NoiseModel` (per-run and per-(budget, r)-cell log-loss noise), from a pilot table's
   Huber fit (:func:`noise_from_pilot`), and the Huber moments of that noise
   (:func:`huber_moments`) that the asymptotic plan needs.
@@ -26,6 +26,8 @@ from ..law import (
 )
 from ..serialize import JsonIO
 from ..study import paper_architecture, paper_design
+from .run_config import flops_per_token, make_train_config, param_counts, tokens_for_budget
+from .sweep_spec import Throughput, estimate_seconds, load_spec, plan
 
 #: z of a two-sided 95% interval and the level of the tests.
 Z95 = float(norm.ppf(0.975))
@@ -68,9 +70,6 @@ class _SpecArch:
         """(n_once, n_rec, flops per token, tokens per optimiser step) of one width."""
         key = (int(r), int(width))
         if key not in self._cache:
-            from phifit.trainers.config import make_train_config
-            from phifit.trainers.flops import flops_per_token, param_counts
-
             cfg = make_train_config(**self.settings, budget=1e12, width=int(width), r=int(r), seed=0)
             pc = param_counts(cfg.model)
             per_step = cfg.batch_size * cfg.model.seq_len * cfg.grad_accum
@@ -178,8 +177,6 @@ def spec_speed(spec: Any, width: int) -> Any:
     models do not fill the cores: measured with the bundled spec, d = 16 runs at 23 GFLOP/s
     against 38 at d = 32, so this is on the slow, safe side); above the largest it is held.
     """
-    from phifit.trainers.sweep import Throughput
-
     if spec.recorded:
         w = np.log([x[0] for x in spec.recorded])
         f = np.log([x[1] for x in spec.recorded])
@@ -193,10 +190,8 @@ def spec_speed(spec: Any, width: int) -> Any:
 
 
 def spec_seconds(spec: Any, runs: Sequence[Any]) -> tuple[float | None, str]:
-    """Sum of :func:`phifit.trainers.sweep.estimate_seconds` over planned runs, with the
+    """Sum of :func:`phifit.plan.sweep_spec.estimate_seconds` over planned runs, with the
     spec's recorded per-width speeds (or its constant): no probing."""
-    from phifit.trainers.sweep import estimate_seconds
-
     total = 0.0
     for run in runs:
         speed = spec_speed(spec, run.width)
@@ -208,10 +203,7 @@ def spec_seconds(spec: Any, runs: Sequence[Any]) -> tuple[float | None, str]:
 
 
 def design_from_spec(path: str, *, grids: list[str] | None = None, variant: str = "baseline") -> PlanDesign:
-    """The runs a sweep spec plans (``phifit.trainers.sweep.plan``), one recipe (``variant``)."""
-    from phifit.trainers.flops import flops_per_token, param_counts, tokens_for_budget
-    from phifit.trainers.sweep import load_spec, plan
-
+    """The runs a sweep spec plans (:func:`phifit.plan.sweep_spec.plan`), one recipe (``variant``)."""
     spec = load_spec(path)
     planned = [p for p in plan(spec, grids) if p.variant == variant]
     if not planned:

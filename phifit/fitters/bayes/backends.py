@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from ...cache import cache_dir, use_pytensor_cache, write_atomic
+from ...extras import import_optional
 from ...law import LawSpec
 from .model import STORED_VARS, build_model, model_structure
 
@@ -103,17 +104,24 @@ def resolve_sampler(sampler: str) -> str:
     if sampler == "auto":
         return "nutpie" if nutpie_available() else "pymc"
     if sampler == "nutpie" and not nutpie_available():
-        raise ImportError(
-            "sampler='nutpie' needs nutpie and numba: pip install nutpie numba (or use sampler='pymc')"
-        )
+        import_optional("nutpie", "bayes", "sampler 'nutpie'")  # MissingExtraError when nutpie is absent
+        raise ImportError("sampler='nutpie' needs numba: pip install numba (or use sampler='pymc')")
     return sampler
+
+
+def require_backends(feature: str = "method 'bayes' (the Bayesian fit)") -> None:
+    """PyMC and ArviZ import (after PyTensor's cache is set, as :func:`.model.build_model` does), or
+    :class:`phifit.extras.MissingExtraError` naming ``feature`` and ``pip install 'phifit[bayes]'``."""
+    use_pytensor_cache()
+    import_optional("pymc", "bayes", feature)
+    import_optional("arviz", "bayes", feature)
 
 
 def sample_nutpie(
     data: Mapping[str, np.ndarray], spec: LawSpec, *, draws, tune, chains, seed, target_accept, progressbar
 ) -> SamplerOutput:
     """nutpie's NUTS; the compiled model is kept per spec structure in this process and on disk."""
-    import nutpie
+    nutpie = import_optional("nutpie", "bayes", "sampler 'nutpie'")
 
     t0 = time.perf_counter()
     compiled, info = compiled_model(data, spec)
@@ -151,7 +159,7 @@ def compiled_model(data: Mapping[str, np.ndarray], spec: LawSpec) -> tuple[Any, 
     nutpie compiles it (``"miss"``, then saved to disk; ``"off"`` when the disk cache is
     off).  A disk entry that cannot be used is recompiled and replaced (``reason`` says why).
     """
-    import nutpie
+    nutpie = import_optional("nutpie", "bayes", "sampler 'nutpie'")
 
     key = model_structure(spec)
     if key in _NUTPIE_CACHE:
@@ -452,7 +460,7 @@ def sample_pymc(
     data: Mapping[str, np.ndarray], spec: LawSpec, *, draws, tune, chains, seed, target_accept, progressbar
 ) -> SamplerOutput:
     """PyMC's own NUTS; compile time is the total minus PyMC's reported sampling time."""
-    import pymc as pm
+    pm = import_optional("pymc", "bayes", "method 'bayes' (the Bayesian fit)")
 
     t0 = time.perf_counter()
     model = build_model(data, spec)

@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 
 from ...cautions import Caution, caution
+from ...extras import import_optional
 
 
 def psis_loo(idata) -> dict[str, Any]:
     """elpd_loo, se, p_loo, the Pareto-k threshold ``good_k``, and per run ``loo_i`` and ``pareto_k``."""
-    import arviz as az
+    az = import_optional("arviz", "bayes", "PSIS-LOO (method 'bayes')")
 
     with _warnings.catch_warnings():
         _warnings.simplefilter("ignore")

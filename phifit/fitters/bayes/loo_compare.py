@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ...cautions import Caution
+from ...extras import import_optional
 from ...law import LawSpec
 from ...result import GENERATOR, FitResult
 from ...runs.table import RunTable, as_runs
@@ -186,7 +187,7 @@ def compare_loo(
     not phi.  The decision rule is :data:`RULE` (module docstring).
     """
     runs = as_runs(runs)
-    import arviz as az
+    az = import_optional("arviz", "bayes", "comparing fits by PSIS-LOO (method 'bayes')")
 
     if fit_kwargs.get("save") is not None:
         raise ValueError(

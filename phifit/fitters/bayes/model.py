@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from ...cache import use_pytensor_cache
+from ...extras import import_optional
 from ...law import THETA_NAMES, THETA_TO_PARAM, LawSpec, lse_log_loss
 from ...runs.table import RunTable
 from .coords import log_exponents, whitening
@@ -175,8 +176,8 @@ def build_model(data: Mapping[str, np.ndarray], spec: LawSpec):
     (:func:`phifit.cache.use_pytensor_cache`).
     """
     use_pytensor_cache()
-    import pymc as pm
-    import pytensor.tensor as pt
+    pm = import_optional("pymc", "bayes", "method 'bayes' (the Bayesian fit)")
+    pt = import_optional("pytensor.tensor", "bayes", "method 'bayes' (the Bayesian fit)")
 
     free = {c: bool(f) for c, f in zip(THETA_NAMES, spec.free_mask)}
     logged = {c: bool(f) for c, f in zip(THETA_NAMES, log_exponents(spec))}

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...extras import MissingExtraError
 from ...law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss
 from ...result import FitResult
 from ...runs.table import RunTable, as_runs
@@ -97,6 +98,7 @@ def sample_posterior(
     sampler, target_accept, hdi_prob = opts.sampler, opts.target_accept, opts.hdi_prob
     progress, save = opts.progress, opts.save
     _check_options(draws, tune, chains, target_accept, seed, hdi_prob)
+    backends.require_backends()  # a missing PyMC / ArviZ: one line naming pip install 'phifit[bayes]'
     runs = as_runs(runs)
     resolved = backends.resolve_sampler(sampler)
     if save is not None:
@@ -123,6 +125,8 @@ def sample_posterior(
     }
     try:
         out = backends.run_sampler(resolved, data, fit_spec, progressbar=progress, **settings)
+    except MissingExtraError:
+        raise
     except Exception as err:  # noqa: BLE001 - "auto" must always produce a fit
         if sampler != "auto" or resolved != "nutpie":
             raise

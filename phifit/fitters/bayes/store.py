@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ... import __version__
+from ...extras import import_optional
 from ...law import THETA_NAMES, LawSpec
 from ...runs.table import RunTable
 from .model import STORED_VARS, prior_description
@@ -48,7 +49,7 @@ def inference_data(
     attrs: Mapping[str, Any],
 ):
     """ArviZ InferenceData of a fit; ``loglik`` and ``y_rep`` are (chains x draws, runs)."""
-    import arviz as az
+    az = import_optional("arviz", "bayes", "method 'bayes' (the Bayesian fit)")
 
     n_chain, n_draw = post["a"].shape
     posterior = dict(post)
@@ -73,7 +74,7 @@ def inference_data(
 
 def load_posterior(path: str | os.PathLike):
     """Reload a posterior saved by ``fit_bayes(..., save=PATH)`` as ArviZ InferenceData."""
-    import arviz as az
+    az = import_optional("arviz", "bayes", "reading a saved posterior")
 
     path = Path(path)
     if not path.is_file():

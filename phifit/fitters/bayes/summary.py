@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ... import defaults
-from ...law import PARAM_NAMES
+from ...extras import import_optional
 from ...result import FitResult, bayes_summary  # noqa: F401 (re-exported: the text view lives with the record)
 
 
@@ -49,7 +49,7 @@ def natural_params(post: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def hdi(x: np.ndarray, prob: float) -> list[float]:
     """Highest-density interval [lo, hi] of the draws ``x`` at probability ``prob``."""
-    import arviz as az
+    az = import_optional("arviz", "bayes", "the posterior summary (method 'bayes')")
 
     lo, hi = az.hdi(np.asarray(x, float).ravel(), hdi_prob=prob)
     return [float(lo), float(hi)]
@@ -57,7 +57,7 @@ def hdi(x: np.ndarray, prob: float) -> list[float]:
 
 def mcse(x: np.ndarray) -> tuple[float, float]:
     """Monte Carlo standard errors (of the mean, of the sd) of (chain, draw) draws ``x``."""
-    import arviz as az
+    az = import_optional("arviz", "bayes", "the posterior summary (method 'bayes')")
 
     x = np.asarray(x, float)
     if x.size < 4 or x.shape[-1] < 4:
@@ -79,7 +79,7 @@ def summarise(
 
     ``draws`` maps names to (chain, draw) arrays (see the module docstring).
     """
-    import arviz as az
+    az = import_optional("arviz", "bayes", "the posterior summary (method 'bayes')")
 
     out = {}
     for name, x in draws.items():
