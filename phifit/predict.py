@@ -31,6 +31,7 @@ import numpy as np
 
 from .cautions import Caution, caution
 from .bootstrap.draws import clean_thetas, law_theta, percentile_interval
+from .bootstrap.result import MAX_FAILED_SHARE, BootstrapResult, intervals_withheld
 from .frontier import PaperFamily, TableFamily, frontier
 from .law import Design, JointLaw, log_loss
 from .serialize import to_plain
@@ -102,7 +103,8 @@ class Prediction:
     ``points``: per point {r, n_once, n_rec, tokens, n_eff, loss, interval ([lo, hi] or
     None)}.  ``optimal``: per (budget C, r) {compute, r, n_once, n_rec, n_unique, n_eff,
     tokens, tokens_per_param, loss, interval, at_edge}.  ``level`` and ``n_draws``: the
-    intervals' level and the bootstrap draws behind them (0: no interval).  ``law``: the
+    intervals' level and the bootstrap draws behind them (0: no interval); ``n_boot`` and
+    ``n_failed``: the bootstrap replicates run and how many failed (0 when none was run).  ``law``: the
     parameters used; ``source``: where they come from; ``family``: the architectures searched.
     """
 
@@ -114,6 +116,8 @@ class Prediction:
     level: float = 0.95
     n_draws: int = 0
     warnings: list[Caution] = field(default_factory=list)
+    n_boot: int = 0
+    n_failed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = {"generator": "phifit", "kind": "prediction", **self.__dict__}
@@ -129,11 +133,17 @@ class Prediction:
             f"B = {p['B']:.4g}, beta = {p['beta']:.4g}, phi = {phi}",
         ]
         pct = f"{100 * self.level:g}%"
-        interval = (
-            f"{pct} percentile interval over {self.n_draws} bootstrap draws"
-            if self.n_draws
-            else "no interval (no bootstrap draws: pass --runs RUNS.csv --bootstrap N)"
-        )
+        if self.n_draws:
+            interval = f"{pct} percentile interval over {self.n_draws} bootstrap draws"
+            if self.n_failed:
+                interval += f" ({self.n_failed} of {self.n_boot} replicates failed)"
+        elif self.n_boot:
+            interval = (
+                f"none: {self.n_failed} of {self.n_boot} bootstrap replicates failed, more than "
+                f"{MAX_FAILED_SHARE:.0%} (see [[Notes]])"
+            )
+        else:
+            interval = "no interval (no bootstrap draws: pass --runs RUNS.csv --bootstrap N)"
         lines.append(f"    interval: {interval}")
         if self.points:
             lines += ["", "[[Loss at given points]]"]
@@ -206,11 +216,15 @@ def predict(
     thetas: np.ndarray | None = None,
     level: float | None = None,
     source: str = "",
+    bootstrap: BootstrapResult | None = None,
 ) -> Prediction:
     """Loss at ``points`` (a mapping with ``r, n_once, n_rec, tokens`` arrays) and the
     compute-optimal allocation per r at each of ``budgets`` (FLOPs) over ``family``
     (default: the study's architectures).  ``thetas``: bootstrap draws (S, 6) for percentile
-    intervals at ``level`` (default the fit's ``ci_level``, else 0.95)."""
+    intervals at ``level`` (default the fit's ``ci_level``, else 0.95).  ``bootstrap``: the
+    block bootstrap the draws come from (its ``thetas`` when ``thetas`` is not given); when
+    more than :data:`~phifit.bootstrap.result.MAX_FAILED_SHARE` of its replicates failed no
+    interval is given, and its cautions join the prediction's."""
     if points is None and not budgets:
         raise ValueError("predict: give points (r, n_once, n_rec, tokens) or budgets (FLOPs), or both")
     if level is None:
@@ -218,8 +232,16 @@ def predict(
     theta = law_theta(law)
     jl = theta_law(theta)
     params = dict(law.params) if isinstance(law, FitResult) else dict(jl.params)
-    draws = clean_thetas(thetas)
     warnings: list[Caution] = []
+    n_boot = n_failed = 0
+    if bootstrap is not None:
+        n_boot, n_failed = int(bootstrap.n_boot), int(bootstrap.n_failed)
+        warnings += list(bootstrap.warnings)
+        if thetas is None:
+            thetas = bootstrap.thetas
+        if intervals_withheld(n_failed, n_boot):
+            thetas = None
+    draws = clean_thetas(thetas)
     if isinstance(law, FitResult) and law.phi is None:
         warnings.append(
             caution(
@@ -299,6 +321,8 @@ def predict(
         level=level,
         n_draws=0 if draws is None else len(draws),
         warnings=warnings,
+        n_boot=n_boot,
+        n_failed=n_failed,
     )
 
 

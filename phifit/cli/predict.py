@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--r {r} > 1 needs --n-rec > 0 (the shared block's parameters)")
         points = {"r": [r], "n_once": [args.n_once], "n_rec": [n_rec], "tokens": [args.tokens]}
 
-    runs = thetas = None
+    runs = boot = None
     if args.runs:
         from ._common import load_recipe_runs
 
@@ -196,7 +196,6 @@ def run(args: argparse.Namespace) -> int:
             method=law.method,
             point=law,
         )
-        thetas = boot.thetas
         source += f" ({args.bootstrap} block-bootstrap replicates, {boot.n_failed} failed)"
     family = None
     if budgets:
@@ -208,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
 
             family = PaperFamily(r_values=tuple(r_values) if r_values else PAPER_RECURRENCES)
     result = predict(
-        law, points=points, budgets=budgets, family=family, thetas=thetas, level=args.level, source=source
+        law, points=points, budgets=budgets, family=family, bootstrap=boot, level=args.level, source=source
     )
     print(result.summary())
     if args.json:
