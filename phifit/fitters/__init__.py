@@ -11,6 +11,8 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from ..law import LawSpec
     from ..result import FitResult
@@ -34,7 +36,8 @@ def fit(
     ``fix`` holds parameters fixed by natural name ({"phi": 0}); ``spec`` gives the
     full specification instead (bounds included).  Remaining keyword options go to
     the method (Huber: n_starts, seed, delta, ...; lsq: n_starts, seed, profile, level;
-    bayes: draws, tune, chains, seed, ...).
+    bayes: draws, tune, chains, seed, ...).  The result's warnings add the checks of
+    :func:`phifit.fitters.common.fit_quality_cautions`: outlying runs by name and a low R^2.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
@@ -45,7 +48,15 @@ def fit(
     spec = spec or LawSpec(fixed=dict(fix or {}))
     module, name = _FITTERS[method]
     fitter = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    return fitter(runs, spec=spec, **options)
+    result = fitter(runs, spec=spec, **options)
+    from ..cautions import collect
+    from .common import fit_quality_cautions
+
+    n_free = sum(1 for k, v in result.params.items() if v is not None and k not in result.fixed)
+    quality = fit_quality_cautions(
+        np.asarray(result.residuals), list(result.run_ids), result.r2, n_free, source=method
+    )
+    return result.with_updates(warnings=collect(result.warnings, quality)) if quality else result
 
 
 def __getattr__(name: str) -> Any:
