@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .cautions import Caution, caution
+from .cautions import Caution, caution, collect
 from .bootstrap.draws import clean_thetas, law_theta, percentile_interval
 from .bootstrap.result import MAX_FAILED_SHARE, BootstrapResult, intervals_withheld
 from .frontier import PaperFamily, TableFamily, frontier
@@ -39,7 +39,59 @@ from .study import paper_architecture
 from .result import FitResult
 from .runs.table import RunTable
 
-__all__ = ["Prediction", "predict", "predict_loss", "table_family"]
+__all__ = ["EXTRAPOLATION_FACTOR", "Prediction", "predict", "predict_loss", "table_family"]
+
+#: A point is extrapolated when its r, N_eff or D lies more than this factor beyond the range
+#: of the fitted runs (below min / factor or above max * factor).  Within a factor of 2 the
+#: law's power terms are read over a span comparable to the spacing of a typical sweep
+#: (sizes and budgets about 2x apart); beyond it the prediction rests on the law's form,
+#: not on the runs, and phi in particular is extrapolated in r.
+EXTRAPOLATION_FACTOR = 2.0
+
+
+def fitted_range(runs: RunTable, phi: float | None) -> dict[str, list[float]]:
+    """{r, n_eff, tokens: [min, max]} over the fitted runs (N_eff at the fitted phi, 0 when
+    phi was not identified)."""
+    from .law import log_n_eff
+
+    lne = log_n_eff(0.0 if phi is None else float(phi), runs.design)
+    return {
+        "r": [float(runs.r.min()), float(runs.r.max())],
+        "n_eff": [float(np.exp(lne.min())), float(np.exp(lne.max()))],
+        "tokens": [float(runs.tokens.min()), float(runs.tokens.max())],
+    }
+
+
+def range_cautions(rows: Sequence[Mapping[str, Any]], span: Mapping[str, Sequence[float]]) -> list[Caution]:
+    """A caution per quantity (r, N_eff, D) for the points beyond ``EXTRAPOLATION_FACTOR`` of
+    the fitted ``span``."""
+    labels = {"r": "r", "n_eff": "N_eff", "tokens": "D (tokens)"}
+    out = []
+    for key, label in labels.items():
+        lo, hi = span[key]
+        far = [
+            i
+            for i, row in enumerate(rows)
+            if row[key] > hi * EXTRAPOLATION_FACTOR or row[key] < lo / EXTRAPOLATION_FACTOR
+        ]
+        if far:
+            values = [float(rows[i][key]) for i in far]
+            out.append(
+                caution(
+                    "predict",
+                    "outside_fitted_range",
+                    f"{len(far)} point{'s' * (len(far) != 1)} with {label} "
+                    f"{', '.join(_count(v) for v in values[:5])}{' ...' if len(far) > 5 else ''} "
+                    f"beyond {EXTRAPOLATION_FACTOR:g}x the fitted range [{_count(lo)}, {_count(hi)}]: "
+                    f"the prediction extrapolates the law's form, not the runs",
+                    quantity=key,
+                    points=far,
+                    values=values,
+                    fitted_range=[lo, hi],
+                    factor=EXTRAPOLATION_FACTOR,
+                )
+            )
+    return out
 
 
 def predict_loss(
@@ -217,6 +269,7 @@ def predict(
     level: float | None = None,
     source: str = "",
     bootstrap: BootstrapResult | None = None,
+    runs: RunTable | None = None,
 ) -> Prediction:
     """Loss at ``points`` (a mapping with ``r, n_once, n_rec, tokens`` arrays) and the
     compute-optimal allocation per r at each of ``budgets`` (FLOPs) over ``family``
@@ -224,7 +277,9 @@ def predict(
     intervals at ``level`` (default the fit's ``ci_level``, else 0.95).  ``bootstrap``: the
     block bootstrap the draws come from (its ``thetas`` when ``thetas`` is not given); when
     more than :data:`~phifit.bootstrap.result.MAX_FAILED_SHARE` of its replicates failed no
-    interval is given, and its cautions join the prediction's."""
+    interval is given, and its cautions join the prediction's.  ``runs``: the table the law
+    was fitted to; points beyond :data:`EXTRAPOLATION_FACTOR` of its range of r, N_eff or D
+    get a caution.  A FitResult's own warnings are carried into the prediction's."""
     if points is None and not budgets:
         raise ValueError("predict: give points (r, n_once, n_rec, tokens) or budgets (FLOPs), or both")
     if level is None:
@@ -232,7 +287,7 @@ def predict(
     theta = law_theta(law)
     jl = theta_law(theta)
     params = dict(law.params) if isinstance(law, FitResult) else dict(jl.params)
-    warnings: list[Caution] = []
+    warnings: list[Caution] = list(law.warnings) if isinstance(law, FitResult) else []
     n_boot = n_failed = 0
     if bootstrap is not None:
         n_boot, n_failed = int(bootstrap.n_boot), int(bootstrap.n_failed)
@@ -270,6 +325,8 @@ def predict(
                     "interval": None if iv is None else [float(iv[i, 0]), float(iv[i, 1])],
                 }
             )
+    if runs is not None and point_rows:
+        warnings += range_cautions(point_rows, fitted_range(runs, params.get("phi")))
     optimal: list[dict[str, Any]] = []
     family_text = None
     if budgets:
@@ -312,6 +369,7 @@ def predict(
                     budgets=cs,
                 )
             )
+    warnings = collect(warnings)
     return Prediction(
         law=params,
         source=source,

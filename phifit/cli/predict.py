@@ -207,7 +207,14 @@ def run(args: argparse.Namespace) -> int:
 
             family = PaperFamily(r_values=tuple(r_values) if r_values else PAPER_RECURRENCES)
     result = predict(
-        law, points=points, budgets=budgets, family=family, bootstrap=boot, level=args.level, source=source
+        law,
+        points=points,
+        budgets=budgets,
+        family=family,
+        bootstrap=boot,
+        level=args.level,
+        source=source,
+        runs=runs,
     )
     print(result.summary())
     if args.json:
