@@ -287,7 +287,11 @@ def predict(
     theta = law_theta(law)
     jl = theta_law(theta)
     params = dict(law.params) if isinstance(law, FitResult) else dict(jl.params)
-    warnings: list[Caution] = list(law.warnings) if isinstance(law, FitResult) else []
+    # the fit's own warnings travel with its predictions; its note that phi was not
+    # identified is said below for the prediction itself (phi = 0 at looped points)
+    warnings: list[Caution] = (
+        [w for w in law.warnings if w.kind != "phi_unidentified"] if isinstance(law, FitResult) else []
+    )
     n_boot = n_failed = 0
     if bootstrap is not None:
         n_boot, n_failed = int(bootstrap.n_boot), int(bootstrap.n_failed)
