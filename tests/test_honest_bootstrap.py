@@ -96,3 +96,32 @@ def test_predict_says_why_no_interval(seven_fit_and_boot):
     assert f"{boot.n_failed} of {boot.n_boot} bootstrap replicates failed" in text
     assert "pass --runs RUNS.csv --bootstrap N" not in text
     assert any(c.kind == "intervals_withheld" for c in pred.warnings)
+
+
+def _analysis(fit_result):
+    """The parts of a report's Analysis the headline reads."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        fit=fit_result,
+        comparison=None,
+        recipes=None,
+        cautions_from=lambda level=None: [c for c in fit_result.warnings if level in (None, c.level)],
+    )
+
+
+def test_report_headline_withholds_and_marks(seven_fit_and_boot):
+    from phifit.report.sections_fit import phi_interval_kind, section_headline
+
+    point, boot = seven_fit_and_boot
+    attached = boot.attach(point)
+    assert phi_interval_kind(_analysis(attached)) == ""
+    head = section_headline(_analysis(attached))
+    assert "no interval" in head and f"{boot.n_failed} of {boot.n_boot}" in head
+    # 3% failed: the interval is shown, and marked approximate
+    marked = attached.with_updates(
+        ci={k: [0.0, 1.0] for k in attached.ci},
+        bootstrap={**attached.bootstrap, "n": 100, "n_failed": 3},
+    )
+    head = section_headline(_analysis(marked))
+    assert "approximate" in head and "3 of 100" in head
