@@ -32,7 +32,8 @@ import pandas as pd
 
 from . import defaults
 from .bootstrap.draws import clean_thetas, law_theta, percentile_interval
-from .cautions import Caution, caution
+from .bootstrap.result import MAX_FAILED_SHARE, BootstrapResult, intervals_withheld
+from .cautions import Caution, caution, collect
 from .frontier import PaperFamily, TableFamily, frontier
 from .law import Design, JointLaw, log_loss
 from .result import FitResult
@@ -40,7 +41,59 @@ from .runs.table import RunTable, as_runs
 from .serialize import JsonIO, to_plain
 from .study import paper_architecture
 
-__all__ = ["Prediction", "predict", "predict_loss", "table_family"]
+__all__ = ["EXTRAPOLATION_FACTOR", "Prediction", "predict", "predict_loss", "table_family"]
+
+#: A point is extrapolated when its r, N_eff or D lies more than this factor beyond the range
+#: of the fitted runs (below min / factor or above max * factor).  Within a factor of 2 the
+#: law's power terms are read over a span comparable to the spacing of a typical sweep
+#: (sizes and budgets about 2x apart); beyond it the prediction rests on the law's form,
+#: not on the runs, and phi in particular is extrapolated in r.
+EXTRAPOLATION_FACTOR = 2.0
+
+
+def fitted_range(runs: RunTable, phi: float | None) -> dict[str, list[float]]:
+    """{r, n_eff, tokens: [min, max]} over the fitted runs (N_eff at the fitted phi, 0 when
+    phi was not identified)."""
+    from .law import log_n_eff
+
+    lne = log_n_eff(0.0 if phi is None else float(phi), runs.design)
+    return {
+        "r": [float(runs.r.min()), float(runs.r.max())],
+        "n_eff": [float(np.exp(lne.min())), float(np.exp(lne.max()))],
+        "tokens": [float(runs.tokens.min()), float(runs.tokens.max())],
+    }
+
+
+def range_cautions(rows: Sequence[Mapping[str, Any]], span: Mapping[str, Sequence[float]]) -> list[Caution]:
+    """A caution per quantity (r, N_eff, D) for the points beyond ``EXTRAPOLATION_FACTOR`` of
+    the fitted ``span``."""
+    labels = {"r": "r", "n_eff": "N_eff", "tokens": "D (tokens)"}
+    out = []
+    for key, label in labels.items():
+        lo, hi = span[key]
+        far = [
+            i
+            for i, row in enumerate(rows)
+            if row[key] > hi * EXTRAPOLATION_FACTOR or row[key] < lo / EXTRAPOLATION_FACTOR
+        ]
+        if far:
+            values = [float(rows[i][key]) for i in far]
+            out.append(
+                caution(
+                    "predict",
+                    "outside_fitted_range",
+                    f"{len(far)} point{'s' * (len(far) != 1)} with {label} "
+                    f"{', '.join(_count(v) for v in values[:5])}{' ...' if len(far) > 5 else ''} "
+                    f"beyond {EXTRAPOLATION_FACTOR:g}x the fitted range [{_count(lo)}, {_count(hi)}]: "
+                    f"the prediction extrapolates the law's form, not the runs",
+                    quantity=key,
+                    points=far,
+                    values=values,
+                    fitted_range=[lo, hi],
+                    factor=EXTRAPOLATION_FACTOR,
+                )
+            )
+    return out
 
 
 def predict_loss(
@@ -107,7 +160,8 @@ class Prediction(JsonIO):
     ``points``: per point {r, n_once, n_rec, tokens, n_eff, loss, interval ([lo, hi] or
     None)}.  ``optimal``: per (budget C, r) {compute, r, n_once, n_rec, n_unique, n_eff,
     tokens, tokens_per_param, loss, interval, at_edge}.  ``level`` and ``n_draws``: the
-    intervals' level and the bootstrap draws behind them (0: no interval).  ``law``: the
+    intervals' level and the bootstrap draws behind them (0: no interval); ``n_boot`` and
+    ``n_failed``: the bootstrap replicates run and how many failed (0 when none was run).  ``law``: the
     parameters used; ``source``: where they come from; ``family``: the architectures searched.
     """
 
@@ -119,6 +173,8 @@ class Prediction(JsonIO):
     level: float = defaults.LEVEL
     n_draws: int = 0
     warnings: list[Caution] = field(default_factory=list)
+    n_boot: int = 0
+    n_failed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = {"generator": "phifit", "kind": "prediction", **self.__dict__}
@@ -134,11 +190,17 @@ class Prediction(JsonIO):
             f"B = {p['B']:.4g}, beta = {p['beta']:.4g}, phi = {phi}",
         ]
         pct = f"{100 * self.level:g}%"
-        interval = (
-            f"{pct} percentile interval over {self.n_draws} bootstrap draws"
-            if self.n_draws
-            else "no interval (no bootstrap draws: pass --runs RUNS.csv --bootstrap N)"
-        )
+        if self.n_draws:
+            interval = f"{pct} percentile interval over {self.n_draws} bootstrap draws"
+            if self.n_failed:
+                interval += f" ({self.n_failed} of {self.n_boot} replicates failed)"
+        elif self.n_boot:
+            interval = (
+                f"none: {self.n_failed} of {self.n_boot} bootstrap replicates failed, more than "
+                f"{MAX_FAILED_SHARE:.0%} (see [[Notes]])"
+            )
+        else:
+            interval = "no interval (no bootstrap draws: pass --runs RUNS.csv --bootstrap N)"
         lines.append(f"    interval: {interval}")
         if self.points:
             lines += ["", "[[Loss at given points]]"]
@@ -211,11 +273,18 @@ def predict(
     thetas: np.ndarray | None = None,
     level: float | None = None,
     source: str = "",
+    bootstrap: BootstrapResult | None = None,
+    runs: RunTable | None = None,
 ) -> Prediction:
     """Loss at ``points`` (a mapping with ``r, n_once, n_rec, tokens`` arrays) and the
     compute-optimal allocation per r at each of ``budgets`` (FLOPs) over ``family``
     (default: the study's architectures).  ``thetas``: bootstrap draws (S, 6) for percentile
-    intervals at ``level`` (default the fit's ``ci_level``, else 0.95)."""
+    intervals at ``level`` (default the fit's ``ci_level``, else 0.95).  ``bootstrap``: the
+    block bootstrap the draws come from (its ``thetas`` when ``thetas`` is not given); when
+    more than :data:`~phifit.bootstrap.result.MAX_FAILED_SHARE` of its replicates failed no
+    interval is given, and its cautions join the prediction's.  ``runs``: the table the law
+    was fitted to; points beyond :data:`EXTRAPOLATION_FACTOR` of its range of r, N_eff or D
+    get a caution.  A FitResult's own warnings are carried into the prediction's."""
     if points is None and not budgets:
         raise ValueError("predict: give points (r, n_once, n_rec, tokens) or budgets (FLOPs), or both")
     if level is None:
@@ -223,8 +292,20 @@ def predict(
     theta = law_theta(law)
     jl = theta_law(theta)
     params = dict(law.params) if isinstance(law, FitResult) else dict(jl.params)
+    # the fit's own warnings travel with its predictions; its note that phi was not
+    # identified is said below for the prediction itself (phi = 0 at looped points)
+    warnings: list[Caution] = (
+        [w for w in law.warnings if w.kind != "phi_unidentified"] if isinstance(law, FitResult) else []
+    )
+    n_boot = n_failed = 0
+    if bootstrap is not None:
+        n_boot, n_failed = int(bootstrap.n_boot), int(bootstrap.n_failed)
+        warnings += list(bootstrap.warnings)
+        if thetas is None:
+            thetas = bootstrap.thetas
+        if intervals_withheld(n_failed, n_boot):
+            thetas = None
     draws = clean_thetas(thetas)
-    warnings: list[Caution] = []
     if isinstance(law, FitResult) and law.phi is None:
         warnings.append(
             caution(
@@ -253,6 +334,8 @@ def predict(
                     "interval": None if iv is None else [float(iv[i, 0]), float(iv[i, 1])],
                 }
             )
+    if runs is not None and point_rows:
+        warnings += range_cautions(point_rows, fitted_range(runs, params.get("phi")))
     optimal: list[dict[str, Any]] = []
     family_text = None
     if budgets:
@@ -295,6 +378,7 @@ def predict(
                     budgets=cs,
                 )
             )
+    warnings = collect(warnings)
     return Prediction(
         law=params,
         source=source,
@@ -304,6 +388,8 @@ def predict(
         level=level,
         n_draws=0 if draws is None else len(draws),
         warnings=warnings,
+        n_boot=n_boot,
+        n_failed=n_failed,
     )
 
 

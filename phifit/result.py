@@ -257,7 +257,12 @@ class FitResult(JsonIO):
                 (
                     "bootstrap",
                     f"{_plural(n, 'replicate')} resampling {blocks}'{b.get('block')}'; "
-                    f"{failed} of {n} failed",
+                    f"{failed} of {n} failed"
+                    + (
+                        "\n(no interval: too many replicates failed, see [[Notes]])"
+                        if self.ci and all(None in (iv or [None]) for iv in self.ci.values())
+                        else ""
+                    ),
                 )
             )
         elif self.ci is None and self.loss in ("huber", "squares"):
@@ -303,7 +308,7 @@ class FitResult(JsonIO):
                         text += (
                             f"   [{iv[0]:>10.5g}, {iv[1]:>10.5g}]"
                             if iv and None not in iv
-                            else f"   {'':>24}"
+                            else f"   {'withheld' if iv else '':>24}"
                         )
             if name in self.fixed:
                 text += "  (fixed)"

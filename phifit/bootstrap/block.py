@@ -60,7 +60,13 @@ from ..intervals import Interval, bootstrap_interval, jackknife_acceleration, mc
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
-from .result import BootstrapResult, natural_params
+from .result import (
+    MARK_FAILED_SHARE,
+    MAX_FAILED_SHARE,
+    BootstrapResult,
+    intervals_withheld,
+    natural_params,
+)
 
 BOOT_METHODS = ("huber", "lsq")
 
@@ -255,6 +261,13 @@ def block_bootstrap(
         mc["percentile"][name], mc["bca"][name] = list(p.mc_error), list(b.mc_error)
         if not np.all(np.isfinite(b.to_list())):
             bca_undefined.append(name)
+    withheld = intervals_withheld(int(failed.sum()), n_boot)
+    if withheld:
+        # the survivors are not a sample of the bootstrap distribution: no interval at all
+        for name in free_names:
+            ci[name], ci_bca[name] = [None, None], [None, None]
+            mc["percentile"][name], mc["bca"][name] = [None, None], [None, None]
+        bca_undefined = []
 
     switched = int(out["switched"][~failed].sum())
     warnings = _cautions(
@@ -330,14 +343,49 @@ def _cautions(
 ) -> list[Caution]:
     """The bootstrap's cautions, each with the numbers behind it (source "bootstrap")."""
     out = []
-    if n_failed:
+    why = "; ".join(f"{k}: {v}" for k, v in reasons.items())
+    share = n_failed / n_boot
+    if intervals_withheld(n_failed, n_boot):
+        out.append(
+            caution(
+                "bootstrap",
+                "intervals_withheld",
+                f"{n_failed} of {n_boot} bootstrap replicates failed ({why}): no interval is given. "
+                f"With more than {MAX_FAILED_SHARE:.0%} failed, the replicates that finished are "
+                f"not a sample of the bootstrap distribution (the failures are the resampled "
+                f"tables least like the data), so their spread would understate the uncertainty; "
+                f"the table has too few runs or blocks for a block bootstrap (add runs, or "
+                f"choose --block run)",
+                n_failed=n_failed,
+                n_boot=n_boot,
+                share=share,
+                max_share=MAX_FAILED_SHARE,
+                reasons=dict(reasons),
+            )
+        )
+    elif share >= MARK_FAILED_SHARE:
+        out.append(
+            caution(
+                "bootstrap",
+                "failed_replicates",
+                f"{n_failed} of {n_boot} bootstrap replicates ({share:.1%}) failed and are excluded "
+                f"from the intervals ({why}): the intervals are approximate and likely too narrow "
+                f"(at most {MAX_FAILED_SHARE:.0%} may fail before none is given)",
+                n_failed=n_failed,
+                n_boot=n_boot,
+                share=share,
+                approximate=True,
+                max_share=MAX_FAILED_SHARE,
+                reasons=dict(reasons),
+            )
+        )
+    elif n_failed:
         out.append(
             caution(
                 "bootstrap",
                 "failed_replicates",
                 f"{n_failed} of {n_boot} bootstrap replicates failed and are excluded from the "
-                f"intervals ({'; '.join(f'{k}: {v}' for k, v in reasons.items())}); "
-                f"if many failed, the intervals may be too narrow",
+                f"intervals ({why}); if many failed, the intervals may be too narrow",
                 n_failed=n_failed,
                 n_boot=n_boot,
                 reasons=dict(reasons),

@@ -25,6 +25,31 @@ from ..serialize import to_plain
 from ..result import FitResult
 
 
+#: Above this share of failed replicates no interval is given.  The replicates that fail are
+#: not a random subset: they are the resampled tables that differ most from the data (too few
+#: distinct runs, a single r, a degenerate optimum), so the survivors' spread understates the
+#: bootstrap distribution, and more so the more of them fail.  Up to a tenth failing, the
+#: quantiles of the other nine tenths still say roughly where the distribution lies; beyond
+#: it they can be arbitrarily narrow (zero width when every survivor repeats the point fit).
+MAX_FAILED_SHARE = 0.10
+#: From this share of failed replicates (and up to :data:`MAX_FAILED_SHARE`) the intervals are
+#: given but marked approximate: the "failed_replicates" caution says so and names the share.
+#: Below it (fewer than 1 in 100) the exclusion moves a 95% end by less than its own
+#: Monte-Carlo error at B = 1000, and only the count is reported.
+MARK_FAILED_SHARE = 0.01
+
+
+def failed_share(n_failed: int, n_boot: int) -> float:
+    """The share of bootstrap replicates that failed (1.0 when there are none)."""
+    return n_failed / n_boot if n_boot else 1.0
+
+
+def intervals_withheld(n_failed: int, n_boot: int) -> bool:
+    """Whether so many replicates failed (more than :data:`MAX_FAILED_SHARE`) that no
+    interval is given."""
+    return failed_share(n_failed, n_boot) > MAX_FAILED_SHARE
+
+
 def natural_params(thetas: np.ndarray) -> dict[str, np.ndarray]:
     """Natural parameters per row of theta (a, alpha, b, beta, e, phi)."""
     t = np.asarray(thetas, dtype=float)
@@ -114,7 +139,8 @@ class BootstrapResult(JsonIO):
         a dict of natural-parameter arrays; with a function the point estimate and the
         jackknife values needed by BCa are computed for you.  With an array, BCa needs
         ``estimate`` (the quantity at the point estimate) and ``jackknife`` (at the
-        delete-one-block refits, :attr:`jackknife_params`).
+        delete-one-block refits, :attr:`jackknife_params`).  When more than
+        :data:`MAX_FAILED_SHARE` of the replicates failed the interval is withheld (NaN ends).
         """
         if callable(values_per_draw):
             func = values_per_draw
@@ -132,6 +158,9 @@ class BootstrapResult(JsonIO):
                 f"values_per_draw must have one value per replicate ({self.n_boot}), got shape {values.shape}"
             )
         values = np.where(self.failed, np.nan, values)
+        if intervals_withheld(self.n_failed, self.n_boot):
+            nan = float("nan")  # too many failed replicates for any interval (MAX_FAILED_SHARE)
+            return Interval(nan, nan, level, kind, (nan, nan), int(self.n_boot - self.n_failed))
         return bootstrap_interval(
             values, level=level, kind=kind, estimate=estimate, jackknife=jackknife, mc_seed=self.seed + 1
         )
@@ -259,9 +288,12 @@ class BootstrapResult(JsonIO):
             fmt = lambda v: f"{v:>10.5g}" if v is not None and np.isfinite(v) else f"{'n/a':>10}"  # noqa: E731
             box = self.natural_bounds(name)
             short = lambda v: f"{v:.5g}"  # noqa: E731
+
+            def text(iv: list, box=box, short=short) -> str:
+                return "withheld" if iv[0] is None or iv[1] is None else interval_text(*iv, box, fmt=short)
+
             lines.append(
-                f"    {name:<6} {fmt(est):>11}   {interval_text(p[0], p[1], box, fmt=short):>24}   "
-                f"{interval_text(b[0], b[1], box, fmt=short):>24}   {fmt(mc[0])} {fmt(mc[1])}"
+                f"    {name:<6} {fmt(est):>11}   {text(p):>24}   {text(b):>24}   {fmt(mc[0])} {fmt(mc[1])}"
             )
         censored = [name for name in self.ci if any(self.censored(name)) or any(self.censored(name, "bca"))]
         if censored:

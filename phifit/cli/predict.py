@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--r {r} > 1 needs --n-rec > 0 (the shared block's parameters)")
         points = {"r": [r], "n_once": [args.n_once], "n_rec": [n_rec], "tokens": [args.tokens]}
 
-    runs = thetas = None
+    runs = boot = None
     if args.runs:
         from ._common import load_recipe_runs
 
@@ -205,7 +205,6 @@ def run(args: argparse.Namespace) -> int:
         boot = block_bootstrap(
             runs, law, n_boot=args.bootstrap, seed=args.seed, n_jobs=args.n_jobs, progress=False
         )
-        thetas = boot.thetas
         source += f" ({args.bootstrap} block-bootstrap replicates, {boot.n_failed} failed)"
     family = None
     if budgets:
@@ -217,7 +216,14 @@ def run(args: argparse.Namespace) -> int:
 
             family = PaperFamily(r_values=tuple(r_values) if r_values else PAPER_RECURRENCES)
     result = predict(
-        law, points=points, budgets=budgets, family=family, thetas=thetas, level=args.level, source=source
+        law,
+        points=points,
+        budgets=budgets,
+        family=family,
+        bootstrap=boot,
+        level=args.level,
+        source=source,
+        runs=runs,
     )
     print(result.summary())
     if args.json:

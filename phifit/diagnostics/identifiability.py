@@ -131,6 +131,21 @@ def design_warnings(
 
 
 # ------------------------------------------------------------------- at the optimum
+#: The unit-diagonal information matrix is numerically singular when its smallest eigenvalue
+#: is below this times k times its largest (machine rounding of a k x k matrix): its inverse,
+#: correlations and standard errors are then rounding noise and are not reported.
+SINGULAR_RTOL = float(np.finfo(float).eps)
+
+
+def _profile_text(interval: list[float], grid: list[float] | None) -> str:
+    """The profile interval as text; an end on the profiled range prints as "<= lo" / ">= hi"
+    (the deviance bound was not crossed there, so that end is not determined)."""
+    lo, hi = interval
+    left = f"<= {lo:.4f} (end of the profiled range)" if grid is not None and lo <= grid[0] else f"{lo:.4f}"
+    right = f">= {hi:.4f} (end of the profiled range)" if grid is not None and hi >= grid[-1] else f"{hi:.4f}"
+    return f"[{left}, {right}]"
+
+
 @dataclass(frozen=True)
 class Identifiability(JsonIO):
     """Correlations, conditioning and the phi profile at the optimum.
@@ -157,6 +172,11 @@ class Identifiability(JsonIO):
     def corr(self, x: str, y: str) -> float:
         return self.correlation[self.names.index(x)][self.names.index(y)]
 
+    @property
+    def correlation_reliable(self) -> bool:
+        """Whether the correlations are defined (a positive-definite information matrix)."""
+        return bool(np.all(np.isfinite(self.correlation)))
+
     def to_dict(self) -> dict[str, Any]:
         keys = ("names", "correlation", "condition_number", "stderr", "profile", "profile_interval")
         out = {k: getattr(self, k) for k in keys}
@@ -172,12 +192,20 @@ class Identifiability(JsonIO):
             "    " + " " * 7 + "".join(f"{COORD_LABELS.get(n, n):>8}" for n in self.names),
         ]
         for i, n in enumerate(self.names):
+            # one space between cells whatever the values: columns never run together
             lines.append(
-                f"    {COORD_LABELS.get(n, n):<7}" + "".join(f"{c:>8.3f}" for c in self.correlation[i])
+                f"    {COORD_LABELS.get(n, n):<7}" + "".join(f" {c:>7.3f}" for c in self.correlation[i])
+            )
+        if self.correlation and not np.all(np.isfinite(self.correlation)):
+            lines.append("    (correlations not defined: the information matrix is singular, see below)")
+        if self.stderr and "phi" in self.stderr and np.isfinite(self.stderr["phi"]):
+            lines.append(
+                f"    SE(phi), Gauss-Newton sigma^2 (J^T W J)^-1, independent runs: {self.stderr['phi']:.3g}"
             )
         if self.profile_interval:
-            lo, hi = self.profile_interval
-            lines.append(f"    phi {self.profile_interval_label}, approx. 95%: [{lo:.4f}, {hi:.4f}]")
+            grid = self.profile["phi"] if self.profile else None
+            text = _profile_text(self.profile_interval, grid)
+            lines.append(f"    phi {self.profile_interval_label}, approx. 95%: {text}")
         lines += [f"    [{w.kind}] {w.message}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -227,13 +255,19 @@ def identifiability(
     warnings = design_warnings(runs, phi=fit.phi if fit.phi is not None else 0.5) + warnings
     with np.errstate(divide="ignore", invalid="ignore"):
         unit = info / np.outer(scale, scale)
-    eig = np.linalg.eigvalsh(unit)
+    finite = bool(np.all(np.isfinite(unit)))
+    eig = np.linalg.eigvalsh(unit) if finite else np.array([0.0])
     cond = float(eig.max() / eig.min()) if eig.min() > 0 else float("inf")
-    try:
-        cov_unit = np.linalg.inv(unit)
+    # numerically singular: the smallest eigenvalue is below rounding of the largest
+    reliable = finite and eig.min() > SINGULAR_RTOL * len(eig) * eig.max()
+    cov_unit = np.linalg.inv(unit) if reliable else None
+    # a positive-definite matrix has a positive-definite inverse: a diagonal that is not
+    # positive means the inverse is rounding noise
+    reliable = reliable and bool(np.all(np.diag(cov_unit) > 0))
+    if reliable:
         cov = cov_unit / np.outer(scale, scale)
-        d = np.sqrt(np.abs(np.diag(cov)))
-        corr = cov / np.outer(d, d)
+        d = np.sqrt(np.diag(cov))
+        corr = np.clip(cov / np.outer(d, d), -1.0, 1.0)
         n, k = len(runs), len(names)
         sigma2 = float(np.sum(res**2)) / max(n - k, 1)
         se = dict(zip(names, (np.sqrt(sigma2) * d).tolist()))
@@ -241,9 +275,21 @@ def identifiability(
         for coord, name in (("a", "A"), ("b", "B"), ("e", "E")):
             if coord in se:  # delta method: SE(exp(u)) = exp(u) SE(u)
                 se[name] = params[name] * se[coord]
-    except np.linalg.LinAlgError:
+    else:
         corr = np.full((len(names), len(names)), np.nan)
         se = dict.fromkeys(names, float("nan"))
+        warnings.append(
+            caution(
+                "diagnostics",
+                "correlations_unreliable",
+                f"the information matrix J^T W J is singular or not positive-definite (smallest "
+                f"eigenvalue {float(eig.min()):.3g} of the unit-diagonal matrix, largest "
+                f"{float(eig.max()):.3g}): some parameter combination is not determined by the "
+                f"data, so no correlation or Gauss-Newton standard error is given",
+                smallest_eigenvalue=float(eig.min()),
+                largest_eigenvalue=float(eig.max()),
+            )
+        )
     if cond > max_cond:
         warnings.append(
             caution(
@@ -268,12 +314,24 @@ def identifiability(
                     )
                 )
         if se["phi"] > max_phi_se:
+            fit_se = (fit.stderr or {}).get("phi")
+            method = fit.extras.get("stderr_method") or "another estimate"
+            other = (
+                f"; the fit's stderr of phi, {fit_se:.3g}, is the {method}, "
+                f"which can differ a lot when the information matrix is ill-conditioned or the "
+                f"residuals are far from normal"
+                if fit_se is not None and np.isfinite(fit_se)
+                else ""
+            )
             warnings.append(
                 caution(
                     "diagnostics",
                     "phi_uncertain",
-                    f"phi is poorly determined (approximate SE {se['phi']:.3g} > {max_phi_se})",
+                    f"phi is poorly determined (Gauss-Newton SE {se['phi']:.3g} > {max_phi_se}: "
+                    f"sigma^2 (J^T W J)^-1 with sigma^2 = SSR / (n - k) of the log residuals, "
+                    f"assuming independent runs{other})",
                     se=se["phi"],
+                    fit_stderr=fit_se,
                 )
             )
 
@@ -291,14 +349,25 @@ def identifiability(
         )
         warnings += found
         grid = profile["phi"]
-        if interval[0] <= grid[0] or interval[1] >= grid[-1]:
+        open_lo, open_hi = interval[0] <= grid[0], interval[1] >= grid[-1]
+        if open_lo or open_hi:
+            ends = " and ".join(
+                e
+                for e, hit in (
+                    (f"the lower end {grid[0]:.2f}", open_lo),
+                    (f"the upper end {grid[-1]:.2f}", open_hi),
+                )
+                if hit
+            )
             warnings.append(
                 caution(
                     "diagnostics",
                     "phi_profile_flat",
-                    f"the phi profile stays within the 95% deviance bound up to the end of the range "
-                    f"[{grid[0]:.2f}, {grid[-1]:.2f}]: the data barely constrain phi",
+                    f"the phi profile stays within the 95% deviance bound up to {ends} of the "
+                    f"profiled range [{grid[0]:.2f}, {grid[-1]:.2f}]: the profile interval "
+                    f"{_profile_text(interval, grid)} is open there (the data barely constrain phi)",
                     interval=interval,
+                    range=[float(grid[0]), float(grid[-1])],
                 )
             )
     return Identifiability(

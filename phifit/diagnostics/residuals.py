@@ -25,6 +25,12 @@ Residual tests (on log residuals, the scale on which the fit assumes i.i.d. erro
     precision (RMSE of log residuals < 1e-9, a noise-free table) there is nothing to
     test: each test is reported as passed, with that note.
 
+Outlying runs and a low R^2
+    :func:`phifit.fitters.common.fit_quality_cautions`: a run whose robust residual
+    |e - median| / (1.4826 MAD) exceeds 5 is flagged by its run id, and R^2 < 0.5 is flagged
+    (the same checks, and thresholds, as the fit's own warnings); runs of an r flagged for a
+    systematic offset are left to that flag.
+
 The small table helpers :func:`check_fit`, :func:`budget_labels` and
 :func:`sorted_unique` are shared with :mod:`phifit.diagnostics.identifiability` and
 :mod:`phifit.diagnostics.influence`.
@@ -41,6 +47,7 @@ import pandas as pd
 from scipy import stats
 
 from ..cautions import Caution
+from ..fitters.common import fit_quality_cautions
 from ..law import log_loss, log_n_eff
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
@@ -310,6 +317,12 @@ def residual_diagnostics(
                 )
             )
         by_r.append(g)
+
+    n_free = sum(1 for k, v in fit.params.items() if v is not None and k not in fit.fixed)
+    offset_r = [int(g.group) for g in by_r if g.flagged]
+    flags += fit_quality_cautions(
+        resid, runs.run_ids, fit.r2, n_free, source="diagnostics", explained=np.isin(r, offset_r)
+    )
 
     budgets = budget_labels(runs)
     by_budget = None

@@ -14,6 +14,8 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -42,6 +44,8 @@ def fit(
     remaining keywords are the method's typed options (:mod:`phifit.fitters.options`:
     :class:`HuberOptions`, :class:`LsqOptions`, :class:`BayesOptions`), or ``options=`` one
     of those; an unknown name raises ``ValueError`` listing the valid ones, before any fit.
+    The result's warnings add the checks of
+    :func:`phifit.fitters.common.fit_quality_cautions`: outlying runs by name and a low R^2.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
@@ -56,7 +60,15 @@ def fit(
     spec = spec or LawSpec(fixed=dict(fix or {}))
     module, name = _FITTERS[method]
     fitter = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    return fitter(runs, spec=spec, options=resolved)
+    result = fitter(runs, spec=spec, options=resolved)
+    from ..cautions import collect
+    from .common import fit_quality_cautions
+
+    n_free = sum(1 for k, v in result.params.items() if v is not None and k not in result.fixed)
+    quality = fit_quality_cautions(
+        np.asarray(result.residuals), list(result.run_ids), result.r2, n_free, source=method
+    )
+    return result.with_updates(warnings=collect(result.warnings, quality)) if quality else result
 
 
 def __getattr__(name: str) -> Any:

@@ -195,3 +195,87 @@ def score_fields(score: GaussianScore) -> dict[str, float | None]:
     if not np.isfinite(score.log_lik):
         return {"log_lik": None, "aic": None, "bic": None}
     return {"log_lik": float(score.log_lik), "aic": float(score.aic), "bic": float(score.bic)}
+
+
+#: A run is outlying when its robust residual |e_i - median(e)| / (1.4826 MAD(e)) exceeds this
+#: (e: residuals in nats; 1.4826 MAD estimates the standard deviation of normal noise without
+#: being pulled by the outliers themselves).  Under normal noise |z| > 5 has probability
+#: 6e-7 per run, so even a table of thousands of runs flags none by chance; the shipped
+#: study tables reach at most 4.3.
+OUTLIER_ROBUST_Z = 5.0
+#: 1.4826 MAD below this (nats) means the residuals are rounding noise: nothing to flag.
+OUTLIER_SCALE_FLOOR = 1e-9
+#: Robust residuals need this many runs beyond the free parameters: with fewer, the fit
+#: itself pins the residuals towards 0 and their MAD says nothing about the noise.
+OUTLIER_MIN_EXTRA_RUNS = 3
+#: R^2 (raw nats) below this is a caution: the law explains less than half the spread of the
+#: losses, so its parameters describe the table poorly (or one run dominates the spread).
+LOW_R2 = 0.5
+
+
+def robust_z(residuals: np.ndarray) -> np.ndarray | None:
+    """|e_i - median(e)| / (1.4826 MAD(e)) per run; None when the MAD is below
+    :data:`OUTLIER_SCALE_FLOOR` (residuals at rounding level)."""
+    e = np.asarray(residuals, dtype=float)
+    centre = np.median(e)
+    scale = 1.4826 * float(np.median(np.abs(e - centre)))
+    if not scale > OUTLIER_SCALE_FLOOR:
+        return None
+    return np.abs(e - centre) / scale
+
+
+def fit_quality_cautions(
+    residuals: np.ndarray,
+    run_ids: list[str],
+    r2: float,
+    n_free: int,
+    *,
+    source: str = "fit",
+    explained: np.ndarray | None = None,
+) -> list[Caution]:
+    """Cautions about how well the law describes the table: outlying runs (robust residual
+    above :data:`OUTLIER_ROBUST_Z`, named by run id) and R^2 below :data:`LOW_R2`.
+
+    ``explained`` (bool per run) marks runs another caution already accounts for (e.g. all
+    runs of an r with a systematic offset): they are not named as outliers."""
+    out: list[Caution] = []
+    e = np.asarray(residuals, dtype=float)
+    z = robust_z(e) if len(e) >= n_free + OUTLIER_MIN_EXTRA_RUNS else None
+    if z is not None:
+        flagged = z > OUTLIER_ROBUST_Z
+        if explained is not None:
+            flagged &= ~np.asarray(explained, dtype=bool)
+        hits = np.flatnonzero(flagged)
+        hits = hits[np.argsort(-z[hits])]
+        if len(hits):
+            named = [str(run_ids[i]) if i < len(run_ids) else f"row {i}" for i in hits]
+            shown = ", ".join(
+                f"{named[j]} ({e[i]:+.4g} nats, z = {z[i]:.1f})" for j, i in enumerate(hits[:5])
+            )
+            more = f" and {len(hits) - 5} more" if len(hits) > 5 else ""
+            out.append(
+                caution(
+                    source,
+                    "outlying_runs",
+                    f"{len(hits)} outlying run{'s' * (len(hits) != 1)}: {shown}{more}; robust residual "
+                    f"|e - median| / (1.4826 MAD) above {OUTLIER_ROBUST_Z:g}. Check these runs (a failed "
+                    f"or diverged run, a unit mix-up, a wrong row) and refit without them",
+                    run_ids=named,
+                    residuals=[float(e[i]) for i in hits],
+                    robust_z=[float(z[i]) for i in hits],
+                    threshold=OUTLIER_ROBUST_Z,
+                )
+            )
+    if np.isfinite(r2) and r2 < LOW_R2:
+        out.append(
+            caution(
+                source,
+                "low_r2",
+                f"R^2 = {r2:.3f} (raw nats) is below {LOW_R2:g}: the law explains less than half the "
+                f"spread of the losses; look for outlying runs, or runs whose losses barely vary "
+                f"(then R^2 says little and the parameters are not determined)",
+                r2=float(r2),
+                threshold=LOW_R2,
+            )
+        )
+    return out

@@ -168,7 +168,7 @@ def wide_reasons(
         + (f", plus {noise.cell:.2g} shared per cell" if noise.cell else "")
         + f"): signal/noise {ratio:.2g} per run over {design.n_runs} runs"
     )
-    if design.seeds == 1:
+    if design.seed_range()[1] == 1:
         reasons.append(
             "one seed per run: repeated seeds average the per-run noise (se falls as 1/sqrt(seeds))"
         )
@@ -247,11 +247,16 @@ class PlanResult(JsonIO):
         lines.append("")
         lines.append("[[Predicted for phi]]")
         lines.append(f"{'':28} {'asymptotic':>14} {'simulation':>24}")
-        sim_w = f"{s.width_median:.3g} [{s.width_q10:.3g}, {s.width_q90:.3g}]" if s is not None else "-"
+        sim_w = (
+            f"{s.width_median:.3g} [{s.width_q10:.3g}, {s.width_q90:.3g}]"
+            if s is not None and np.isfinite(s.width_median)
+            else ("n/a" if s is not None else "-")
+        )
         trust = "" if a.trusted else " (!)"
         lines.append(f"{'95% interval width':28} {a.width:>14.3g}{trust:<4} {sim_w:>20}")
         lines.append(
-            f"{'P(interval reaches box)':28} {a.p_box:>14.2f}     {(f'{s.p_box:.2f}' if s else '-'):>20}"
+            f"{'P(interval reaches box)':28} {a.p_box:>14.2f}     "
+            f"{(f'{s.p_box:.2f}' if s and np.isfinite(s.p_box) else ('n/a' if s else '-')):>20}"
         )
         for key, label in (
             ("phi=0", "power: reject phi = 0"),
@@ -266,7 +271,13 @@ class PlanResult(JsonIO):
             f"se(phi) asymptotic {a.se['phi']:.3g}"
             + (
                 f"; simulation: {s.n_tables} tables x {s.n_boot} bootstrap / {s.n_wild} wild replicates, "
-                f"seed {s.seed}, {s.seconds:.0f} s" + (f", {s.n_failed} failed" if s.n_failed else "")
+                f"seed {s.seed}, {s.seconds:.0f} s"
+                + (
+                    f", {s.n_failed} of {s.n_tables} tables failed (rates over the "
+                    f"{s.n_tables - s.n_failed} that finished)"
+                    if s.n_failed
+                    else ""
+                )
                 if s
                 else ""
             )
@@ -336,10 +347,39 @@ class PlanResult(JsonIO):
         return "\n".join(lines)
 
 
+#: More than this share of simulated tables failing is a caution (and the asymptotic and
+#: simulated modes are then not compared: the simulation's rates come from the tables that
+#: finished, which are the easier ones).  Matches the bootstrap's MAX_FAILED_SHARE.
+SIM_FAILED_SHARE = 0.10
+#: Below this many finished tables the simulated rates are too coarse to read (a rate's
+#: Monte-Carlo se is up to 0.5 / sqrt(n): 0.16 at 10 tables).
+SIM_MIN_TABLES = 10
+
+
 def agreement(asym: AsymptoticPlan, sim: SimulatedPlan) -> list[Caution]:
     """Cautions where the asymptotic and simulated predictions disagree (width by more than
-    25% relative, a power by more than 0.15)."""
+    25% relative, a power by more than 0.15); when more than :data:`SIM_FAILED_SHARE` of the
+    simulated tables failed, a caution saying so instead."""
     out = []
+    n_done = sim.n_tables - sim.n_failed
+    if sim.n_failed > SIM_FAILED_SHARE * sim.n_tables:
+        out.append(
+            caution(
+                "plan",
+                "simulation_failed_tables",
+                f"{sim.n_failed} of {sim.n_tables} simulated tables failed (their fit, bootstrap or "
+                f"tests gave no answer); the simulated width, P(box) and powers are over the "
+                f"{n_done} that finished"
+                + (", too few to read" if n_done < SIM_MIN_TABLES else "")
+                + ": failures are not a random subset (they are the hardest tables), so the "
+                "simulation is optimistic; a design whose simulated tables fail this often is "
+                "too small for the analysis",
+                n_failed=sim.n_failed,
+                n_tables=sim.n_tables,
+                share_limit=SIM_FAILED_SHARE,
+            )
+        )
+        return out  # the simulation is not the one to trust here
     if np.isfinite(sim.width_median) and sim.width_median > 0:
         ratio = asym.width / sim.width_median
         if abs(ratio - 1) > AGREE_WIDTH_RTOL:

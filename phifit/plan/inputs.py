@@ -140,6 +140,20 @@ class PlanDesign:
     def seeds(self) -> int:
         return int(self.frame["seed"].nunique()) if "seed" in self.frame else 1
 
+    def seed_range(self) -> tuple[int, int]:
+        """(fewest, most) seeds of one planned configuration (budget, r, size): a design where
+        only some configurations are repeated has a range, not one count."""
+        if "seed" not in self.frame:
+            return (1, 1)
+        keys = [k for k in ("budget", "r", "size") if k in self.frame]
+        counts = self.frame.groupby(keys)["seed"].nunique()
+        return (int(counts.min()), int(counts.max())) if len(counts) else (1, 1)
+
+    def seeds_text(self) -> str:
+        """'1 seed', '3 seeds' or '1-3 seeds' (:meth:`seed_range`)."""
+        lo, hi = self.seed_range()
+        return f"{lo} seed{'s' * (lo != 1)}" if lo == hi else f"{lo}-{hi} seeds"
+
     def with_seeds(self, seeds: int) -> PlanDesign:
         """The same runs, each repeated with ``seeds`` seeds (0 .. seeds - 1)."""
         if seeds < 1:
@@ -159,7 +173,7 @@ class PlanDesign:
         return (
             f"{self.source}: {self.n_runs} runs, {len(budgets)} budgets "
             f"({', '.join(f'{b:.3g}' for b in budgets)}), r in {{{', '.join(map(str, rs))}}}, "
-            f"{self.n_cells} (budget, r) cells, {self.seeds} seed(s) per run; {cost}"
+            f"{self.n_cells} (budget, r) cells, {self.seeds_text()} per run; {cost}"
         )
 
 
@@ -409,7 +423,18 @@ def misfit_from_pilot(runs: Any, fit: Any) -> Misfit:
 
 def misfit_noise(misfit: Misfit, cell_noise: float | None = None) -> NoiseModel:
     """The noise that remains when the pilot's cell means are carried as offsets: its
-    within-cell residual sd per run, plus ``cell_noise`` random per cell when given."""
+    within-cell residual sd per run, plus ``cell_noise`` random per cell when given.
+
+    A pilot whose (budget, r) cells each hold one run has no within-cell residual (each cell
+    mean is its run): carrying the means as offsets leaves no noise to simulate.  That is a
+    ``ValueError`` saying so, unless ``cell_noise`` supplies the noise."""
+    if not misfit.within_sd > 0 and not cell_noise:
+        raise ValueError(
+            "--misfit: the pilot leaves no within-cell noise to simulate: every (budget, r) cell "
+            "has a single run (or its runs agree exactly), so the cell means "
+            "carried as offsets are the runs themselves; drop --misfit (the noise of the pilot's "
+            "residuals is then simulated), or give --cell-noise SD"
+        )
     return NoiseModel(
         misfit.within_sd,
         cell_noise or 0.0,

@@ -110,6 +110,21 @@ def _sandwich(
     return bread @ meat @ bread, jac
 
 
+def box_probability(phi: float, se_phi: float, half: float, lo: float, hi: float) -> float:
+    """P(the interval phi_hat +- half reaches the box [lo, hi]) for phi_hat ~ N(phi, se_phi^2).
+
+    The interval reaches the box when phi_hat <= lo + half (event A) or phi_hat >= hi - half
+    (event B).  When the interval is at least as wide as the box (lo + half >= hi - half)
+    every phi_hat does one or the other and the probability is 1; otherwise A and B are
+    disjoint and P = P(A) + P(B).  (Adding the two ends' probabilities without this check
+    counts the tables whose interval reaches both ends twice, and can exceed 1.)"""
+    if not se_phi > 0:
+        return 0.0
+    if lo + half >= hi - half:
+        return 1.0
+    return float(min(1.0, norm.cdf((lo + half - phi) / se_phi) + norm.sf((hi - half - phi) / se_phi)))
+
+
 def asymptotic_plan(
     design: PlanDesign,
     params: Mapping[str, float],
@@ -129,10 +144,7 @@ def asymptotic_plan(
     phi = float(params["phi"])
     lo, hi = DEFAULT_BOUNDS["phi"]
     half = Z95 * se_phi
-    if se_phi > 0:
-        p_box = float(norm.cdf((lo + half - phi) / se_phi) + norm.sf((hi - half - phi) / se_phi))
-    else:
-        p_box = 0.0
+    p_box = box_probability(phi, se_phi, half, lo, hi)
     power = {"phi=0": wald_power(phi, se_phi), "phi=1": wald_power(phi - 1.0, se_phi)}
     if delta_phi is not None:
         other = dict(params, phi=phi + delta_phi)
@@ -230,6 +242,7 @@ def analyse_table(
     import warnings
 
     from ..bootstrap.block import block_bootstrap
+    from ..bootstrap.result import intervals_withheld
     from ..bootstrap.wild import wild_cluster_test
     from ..fitters.huber import fit_huber
     from ..law import LawSpec
@@ -258,6 +271,11 @@ def analyse_table(
     try:
         runs, fit, boot = fit_and_boot(params, seeds[0], seeds[1])
         ci = boot.ci.get("phi", [math.nan, math.nan])
+        if intervals_withheld(boot.n_failed, boot.n_boot) or None in ci or not np.all(np.isfinite(ci)):
+            out["error"] = (
+                f"bootstrap: {boot.n_failed} of {boot.n_boot} replicates failed, no interval for phi"
+            )
+            return out
         out.update(
             phi_hat=fit.params["phi"],
             ci=list(ci),
@@ -271,12 +289,15 @@ def analyse_table(
                     runs, spec=LawSpec(fixed={"phi": value}), n_starts=max(50, n_starts // 4)
                 )
                 test = wild_cluster_test(runs, fit, restricted, n_boot=n_wild, seed=seeds[2], n_jobs=1)
-            out[name] = test.p_value
+            # a test whose replicates mostly failed has no p-value (never a rejection)
+            failed = intervals_withheld(test.n_failed, test.n_boot) or not np.isfinite(test.p_value)
+            out[name] = None if failed else test.p_value
         if delta_phi is not None:
             _, _, boot2 = fit_and_boot(dict(params, phi=params["phi"] + delta_phi), seeds[3], seeds[3] + 1)
             a, b = np.asarray(boot.params["phi"]), np.asarray(boot2.params["phi"])
             d = (b - a)[np.isfinite(a) & np.isfinite(b)]
-            out["delta_ci"] = [float(np.quantile(d, 0.025)), float(np.quantile(d, 0.975))] if len(d) else None
+            usable = len(d) and not intervals_withheld(boot2.n_failed, boot2.n_boot)
+            out["delta_ci"] = [float(np.quantile(d, 0.025)), float(np.quantile(d, 0.975))] if usable else None
     except (RuntimeError, ValueError, np.linalg.LinAlgError) as err:
         out["error"] = f"{type(err).__name__}: {err}"
     return out

@@ -19,6 +19,7 @@ from typing import Any
 
 from . import html as T
 from .analysis import Analysis
+from ..bootstrap.result import MARK_FAILED_SHARE, MAX_FAILED_SHARE
 from ..law import PARAM_NAMES
 from ..fitters.likelihood import p_text
 from ..study import REFERENCE_PARAMS, STUDY_PHI, STUDY_PHI_CI, STUDY_R2
@@ -99,7 +100,8 @@ def phi_interval_kind(a: Analysis) -> str:
     'budget,r' blocks)"; empty when there is none."""
     fit = a.fit
     boot = fit.bootstrap or {}
-    if not (fit.ci or {}).get("phi"):
+    iv = (fit.ci or {}).get("phi")
+    if not iv or None in iv:
         return ""
     if fit.method == "bayes":
         return f"{pct(fit.ci_level)} highest-density interval"
@@ -156,7 +158,14 @@ def section_headline(a: Analysis) -> str:
     else:
         iv = (fit.ci or {}).get("phi")
         text = f'<span class="phi">φ = {fit.phi:.3f}</span>'
-        if iv:
+        boot = fit.bootstrap or {}
+        n_boot, n_failed = int(boot.get("n") or 0), int(boot.get("n_failed") or 0)
+        if iv and None in iv:
+            text += (
+                f" (<b>no interval</b>: {n_failed} of {n_boot} bootstrap replicates failed, more "
+                f"than {MAX_FAILED_SHARE:.0%})"
+            )
+        elif iv:
             bounds = T.param_bounds(fit, "phi")
             text += (
                 f", {T.esc(phi_interval_kind(a))}: <b>{T.interval(iv, lambda v: T.fixed(v, 3), bounds)}</b>"
@@ -164,6 +173,8 @@ def section_headline(a: Analysis) -> str:
             bca = (fit.ci_bca or {}).get("phi")
             if bca and None not in bca:
                 text += f" (BCa {T.interval(bca, lambda v: T.fixed(v, 3), bounds)})"
+            if n_boot and n_failed / n_boot >= MARK_FAILED_SHARE:
+                text += f" <b>approximate</b>: {n_failed} of {n_boot} bootstrap replicates failed"
         else:
             text += " (no interval: bootstrap off)"
         items.append(text)
