@@ -37,7 +37,7 @@ def seven_runs():
 def seven_fit_and_boot(seven_runs):
     point = fit(seven_runs, n_starts=8, seed=0)
     boot = block_bootstrap(
-        seven_runs, n_boot=40, seed=0, n_jobs=1, progress=False, point=point, jackknife=False, n_spread=0
+        seven_runs, point, n_boot=40, seed=0, n_jobs=1, progress=False, jackknife=False, n_spread=0
     )
     return point, boot
 
