@@ -1,9 +1,9 @@
-"""The refit engine's vectorised finish (active-set LM) and blocked evaluation.
+"""The refit engine's vectorised finish (active-set LM), blocked evaluation and row state.
 
 Problems: the paper design (116 runs) with losses from a law whose E lies below the box
 (log E = log 0.01 < -3), so the optimum of every weighting has log E pinned at its lower
 bound, plus 0.3% log-noise; bootstrap-like integer weights.  Reference optimum: scipy's
-``least_squares`` polish (:func:`phifit.fitters.engine.polish`).
+``least_squares`` polish (:func:`phifit.fitters.polish.polish`).
 """
 
 from __future__ import annotations
@@ -11,15 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import phifit.fitters.engine as engine
-from phifit.fitters.engine import (
-    RefitProblem,
-    batched_weighted_lm,
-    law_model,
-    loss_terms,
-    polish,
-    polish_unconverged,
-)
+import phifit.fitters.refit as refit
+from phifit.fitters.lm import batched_weighted_lm
+from phifit.fitters.objective import DELTA, law_model, loss_terms
+from phifit.fitters.polish import polish
+from phifit.fitters.refit import RefitProblem, polish_unconverged
 from phifit.law import LawSpec, log_loss
 from phifit.runs.table import load_runs
 
@@ -34,9 +30,7 @@ def problem() -> RefitProblem:
     rng = np.random.default_rng(3)
     y = log_loss(THETA_TRUE, design) + 0.003 * rng.standard_normal(len(design))
     spec = LawSpec()
-    return RefitProblem(
-        design=design, y=y, fixed=dict(spec.fixed), bounds=dict(spec.bounds), delta=engine.DELTA
-    )
+    return RefitProblem(design=design, y=y, fixed=dict(spec.fixed), bounds=dict(spec.bounds), delta=DELTA)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +65,7 @@ def test_finish_pins_e_and_matches_scipy_without_fallback(problem, weights, monk
     def no_scipy(*args, **kwargs):
         raise AssertionError("the vectorised finish fell back to scipy")
 
-    monkeypatch.setattr(engine, "polish", no_scipy)
+    monkeypatch.setattr(refit, "polish", no_scipy)
     x, f = x0.copy(), objective(problem, x0, weights)
     converged = np.zeros(len(x), dtype=bool)
     # far_drop=1: no safety polish for rows that fell far (these starts are ~10% above)

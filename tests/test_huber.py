@@ -9,8 +9,8 @@ from conftest import paper_table
 from scipy.optimize import minimize
 
 from phifit import fit
-from phifit.fitters.engine import huber
 from phifit.fitters.huber import huber_objective
+from phifit.fitters.objective import huber
 from phifit.law import PARAM_NAMES, REFERENCE_PARAMS, LawSpec, params_to_theta
 from phifit.result import FitResult
 from phifit.runs.table import table_from_frame

@@ -13,8 +13,23 @@ The interval maths (percentile, BCa, jackknife acceleration) is :mod:`phifit.int
 
 from __future__ import annotations
 
-from .block import block_bootstrap
-from .result import BootstrapResult
-from .wild import WildTest, wild_cluster_test
+import importlib
+from typing import Any
+
+#: where each public name lives; imported on first use, so that a worker process unpickling a
+#: wild test's refit (``phifit.bootstrap.wild``) does not import the block bootstrap's pandas
+_EXPORTS = {
+    "BootstrapResult": "result",
+    "WildTest": "wild",
+    "block_bootstrap": "block",
+    "wild_cluster_test": "wild",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["BootstrapResult", "WildTest", "block_bootstrap", "wild_cluster_test"]

@@ -18,7 +18,7 @@ Procedure (the reference study's, paper-notes section 2, with more replicates):
    from ``n_spread`` spread starts (half drawn around the estimate with a standard
    deviation of 10% of each box width, half uniform in the box as the study draws its
    starts).  All replicates and starts run together through the vectorised projected
-   Levenberg-Marquardt of :func:`phifit.fitters.engine.batched_weighted_lm`; spread starts
+   Levenberg-Marquardt of :func:`phifit.fitters.lm.batched_weighted_lm`; spread starts
    that are still more than twice the warm start's objective after a short exploration
    are dropped.  The best end point per replicate is kept.  A replicate whose best end
    point has not met the LM's convergence rule (long flat valleys, e.g. E sliding towards
@@ -54,15 +54,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .result import BootstrapResult, natural_params
 from ..cautions import Caution, caution
 from ..fitters.common import effective_spec
-from ..fitters.engine import DELTA, identifiable_rows, refit_weighted
 from ..fitters.huber import HuberOptions, fit_huber
+from ..fitters.objective import DELTA
+from ..fitters.refit import identifiable_rows, refit_weighted
 from ..intervals import Interval, bootstrap_interval, jackknife_acceleration, mc_resamples
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec
 from ..result import FitResult
 from ..runs.table import RunTable
+from .result import BootstrapResult, natural_params
 
 BOOT_METHODS = ("huber", "lsq")
 

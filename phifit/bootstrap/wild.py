@@ -36,10 +36,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..cautions import Caution, caution
-from ..fitters.engine import batched_weighted_lm, law_model, loss_terms, polish_residuals, refit_settings
+from ..fitters.lm import batched_weighted_lm
+from ..fitters.objective import law_model, loss_terms, refit_settings
+from ..fitters.polish import polish_residuals
 from ..law import log_loss
-from ..serialize import to_plain
 from ..result import FitResult
+from ..serialize import to_plain
 
 if TYPE_CHECKING:  # pandas stays out of the worker processes that refit the wild tables (start-up)
     from ..runs.table import RunTable
@@ -101,7 +103,7 @@ def _objective(pred: np.ndarray, y: np.ndarray, delta: float) -> np.ndarray:
 @dataclass(frozen=True)
 class Refit:
     """One law to refit on many responses: ``model(x)`` -> (predictions (m, n), transposed
-    Jacobian (m, k, n)) as :func:`~phifit.fitters.engine.batched_weighted_lm` takes it, its box,
+    Jacobian (m, k, n)) as :func:`~phifit.fitters.lm.batched_weighted_lm` takes it, its box,
     and the starts (each (k,), used for every response)."""
 
     model: Callable
@@ -141,7 +143,7 @@ def _refit(
     """Best objective per row of ``y`` (B, n) over the starts, and whether it converged.
 
     Rows the LM leaves unconverged (typically log E creeping along its bound) are finished as
-    the bootstrap's refits are (:func:`phifit.fitters.engine.polish_unconverged`): first all
+    the bootstrap's refits are (:func:`phifit.fitters.refit.polish_unconverged`): first all
     together by the active-set LM from where they stopped, for up to ``finish_iter``
     iterations (it only accepts steps that lower the objective; an iteration on a batch of
     rows costs far less than one scipy polish, and a row creeping along a flat valley needs

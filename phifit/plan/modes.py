@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from ..fitters.engine import DELTA
+from ..fitters.objective import DELTA
 from ..law import (
     COORD_LABELS,
     DEFAULT_BOUNDS,
@@ -229,11 +229,11 @@ def analyse_table(
     import warnings
 
     from ..bootstrap.block import block_bootstrap
+    from ..bootstrap.wild import wild_cluster_test
     from ..fitters.huber import fit_huber
     from ..law import LawSpec
     from ..runs.table import table_from_frame
     from ..simulation import simulate
-    from ..bootstrap.wild import wild_cluster_test
 
     ss = np.random.SeedSequence(seed).spawn(4)
     seeds = [int(s.generate_state(1)[0] % 2**31) for s in ss]

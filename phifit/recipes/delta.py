@@ -19,7 +19,7 @@ baseline refitted on those four budgets (phi = 0.453), not the full-grid fit (0.
    two tables' cells is drawn with replacement and each recipe keeps its runs in the drawn
    cells, so a cell present in both recipes (and the borrowed r = 1 runs, which are the
    same runs) moves together.  Each replicate refits both tables (warm start + spread
-   starts, :func:`phifit.fitters.engine.refit_weighted`) and records
+   starts, :func:`phifit.fitters.refit.refit_weighted`) and records
    Delta* = phi_v* - phi_base*; a replicate fails when either refit fails.
    Variants whose pairs have the same cells (hence the same baseline table, e.g. every
    variant probed on the same budgets) share one draw of the cells and the baseline's
@@ -52,7 +52,9 @@ import numpy as np
 
 from ..cautions import Caution, caution, collect
 from ..fitters import fit as fit_law
-from ..serialize import JsonIO
+from ..result import FitResult
+from ..runs.table import SINGLE_RUNS, RunTable
+from ..serialize import JsonIO, to_plain
 from .pairing import (
     PairedTables,
     RecipeSelection,
@@ -63,10 +65,7 @@ from .pairing import (
     select_recipe,
     shared_delta_phi,
 )
-from ..serialize import to_plain
 from .shared_phi import JointFit, fit_recipes_jointly
-from ..result import FitResult
-from ..runs.table import SINGLE_RUNS, RunTable
 
 METHODS = ("huber", "lsq")
 LESSON = (

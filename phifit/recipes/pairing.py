@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..cautions import Caution, caution
 from ..fitters.common import effective_spec
-from ..fitters.engine import identifiable_rows, refit_weighted
+from ..fitters.refit import identifiable_rows, refit_weighted
 from ..intervals import bootstrap_interval, bootstrap_p_value
 from ..law import LawSpec
 from ..result import FitResult
