@@ -24,9 +24,10 @@ Procedure (the reference study's, paper-notes section 2, with more replicates):
    point has not met the LM's convergence rule (long flat valleys, e.g. E sliding towards
    its bound when a resampled table does not pin E down) is finished by the point fit's
    least-squares polish on its weighted objective (exact: run i enters w_i times).
-   Chunks of replicates run in parallel in joblib's worker processes (``loky``: the LM's
-   many small NumPy calls hold the GIL, so threads would barely overlap); the starts are
-   drawn up front, so the results do not depend on the number of workers.
+   Chunks of replicates run in parallel (:mod:`phifit.fitters.parallel`: joblib's worker
+   processes by default, since the LM's many small NumPy calls hold the GIL and threads would
+   barely overlap; threads, this process alone, or a Dask cluster when asked); the starts are
+   drawn up front, so the results depend neither on the number of workers nor on the backend.
 4. A replicate *fails* when even the polish does not converge, its
    objective is not finite, or its resampled table cannot identify phi (no looped runs,
    or a single value of r).  Failed replicates are kept as NaN rows, counted by reason,
@@ -47,7 +48,6 @@ section quotes its results, with the command and seeds).
 from __future__ import annotations
 
 import math
-import os
 import warnings as _warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -55,9 +55,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..cautions import Caution, caution
+from ..defaults import resolve_workers
 from ..fitters.common import effective_spec
 from ..fitters.huber import HuberOptions, fit_huber
 from ..fitters.objective import DELTA
+from ..fitters.parallel import check_backend
 from ..fitters.refit import identifiable_rows, refit_weighted
 from ..intervals import Interval, bootstrap_interval, jackknife_acceleration, mc_resamples
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec
@@ -104,7 +106,9 @@ def block_bootstrap(
     n_boot: int = 1000,
     block: str | Sequence[str] | None = None,
     seed: int = 0,
-    n_jobs: int = 2,
+    n_jobs: int | None = 2,
+    backend: str | None = None,
+    scheduler: str | None = None,
     progress: bool = True,
     method: str = "huber",
     point: FitResult | None = None,
@@ -130,10 +134,14 @@ def block_bootstrap(
         ``"run"``: single runs; or column name(s), a list or ``"COL1,COL2"``.
     seed
         Seeds the block draws, the spread starts and the Monte-Carlo error (one
-        independent stream each); results do not depend on ``n_jobs``.
+        independent stream each); results do not depend on ``n_jobs`` or ``backend``.
     n_jobs
-        Worker processes for the refits (joblib ``loky``; kept for later calls); 1 refits
-        in this process.
+        Workers for the refits (None: :func:`phifit.defaults.workers`; -1: all cores); 1
+        refits in this process.
+    backend, scheduler
+        Where the refits run (:mod:`phifit.fitters.parallel`): ``"loky"`` (default, worker
+        processes kept for later calls), ``"threading"``, ``"sequential"`` or ``"dask"``
+        (the cluster whose scheduler listens at ``scheduler``, e.g. ``"tcp://host:8786"``).
     progress
         Show a tqdm bar on stderr (only when stderr is a terminal).
     method
@@ -162,8 +170,9 @@ def block_bootstrap(
         n_boot = n
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
         raise ValueError(f"n_boot (bootstrap replicates) must be an integer >= 2, got {n_boot!r}")
-    if not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0 or n_jobs < -1:
-        raise ValueError(f"n_jobs must be a positive integer or -1 (all cores), got {n_jobs!r}")
+    if n_jobs is not None and (not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0 or n_jobs < -1):
+        raise ValueError(f"n_jobs must be a positive integer, -1 (all cores) or None, got {n_jobs!r}")
+    check_backend(backend, scheduler)
     if n_spread < 0:
         raise ValueError(f"n_spread must be >= 0, got {n_spread}")
     if not 0 < level < 1:
@@ -209,6 +218,8 @@ def block_bootstrap(
         n_spread=n_spread,
         seed=np.random.default_rng(streams[1]),
         n_jobs=n_jobs,
+        backend=backend,
+        scheduler=scheduler,
         chunk_size=chunk_size,
         progress=progress,
         desc="bootstrap",
@@ -272,7 +283,7 @@ def block_bootstrap(
         )
         return pct, bca
 
-    workers = (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
+    workers = resolve_workers(n_jobs)
     if workers > 1:
         # the Monte-Carlo errors sort large arrays (NumPy releases the GIL there): in threads
         with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -26,6 +26,7 @@ import json
 from ..fitters import METHODS
 from ._common import (
     add_bayes_arguments,
+    add_parallel_arguments,
     add_recipe_argument,
     add_runs_argument,
     bayes_options,
@@ -33,6 +34,7 @@ from ._common import (
     check_posterior_output,
     load_recipe_runs,
     load_runs_from_args,
+    parallel_options,
     parse_fix,
     write_json,
 )
@@ -97,6 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="n_jobs",
         help="parallel workers for the bootstrap refits (default 2)",
     )
+    add_parallel_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--json", metavar="OUT", help="write the result as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
@@ -146,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
     from ..law import LawSpec
 
     _check(args)
+    parallel = parallel_options(args)
     if args.json:
         check_output_file(args.json, args.force)
     if args.save_posterior:
@@ -166,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
             n_starts=args.starts,
             n_jobs=args.n_jobs,
             progress=progress,
+            **parallel,
         )
         print(comparison.summary())
         if args.json:
@@ -192,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
             method=args.method,
             point=result,
+            **parallel,
         )
         result = boot.attach(result)
     result = result.with_updates(warnings=collect(runs.warnings, result.warnings))

@@ -6,6 +6,8 @@ import argparse
 import os
 import sys
 
+from ._common import add_parallel_arguments, parallel_options
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -62,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--boot", type=int, default=100, help="cell-bootstrap replicates per simulated table")
     p.add_argument("--wild", type=int, default=39, help="wild cluster replicates per test per table")
     p.add_argument("--jobs", type=int, default=2, help="parallel processes for --simulate")
+    add_parallel_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the simulation")
     p.add_argument("--optimize", action="store_true", help="search a better design under the cap")
     p.add_argument("--max-flops", type=float, default=None, dest="max_flops", help="cap in training FLOPs")
@@ -101,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
     for path in (args.json, args.figure, args.out_spec):
         _check_out(path, args.force)
+    parallel = parallel_options(args)
     params = dict(REFERENCE_PARAMS)
     law_source = "the study's joint fit"
     noise = None
@@ -148,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         "n_wild": args.wild,
         "seed": args.seed,
         "n_jobs": args.jobs,
+        **parallel,
         "laws": laws,
         "laws_source": laws_source,
         "misfit": misfit,
@@ -194,6 +199,7 @@ def _pilot_law_draws(pilot, fit, args: argparse.Namespace) -> tuple[list[dict[st
         n_jobs=args.jobs,
         progress=False,
         jackknife=False,
+        **parallel_options(args),
     )
     names = list(fit.params)
     columns = {k: np.asarray(boot.params[k], dtype=float) for k in names}

@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 
-from ._common import add_runs_argument, load_runs_from_args
+from ._common import add_parallel_arguments, add_runs_argument, load_runs_from_args, parallel_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", default=None, help="baseline recipe when the table has a 'variant' column")
     p.add_argument("--seed", type=int, default=0, help="seed of every random step (default 0)")
     p.add_argument("--jobs", type=int, default=2, help="bootstrap workers (default 2)")
+    add_parallel_arguments(p)
     p.add_argument(
         "--plan",
         nargs="?",
@@ -101,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         plan=args.plan,
         plan_tables=args.plan_tables,
         plan_misfit=args.plan_misfit,
+        **parallel_options(args),
     )
     check_report_dir(args.out, args.force)
     runs = load_runs_from_args(args)

@@ -49,11 +49,9 @@ from typing import Any
 
 import numpy as np
 
+from ..bootstrap.wild import WildTest, wild_cluster_test
 from ..cautions import Caution, caution, collect
 from ..fitters.common import effective_spec
-from .holdout import budget_order, fit_spec, out_of_sample, spec_label
-from ..serialize import JsonIO
-from ..law import LawSpec, log_loss, to_internal
 from ..fitters.likelihood import (
     APPROXIMATE,
     LIKELIHOOD,
@@ -63,10 +61,12 @@ from ..fitters.likelihood import (
     lr_test,
     p_text,
 )
-from ..serialize import to_plain
+from ..fitters.parallel import check_backend
+from ..law import LawSpec, log_loss, to_internal
 from ..result import FitResult
 from ..runs.table import RunTable
-from ..bootstrap.wild import WildTest, wild_cluster_test
+from ..serialize import JsonIO, to_plain
+from .holdout import budget_order, fit_spec, out_of_sample, spec_label
 
 METHODS = ("huber", "lsq")
 VERDICT_RULE = (
@@ -290,6 +290,9 @@ def compare_fits(
     n_starts: int = 500,
     n_wild: int = 999,
     block: str | Sequence[str] | None = None,
+    n_jobs: int | None = 2,
+    backend: str | None = None,
+    scheduler: str | None = None,
 ) -> Comparison:
     """Fit phi free and each restriction in ``fixes``; tests, information criteria, CV.
 
@@ -309,11 +312,15 @@ def compare_fits(
         Replicates of the restricted wild cluster bootstrap test of each restriction (0: the
         chi-square LR test alone decides) and its clusters (default (budget, r) cells, else
         single runs).
+    n_jobs, backend, scheduler
+        Where the wild tests' refits run (:func:`phifit.bootstrap.wild.wild_cluster_test`,
+        :mod:`phifit.fitters.parallel`); the p-values do not depend on them.
     """
     if n_wild and n_wild < 19:
         raise ValueError(f"compare: n_wild must be 0 (off) or >= 19, got {n_wild}")
     if method not in METHODS:
         raise ValueError(f"compare: unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    check_backend(backend, scheduler)
     fixes = _check_fixes(fixes)
     if not fixes:
         raise ValueError("compare: give at least one restriction to compare with the free fit")
@@ -401,7 +408,15 @@ def compare_fits(
             st_notes += lr.warnings
             if n_wild:
                 wild = wild_cluster_test(
-                    runs, fits["free"], res, n_boot=n_wild, block=block, seed=seed, n_jobs=2
+                    runs,
+                    fits["free"],
+                    res,
+                    n_boot=n_wild,
+                    block=block,
+                    seed=seed,
+                    n_jobs=n_jobs,
+                    backend=backend,
+                    scheduler=scheduler,
                 )
                 st_notes += wild.warnings
         cv_rmse = extrap = per = extrap_b = None

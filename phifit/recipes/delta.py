@@ -52,6 +52,7 @@ import numpy as np
 
 from ..cautions import Caution, caution, collect
 from ..fitters import fit as fit_law
+from ..fitters.parallel import check_backend
 from ..result import FitResult
 from ..runs.table import SINGLE_RUNS, RunTable
 from ..serialize import JsonIO, to_plain
@@ -205,11 +206,13 @@ def compare_recipes(
     block: str | Sequence[str] | None = None,
     method: str = "huber",
     n_starts: int = 500,
-    n_jobs: int = 2,
+    n_jobs: int | None = 2,
     progress: bool = False,
     level: float = 0.95,
     joint: bool = True,
     n_wild: int = 999,
+    backend: str | None = None,
+    scheduler: str | None = None,
 ) -> RecipeComparison:
     """Separate fits per recipe, Delta-phi against ``baseline`` with a paired block bootstrap,
     and the joint fit with shared E, A, alpha, B, beta (see the module docstring).
@@ -226,6 +229,9 @@ def compare_recipes(
     n_boot, seed, block, n_jobs, progress, level
         Bootstrap settings (:func:`phifit.bootstrap.block_bootstrap`); ``n_boot = 0`` skips
         the bootstrap (no interval or p-value).
+    backend, scheduler
+        Where the bootstrap's refits run (:mod:`phifit.fitters.parallel`; the intervals do
+        not depend on it).
     method, n_starts
         Fitting method ("huber" or "lsq") and its random starts.
     joint, n_wild
@@ -237,6 +243,7 @@ def compare_recipes(
         raise ValueError(f"recipes: unknown method {method!r}; expected one of {', '.join(METHODS)}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
         raise ValueError(f"n_boot must be 0 (no bootstrap) or an integer >= 2, got {n_boot!r}")
+    check_backend(backend, scheduler)
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     if by not in runs.frame.columns:
@@ -366,6 +373,8 @@ def compare_recipes(
                 level,
                 seed,
                 baseline_key,
+                backend=backend,
+                scheduler=scheduler,
             )
             for key in members:
                 deltas[key].update(shared[key])

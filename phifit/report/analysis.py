@@ -41,12 +41,13 @@ from ..compare.restricted import compare_fits
 from ..diagnostics.diagnose import Diagnostics, diagnose
 from ..equivalence import Equivalence, EquivalenceTable, equivalence_table, paper_example
 from ..fitters.huber import HuberOptions, fit_huber
+from ..fitters.parallel import check_backend
 from ..frontier import Frontier, IsoflopCurves, TableFamily, frontier, isoflop_curves
 from ..isoflop import ParabolaMinima, parabola_minima, table_budgets
-from ..serialize import to_plain
 from ..recipes.delta import compare_recipes, select_recipe
 from ..result import GENERATOR, FitResult
 from ..runs.table import RunTable
+from ..serialize import to_plain
 
 __all__ = ["AnalysisOptions", "Analysis", "analyse"]
 
@@ -69,7 +70,9 @@ class AnalysisOptions:
     "self" (the table's own runs, to see what its design could measure), "paper", a sweep spec
     or a CSV of planned runs; None: no plan.  plan_tables: simulated tables of the plan (0:
     the asymptotic prediction only); plan_misfit: the simulated tables carry the table's
-    (budget, r) cell-mean residuals (``phifit plan --misfit``).
+    (budget, r) cell-mean residuals (``phifit plan --misfit``).  backend, scheduler: where the
+    bootstrap, the wild tests and the plan's simulated tables run (:mod:`phifit.fitters.parallel`;
+    None: joblib's worker processes; "dask" with the scheduler's address for a cluster).
     """
 
     n_boot: int = 1000
@@ -83,8 +86,11 @@ class AnalysisOptions:
     plan: str | None = None
     plan_tables: int = 0
     plan_misfit: bool = False
+    backend: str | None = None
+    scheduler: str | None = None
 
     def __post_init__(self) -> None:
+        check_backend(self.backend, self.scheduler)
         if not 0 < self.level < 1:
             raise ValueError(f"interval level must be in (0, 1), got {self.level}")
         if self.n_boot < 0 or (0 < self.n_boot < 2):
@@ -263,6 +269,8 @@ def analyse(
             seed=options.seed,
             n_starts=options.n_starts,
             n_jobs=options.n_jobs,
+            backend=options.backend,
+            scheduler=options.scheduler,
             progress=False,
             level=options.level,
         )
@@ -295,6 +303,8 @@ def analyse(
             seed=options.seed,
             point=fit,
             n_jobs=options.n_jobs,
+            backend=options.backend,
+            scheduler=options.scheduler,
             progress=False,
             level=options.level,
         )
@@ -317,6 +327,9 @@ def analyse(
             seed=options.seed,
             n_starts=options.n_starts,
             n_wild=options.n_wild,
+            n_jobs=options.n_jobs,
+            backend=options.backend,
+            scheduler=options.scheduler,
         )
 
     say("diagnostics: residuals, leave-one-out influence, the phi profile")
@@ -360,6 +373,8 @@ def analyse(
             n_tables=options.plan_tables,
             seed=options.seed,
             n_jobs=options.n_jobs,
+            backend=options.backend,
+            scheduler=options.scheduler,
             misfit=options.plan_misfit,
         )
 
