@@ -15,7 +15,8 @@ bootstrap and the profiles all run through it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -82,16 +83,25 @@ class LMRows:
 
     def y_of(self, rows: np.ndarray | slice) -> np.ndarray:
         """The responses of ``rows`` (the shared vector when there is one)."""
-        return self.y[rows] if self.per_row_y else self.y
+        return self.y[rows] if self.y.ndim == 2 else self.y
 
     def take(self, keep: np.ndarray) -> LMRows:
         """The rows ``keep`` (a boolean mask or an index array) of every per-row array (rows that
         stop leave the state); shared responses stay as they are."""
         return LMRows(
-            **{
-                f.name: getattr(self, f.name)[keep] if f.name != "y" else self.y_of(keep)
-                for f in fields(self)
-            }
+            index=self.index[keep],
+            x=self.x[keep],
+            weights=self.weights[keep],
+            y=self.y_of(keep),
+            objective=self.objective[keep],
+            grad=self.grad[keep],
+            hess=self.hess[keep],
+            damping=self.damping[keep],
+            curvature=self.curvature[keep],
+            floor=self.floor[keep],
+            decrement=self.decrement[keep],
+            singular=self.singular[keep],
+            stale=self.stale[keep],
         )
 
 
@@ -205,15 +215,23 @@ def projected(
         return gp, hess
     free = ~at_bound
     hp = hess * (free[:, :, None] & free[:, None, :])
-    hp += at_bound[:, :, None] * np.eye(x.shape[1])
+    hp += at_bound[:, :, None] * _eye(x.shape[1])
     return gp, hp
+
+
+@lru_cache(maxsize=8)
+def _eye(k: int) -> np.ndarray:
+    """The k x k identity, made once per k (read-only: it is shared)."""
+    eye = np.eye(k)
+    eye.flags.writeable = False
+    return eye
 
 
 def newton_decrement(gp: np.ndarray, hess: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row |g_p^T (H + reg)^-1 g_p| / 2, reg = (1e-12 max diag H + 1e-300) I, and whether
     its system is singular (the decrement is NaN then)."""
     diag = np.einsum("skk->sk", hess)
-    reg = hess + (1e-12 * diag.max(-1) + 1e-300)[:, None, None] * np.eye(hess.shape[-1])
+    reg = hess + (1e-12 * diag.max(-1) + 1e-300)[:, None, None] * _eye(hess.shape[-1])
     singular = np.zeros(len(gp), dtype=bool)
     try:
         sol = np.linalg.solve(reg, gp[..., None])[..., 0]
@@ -248,7 +266,7 @@ def damped_step(grad: np.ndarray, hess: np.ndarray, damping: np.ndarray) -> np.n
         on_diag += damping[:, None] * diag
         on_diag += 1e-300
     else:
-        eye = np.eye(k)
+        eye = _eye(k)
         damped = hess + damping[:, None, None] * (diag[:, :, None] * eye) + 1e-300 * eye
     try:
         step = np.linalg.solve(damped, -grad[..., None])[..., 0]
