@@ -13,7 +13,7 @@ chunks of 125, ``--n-jobs`` workers), exactly as the bootstrap calls it.
   revisions that have it, else ``phifit/fitters/{objective,lm,polish,parallel,refit}.py``;
 - new: the working tree's engine (:mod:`phifit.fitters.refit`).
 
-Reported: wall time of each (median of ``--repeats``, interleaved old/new), the replicates
+Reported: wall time of each (median of ``--repeats``, interleaved, old first in even repeats), the replicates
 left unconverged by the vectorised LM and how many of them went to the scipy polish (old:
 all; new: the fallback only), and per replicate the objective difference new - old:
 counts worse / better beyond a relative 1e-12, the largest relative worsening, how many
@@ -238,8 +238,9 @@ def main() -> None:
     cpus: dict[str, list[float]] = {"old": [], "new": []}
     results: dict[str, tuple[dict, int]] = {}
     engines = (("old", old, args.old_chunk_size), ("new", engine, args.chunk_size))
-    for _ in range(args.repeats):
-        for name, module, chunk_size in engines:
+    for rep in range(args.repeats):
+        # the order alternates between repeats: the second of a pair runs in a warmer process
+        for name, module, chunk_size in engines if rep % 2 == 0 else engines[::-1]:
             out, seconds, cpu, n_scipy = refit(module, runs, spec, weights, x_hat, args.n_jobs, chunk_size)
             times[name].append(seconds)
             cpus[name].append(cpu)
