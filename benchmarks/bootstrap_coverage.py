@@ -64,8 +64,8 @@ def _design(name: str):
     from phifit import defaults
     from phifit.fitters.huber import fit_huber
     from phifit.recipes.pairing import select_recipe
-    from phifit.study import REFERENCE_PARAMS
     from phifit.runs.table import load_runs
+    from phifit.study import REFERENCE_PARAMS
 
     if name == "paper":
         return "paper", dict(REFERENCE_PARAMS)
@@ -79,12 +79,12 @@ def _design(name: str):
 def one_table(condition: str, index: int, replicates: int, wild_replicates: int) -> dict:
     """Simulate, fit, bootstrap and test one table pair of ``condition``; plain numbers."""
     from phifit.bootstrap.block import block_bootstrap
+    from phifit.bootstrap.wild import wild_cluster_test
     from phifit.fitters.huber import fit_huber
-    from phifit.law import LawSpec, log_loss
     from phifit.fitters.likelihood import GaussianScore, lr_test
+    from phifit.law import LawSpec, log_loss
     from phifit.runs.table import table_from_frame
     from phifit.simulation import simulate
-    from phifit.bootstrap.wild import wild_cluster_test
 
     settings = dict(CONDITIONS[condition])
     design, params = _design(settings.pop("design"))

@@ -32,8 +32,9 @@ from scipy.optimize import minimize
 
 from phifit import defaults
 from phifit.bootstrap.block import block_bootstrap, block_codes, draw_weights
-from phifit.fitters.engine import DELTA, spread_starts
 from phifit.fitters.huber import HuberOptions, fit_huber
+from phifit.fitters.objective import DELTA
+from phifit.fitters.refit import spread_starts
 from phifit.law import LawSpec, log_loss_and_jacobian
 from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
@@ -108,11 +109,11 @@ def main() -> None:
     base_phi = np.array([b[1] for b in base])
     ours_phi = boot.params["phi"][:m]
     w = weights[:m]
-    from phifit.fitters.engine import weighted_huber
+    from phifit.fitters.objective import objective
     from phifit.law import log_loss
 
     ours_obj = np.array(
-        [weighted_huber(log_loss(boot.thetas[i], runs.design) - runs.log_loss, w[i], DELTA) for i in range(m)]
+        [objective(log_loss(boot.thetas[i], runs.design) - runs.log_loss, w[i], DELTA) for i in range(m)]
     )
 
     # the study's protocol, a fresh 500-start fit per replicate (phifit's vectorised fit)

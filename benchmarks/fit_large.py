@@ -3,11 +3,11 @@
 Tables: the paper design simulated 16 times (``simulate("paper", noise=0.005, seed=k)``,
 k = 0..15, concatenated, run ids made unique: 1,856 runs) and ``data/paper_design_simulated.csv``
 (116 runs).  Both fits are ``fit_huber`` with its defaults (500 starts, seed 0); "old" runs
-its vectorised stage through ``batched_weighted_lm`` of ``phifit/fitters/engine.py`` at
-``--old-rev`` (default: before hopeless starts were pruned from the exploration; any
-pruning setting is ignored there, so every start takes all exploration iterations), "new"
-through the working tree's.  The polish is the same.  Old and new alternate within one
-process; medians of ``--repeats``.  The fitted parameters of old and new must agree
+its vectorised stage through ``batched_weighted_lm`` of the engine (``phifit/fitters/engine.py``,
+later ``phifit/fitters/lm.py``) at ``--old-rev`` (default: before hopeless starts were pruned
+from the exploration; any pruning setting is ignored there, so every start takes all
+exploration iterations), "new" through the working tree's.  The polish is the same.  Old and
+new alternate within one process; medians of ``--repeats``.  The fitted parameters of old and new must agree
 (printed: largest absolute difference, and the objective's relative change new - old).
 
 Run:  python benchmarks/fit_large.py [--repeats 5]
@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 from refit_speed import ROOT, load_engine
 
-import phifit.fitters.engine as engine
 import phifit.fitters.huber as huber
+import phifit.fitters.lm as engine_lm
 from phifit.fitters.huber import fit_huber
 from phifit.runs.table import load_runs, table_from_frame
 from phifit.simulation import simulate
@@ -67,14 +67,14 @@ def main() -> None:
     args = parser.parse_args()
     old = load_engine(args.old_rev)
     tables = {"1856 runs": large_table(), "116 runs": load_runs(ROOT / "data" / "paper_design_simulated.csv")}
-    print(f"old = engine.py at {args.old_rev}")
+    print(f"old = the engine at {args.old_rev}")
     for name, runs in tables.items():
         times: dict[str, list[float]] = {"old": [], "new": []}
         thetas, objectives = {}, {}
         for _ in range(args.repeats):
             for label, lm in (
                 ("old", without_pruning(old.batched_weighted_lm)),
-                ("new", engine.batched_weighted_lm),
+                ("new", engine_lm.batched_weighted_lm),
             ):
                 seconds, thetas[label], objectives[label] = timed_fit(runs, lm)
                 times[label].append(seconds)

@@ -24,10 +24,9 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from phifit import defaults
-from phifit import fit
-from phifit.fitters.engine import DELTA
+from phifit import defaults, fit
 from phifit.fitters.huber import huber_objective
+from phifit.fitters.objective import DELTA
 from phifit.law import LawSpec, log_loss_and_jacobian
 from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate

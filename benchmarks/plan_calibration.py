@@ -56,7 +56,6 @@ def realised(design, params, noise, n_tables: int, seed: int, n_jobs: int) -> di
 
 def main() -> None:
     from phifit.fitters.huber import fit_huber
-    from phifit.recipes.pairing import select_recipe
     from phifit.plan.design import (
         NoiseModel,
         asymptotic_plan,
@@ -65,8 +64,9 @@ def main() -> None:
         noise_from_pilot,
         simulate_plan,
     )
-    from phifit.study import REFERENCE_PARAMS
+    from phifit.recipes.pairing import select_recipe
     from phifit.runs.table import load_runs
+    from phifit.study import REFERENCE_PARAMS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", type=int, default=100, help="tables of the simulation mode (prediction)")

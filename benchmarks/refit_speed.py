@@ -8,11 +8,12 @@ seed 0), and 1,000 block-bootstrap weightings of its (budget, r) cells drawn as
 *same* weightings from the *same* spread starts with ``refit_weighted`` (4 spread starts,
 chunks of 125, ``--n-jobs`` workers), exactly as the bootstrap calls it.
 
-- old: ``phifit/fitters/engine.py`` and ``phifit/law.py`` at ``--old-rev`` (default: the
-  commit before the same-path speed-ups of the LM), loaded as separate modules;
-- new: the working tree's engine.
+- old: the refit engine and ``phifit/law.py`` at ``--old-rev`` (default: the commit before the
+  same-path speed-ups of the LM), loaded as separate modules: ``phifit/fitters/engine.py`` at
+  revisions that have it, else ``phifit/fitters/{objective,lm,polish,parallel,refit}.py``;
+- new: the working tree's engine (:mod:`phifit.fitters.refit`).
 
-Reported: wall time of each (median of ``--repeats``, interleaved old/new), the replicates
+Reported: wall time of each (median of ``--repeats``, interleaved, old first in even repeats), the replicates
 left unconverged by the vectorised LM and how many of them went to the scipy polish (old:
 all; new: the fallback only), and per replicate the objective difference new - old:
 counts worse / better beyond a relative 1e-12, the largest relative worsening, how many
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-import phifit.fitters.engine as engine
+import phifit.fitters.refit as engine
 from phifit import defaults
 from phifit.bootstrap.block import block_bootstrap, draw_weights
 from phifit.fitters.common import effective_spec
@@ -59,27 +60,67 @@ def _git_show(rev: str, path: str) -> str:
     ).stdout
 
 
-def _module(name: str, label: str, source: str) -> types.ModuleType:
+def _has(rev: str, path: str) -> bool:
+    listed = subprocess.run(
+        ["git", "ls-tree", "--name-only", rev, path], cwd=ROOT, capture_output=True, text=True
+    )
+    return listed.returncode == 0 and bool(listed.stdout.strip())
+
+
+def _module(name: str, label: str, source: str, package: str | None = None) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__file__ = label
+    if package is not None:  # relative imports resolve inside the synthetic package
+        module.__package__ = package
     sys.modules[module.__name__] = module  # dataclasses look their module up
     exec(compile(source, module.__file__, "exec"), module.__dict__)
     return module
 
 
+#: The engine's modules (after engine.py was split), in import order.
+ENGINE_MODULES = ("objective", "lm", "polish", "parallel", "refit")
+
+
 def load_engine(rev: str) -> types.ModuleType:
-    """``phifit/fitters/engine.py`` at git revision ``rev`` as a standalone module, with the
-    law (``phifit/law.py``) at the same revision, so that the old engine computes exactly
-    as it did then."""
-    law_source = _git_show(rev, "phifit/law.py")
-    law_source = law_source.replace("from .reference import", "from phifit.study import")
-    law_name = f"phifit_law_{rev}"
-    _module(law_name, f"<law.py at {rev}>", law_source)
-    source = _git_show(rev, "phifit/fitters/engine.py")
-    source = source.replace("from ..law import", f"from {law_name} import")
-    for name in ("result", "runs"):
-        source = source.replace(f"from ..{name} import", f"from phifit.{name} import")
-    return _module(f"phifit_engine_{rev}", f"<engine.py at {rev}>", source)
+    """The refit engine at git revision ``rev`` as standalone modules of a synthetic package
+    ``phifit_at_<rev>``, with the law (``phifit/law.py``) at the same revision, so that the old
+    engine computes exactly as it did then; the rest of phifit (results, run tables, defaults) is
+    the working tree's.  Returns the module holding ``refit_weighted`` and ``polish``: engine.py,
+    or refit.py where engine.py was split.  Its modules are pickled by value, so that worker
+    processes, which cannot import them, receive them with the tasks."""
+    import cloudpickle
+
+    import phifit.defaults
+    import phifit.result
+    import phifit.runs.table
+    import phifit.study
+
+    pkg = f"phifit_at_{rev}"
+    root = _module(pkg, f"<phifit at {rev}>", "", package=pkg)
+    root.__path__ = []
+    fitters = _module(f"{pkg}.fitters", f"<phifit/fitters at {rev}>", "", package=f"{pkg}.fitters")
+    fitters.__path__ = []
+    for name, module in (
+        ("study", phifit.study),
+        ("reference", phifit.study),
+        ("result", phifit.result),
+        ("runs", phifit.runs),
+        ("defaults", phifit.defaults),
+    ):
+        sys.modules[f"{pkg}.{name}"] = module
+        setattr(root, name, module)
+    sys.modules[f"{pkg}.runs.table"] = phifit.runs.table
+    root.fitters = fitters
+    root.law = _module(f"{pkg}.law", f"<law.py at {rev}>", _git_show(rev, "phifit/law.py"), package=pkg)
+    cloudpickle.register_pickle_by_value(root)
+    if _has(rev, "phifit/fitters/engine.py"):
+        source = _git_show(rev, "phifit/fitters/engine.py")
+        return _module(f"{pkg}.fitters.engine", f"<engine.py at {rev}>", source, package=f"{pkg}.fitters")
+    for name in ENGINE_MODULES:
+        source = _git_show(rev, f"phifit/fitters/{name}.py")
+        module = _module(f"{pkg}.fitters.{name}", f"<{name}.py at {rev}>", source, package=f"{pkg}.fitters")
+        setattr(fitters, name, module)
+    return fitters.refit
 
 
 def load_table(name: str):
@@ -200,8 +241,9 @@ def main() -> None:
     cpus: dict[str, list[float]] = {"old": [], "new": []}
     results: dict[str, tuple[dict, int]] = {}
     engines = (("old", old, args.old_chunk_size), ("new", engine, args.chunk_size))
-    for _ in range(args.repeats):
-        for name, module, chunk_size in engines:
+    for rep in range(args.repeats):
+        # the order alternates between repeats: the second of a pair runs in a warmer process
+        for name, module, chunk_size in engines if rep % 2 == 0 else engines[::-1]:
             out, seconds, cpu, n_scipy = refit(module, runs, spec, weights, x_hat, args.n_jobs, chunk_size)
             times[name].append(seconds)
             cpus[name].append(cpu)

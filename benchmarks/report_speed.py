@@ -17,8 +17,7 @@ import os
 import tempfile
 import time
 
-from phifit import defaults
-from phifit import fit
+from phifit import defaults, fit
 from phifit.report.analysis import AnalysisOptions
 from phifit.report.write import build_report
 from phifit.runs.table import load_runs, table_from_frame

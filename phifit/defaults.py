@@ -16,7 +16,7 @@ sees one number and changes it in one place.
   planner simulation's tables, and each table's bootstrap replicates, wild replicates and starts
   (smaller than an analysis's: many tables are analysed, and only their spread is read);
 - ``HUBER_DELTA = 1e-3``: the Huber threshold on log-loss residuals of the reference objective
-  (the study's delta; :data:`phifit.fitters.engine.DELTA` is the same number);
+  (the study's delta; :data:`phifit.fitters.objective.DELTA` is the same number);
 - ``BACKEND = "loky"``: the joblib backend that runs refits in worker processes;
 - :func:`workers`: the worker processes parallel work uses by default, the cores this process
   may run on (``os.sched_getaffinity`` where the platform has it, else ``os.cpu_count()``).

@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import defaults
-from .serialize import JsonIO
-from .serialize import to_plain
+from .serialize import JsonIO, to_plain
 
 INTERVAL_KINDS = ("percentile", "bca")
 #: Resamples of the replicate values behind the Monte-Carlo error of an interval's ends.

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -154,15 +155,27 @@ class LawSpec:
 
     def full_theta(self, free: np.ndarray) -> np.ndarray:
         """Complete theta from free coordinates; ``free`` may be (k,) or (S, k)."""
+        mask, fixed_at, fixed_values = self._layout
+        if not len(fixed_at):  # every coordinate free: theta is a copy of them
+            theta = np.array(free, dtype=float)
+            if theta.shape[-1:] != (len(THETA_NAMES),):
+                n = theta.shape[-1] if theta.ndim else 0
+                raise ValueError(f"got {n} free coordinates; all {len(THETA_NAMES)} parameters are free")
+            return theta
         free = np.asarray(free, dtype=float)
-        shape = free.shape[:-1] + (len(THETA_NAMES),)
-        theta = np.empty(shape)
-        theta[..., self.free_mask] = free
-        for i, coord in enumerate(THETA_NAMES):
-            name = THETA_TO_PARAM[coord]
-            if name in self.fixed:
-                theta[..., i] = to_internal(name, self.fixed[name])[1]
+        theta = np.empty(free.shape[:-1] + (len(THETA_NAMES),))
+        theta[..., mask] = free
+        theta[..., fixed_at] = fixed_values
         return theta
+
+    @cached_property
+    def _layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(free mask, positions of the fixed coordinates, their internal values), computed once:
+        :meth:`full_theta` runs on every evaluation of the refit engine."""
+        names = [THETA_TO_PARAM[c] for c in THETA_NAMES]
+        fixed_at = np.array([i for i, name in enumerate(names) if name in self.fixed], dtype=int)
+        values = np.array([to_internal(names[i], self.fixed[names[i]])[1] for i in fixed_at])
+        return self.free_mask, fixed_at, values
 
     def label(self) -> str:
         """Short label such as ``"free"`` or ``"phi=0"``."""

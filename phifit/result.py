@@ -33,8 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from . import defaults
-from . import __version__
+from . import __version__, defaults
 from .cautions import Caution
 from .intervals import censored_ends, interval_text, param_bounds
 from .law import DEFAULT_BOUNDS, PARAM_NAMES, JointLaw, LawSpec, params_to_theta

@@ -19,8 +19,8 @@ from phifit.bootstrap.block import (
     jackknife_acceleration,
 )
 from phifit.cautions import Caution
-from phifit.fitters.engine import identifiable_rows
 from phifit.fitters.huber import HuberOptions, fit_huber
+from phifit.fitters.refit import identifiable_rows
 from phifit.law import PARAM_NAMES, REFERENCE_PARAMS, LawSpec
 from phifit.result import FitResult
 from phifit.runs.table import table_from_frame
@@ -495,9 +495,10 @@ def _duplicated(runs, counts):
 def test_polish_finishes_unconverged_replicates_at_the_weighted_optimum(noisy, method):
     """A replicate stopped after 3 LM steps is finished by the polish, at the optimum of the
     resampled table written out run by run (same objective to 1e-9)."""
-    from phifit.fitters import engine as B
-    from phifit.fitters.engine import huber
+    from phifit.fitters import refit as B
     from phifit.fitters.lsq import fit_lsq
+    from phifit.fitters.objective import huber
+    from phifit.law import log_loss
 
     runs, point = noisy
     spec = LawSpec()
@@ -515,16 +516,16 @@ def test_polish_finishes_unconverged_replicates_at_the_weighted_optimum(noisy, m
         ref = fit_huber(table) if method == "huber" else fit_lsq(table, n_starts=100, profile=False)
         theta = spec.full_theta(x)
         assert theta[-1] == pytest.approx(ref.phi, abs=1e-5)
-        res = B.log_loss(theta, table.design) - table.log_loss
+        res = log_loss(theta, table.design) - table.log_loss
         mine = huber(res, delta).sum() if method == "huber" else 0.5 * np.sum(res**2)
         assert obj == pytest.approx(mine, rel=1e-9)
-        ref_res = B.log_loss(ref.theta, table.design) - table.log_loss
+        ref_res = log_loss(ref.theta, table.design) - table.log_loss
         ref_obj = huber(ref_res, delta).sum() if method == "huber" else 0.5 * np.sum(ref_res**2)
         assert obj <= ref_obj * (1 + 1e-9)
 
 
 def test_polish_refuses_fractional_huber_weights(noisy):
-    from phifit.fitters.engine import polish
+    from phifit.fitters.polish import polish
 
     runs, point = noisy
     spec = LawSpec()

@@ -12,16 +12,16 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize_scalar
 
-from phifit.cautions import Caution
 from phifit.bootstrap.draws import percentile_interval
+from phifit.cautions import Caution
 from phifit.equivalence import equivalence, equivalence_table, paper_example
 from phifit.fitters.huber import fit_huber
 from phifit.frontier import PaperFamily, TableFamily, frontier, isoflop_curves, paper_budgets
 from phifit.isoflop import parabola_minima, table_budgets
 from phifit.law import JointLaw, params_to_theta
-from phifit.study import paper_architecture
 from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
+from phifit.study import paper_architecture
 
 
 def sig2(x: float) -> float:

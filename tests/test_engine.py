@@ -1,9 +1,9 @@
-"""The refit engine's vectorised finish (active-set LM) and blocked evaluation.
+"""The refit engine's vectorised finish (active-set LM), blocked evaluation and row state.
 
 Problems: the paper design (116 runs) with losses from a law whose E lies below the box
 (log E = log 0.01 < -3), so the optimum of every weighting has log E pinned at its lower
 bound, plus 0.3% log-noise; bootstrap-like integer weights.  Reference optimum: scipy's
-``least_squares`` polish (:func:`phifit.fitters.engine.polish`).
+``least_squares`` polish (:func:`phifit.fitters.polish.polish`).
 """
 
 from __future__ import annotations
@@ -11,15 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import phifit.fitters.engine as engine
-from phifit.fitters.engine import (
-    RefitProblem,
-    batched_weighted_lm,
-    law_model,
-    loss_terms,
-    polish,
-    polish_unconverged,
-)
+import phifit.fitters.refit as refit
+from phifit.fitters.lm import batched_weighted_lm
+from phifit.fitters.objective import DELTA, law_model, loss_terms
+from phifit.fitters.polish import polish
+from phifit.fitters.refit import RefitProblem, polish_unconverged
 from phifit.law import LawSpec, log_loss
 from phifit.runs.table import load_runs
 
@@ -34,9 +30,7 @@ def problem() -> RefitProblem:
     rng = np.random.default_rng(3)
     y = log_loss(THETA_TRUE, design) + 0.003 * rng.standard_normal(len(design))
     spec = LawSpec()
-    return RefitProblem(
-        design=design, y=y, fixed=dict(spec.fixed), bounds=dict(spec.bounds), delta=engine.DELTA
-    )
+    return RefitProblem(design=design, y=y, fixed=dict(spec.fixed), bounds=dict(spec.bounds), delta=DELTA)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +65,7 @@ def test_finish_pins_e_and_matches_scipy_without_fallback(problem, weights, monk
     def no_scipy(*args, **kwargs):
         raise AssertionError("the vectorised finish fell back to scipy")
 
-    monkeypatch.setattr(engine, "polish", no_scipy)
+    monkeypatch.setattr(refit, "polish", no_scipy)
     x, f = x0.copy(), objective(problem, x0, weights)
     converged = np.zeros(len(x), dtype=bool)
     # far_drop=1: no safety polish for rows that fell far (these starts are ~10% above)
@@ -215,3 +209,98 @@ def test_skipping_the_jacobian_of_rejected_steps_changes_nothing(problem, weight
     np.testing.assert_array_equal(split.objective, whole.objective)
     np.testing.assert_array_equal(split.n_iter, whole.n_iter)
     np.testing.assert_array_equal(split.converged, whole.converged)
+
+
+def test_row_state_take_keeps_the_named_rows_and_shares_a_common_response():
+    """LMRows.take selects the same rows of every per-row array; a shared y (n,) stays whole,
+    per-row responses (a, n) are taken with the rest."""
+    from dataclasses import fields
+
+    from phifit.fitters.lm import LMRows
+
+    a, k, n = 5, 3, 4
+    rng = np.random.default_rng(0)
+
+    def state(y: np.ndarray) -> LMRows:
+        return LMRows(
+            index=np.arange(10, 10 + a),
+            x=rng.random((a, k)),
+            weights=rng.random((a, n)),
+            y=y,
+            objective=rng.random(a),
+            grad=rng.random((a, k)),
+            hess=rng.random((a, k, k)),
+            damping=rng.random(a),
+            curvature=rng.random(a),
+            floor=rng.random(a),
+            decrement=rng.random(a),
+            singular=rng.random(a) > 0.5,
+            stale=rng.random(a) > 0.5,
+        )
+
+    keep = np.array([True, False, True, True, False])
+    shared = state(rng.random(n))
+    part = shared.take(keep)
+    assert len(part) == 3 and not part.per_row_y
+    np.testing.assert_array_equal(part.index, [10, 12, 13])
+    for f in fields(LMRows):
+        if f.name == "y":
+            assert part.y is shared.y
+        else:
+            np.testing.assert_array_equal(getattr(part, f.name), getattr(shared, f.name)[keep])
+    own = state(rng.random((a, n)))
+    assert own.per_row_y
+    np.testing.assert_array_equal(own.take(np.array([4, 0])).y, own.y[[4, 0]])
+    np.testing.assert_array_equal(own.y_of(slice(1, 3)), own.y[1:3])
+
+
+def test_the_lm_takes_its_coordinate_count_from_the_starts():
+    """A two-parameter model (no split evaluation, so no law-sized buffers) and the law with
+    phi fixed (five free coordinates) both fit; a box of the wrong size is refused."""
+    t = np.linspace(0.0, 2.0, 30)
+    y = np.log(2.0) - 0.7 * t  # log of 2 exp(-0.7 t): linear in (log c, rate)
+
+    def line(x):
+        pred = x[:, :1] - x[:, 1:2] * t
+        jac_t = np.stack([np.ones_like(pred), -np.broadcast_to(t, pred.shape)], axis=1)
+        return pred, jac_t
+
+    lo, hi = np.array([-5.0, 0.0]), np.array([5.0, 3.0])
+    end = batched_weighted_lm(line, np.array([[0.0, 0.1], [1.0, 2.0]]), y, 1.0, lo, hi, delta=np.inf)
+    assert end.converged.all()
+    np.testing.assert_allclose(end.x, [[np.log(2.0), 0.7]] * 2, atol=1e-9)
+    with pytest.raises(ValueError, match="for 2 coordinates"):
+        batched_weighted_lm(line, np.zeros((1, 2)), y, 1.0, lo[:1], hi[:1])
+
+    design = load_runs(ROOT / "data" / "paper_design_simulated.csv").design
+    spec = LawSpec(fixed={"phi": 0.5})
+    truth = THETA_TRUE.copy()
+    truth[4] = -1.0
+    x_true = truth[spec.free_mask]
+    y_law = log_loss(spec.full_theta(x_true), design)
+    x0 = x_true + np.array([[0.3, 0.02, -0.3, 0.02, 0.1]])
+    fit = batched_weighted_lm(law_model(spec, design), x0, y_law, 1.0, spec.lower, spec.upper)
+    assert fit.x.shape == (1, 5) and fit.converged.all()
+    np.testing.assert_allclose(fit.x[0], x_true, atol=1e-5)
+
+
+@pytest.mark.parametrize("delta", [DELTA, np.inf])
+def test_objective_gradient_matches_central_differences(problem, weights, delta):
+    """grad F = sum_i w_i psi(r_i) J_i against central differences of F, h = eps^(1/3)."""
+    from phifit.fitters.objective import gradient, objective
+
+    spec = problem.spec
+    model = law_model(spec, problem.design)
+    x = THETA_TRUE.copy()
+    x[4] = -1.0
+    x += 0.01
+
+    def f(point: np.ndarray) -> float:
+        pred, _ = model(point[None, :])
+        return float(objective(pred[0] - problem.y, weights[0], delta))
+
+    pred, jac_t = model(x[None, :])
+    g = gradient(jac_t, pred - problem.y, weights[:1], delta)[0]
+    h = np.finfo(float).eps ** (1 / 3)
+    fd = np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(len(x))])
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-9 * np.abs(fd).max())

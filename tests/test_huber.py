@@ -9,8 +9,8 @@ from conftest import paper_table
 from scipy.optimize import minimize
 
 from phifit import fit
-from phifit.fitters.engine import huber
 from phifit.fitters.huber import fit_huber, huber_objective
+from phifit.fitters.objective import huber
 from phifit.fitters.options import HuberOptions, LsqOptions
 from phifit.law import PARAM_NAMES, REFERENCE_PARAMS, LawSpec, params_to_theta
 from phifit.result import FitResult
@@ -187,6 +187,6 @@ def test_options_as_a_dataclass_or_as_keywords_not_both(paper_clean):
 
 def test_the_default_threshold_is_the_engines():
     from phifit import defaults
-    from phifit.fitters.engine import DELTA
+    from phifit.fitters.objective import DELTA
 
     assert HuberOptions().delta == defaults.HUBER_DELTA == DELTA == 1e-3

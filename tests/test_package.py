@@ -22,7 +22,7 @@ def _run(code: str) -> str:
 def test_submodules_are_modules_and_api_names_are_functions():
     # a fresh interpreter: the order of imports must not matter
     code = (
-        "import phifit, phifit.fitters.huber, phifit.simulation, phifit.fitters.engine\n"
+        "import phifit, phifit.fitters.huber, phifit.simulation, phifit.fitters.refit\n"
         "import types\n"
         "print(isinstance(phifit.simulation, types.ModuleType), isinstance(phifit.fitters, types.ModuleType),\n"
         "      callable(phifit.fit) and not isinstance(phifit.fit, types.ModuleType),\n"
@@ -56,7 +56,7 @@ def test_the_refit_workers_import_neither_pandas_nor_scipy_optimize():
     # pandas and scipy.optimize (~1.5 s together on 2 cores) would be imported again in each
     code = (
         "import sys\n"
-        "import phifit.fitters.engine, phifit.bootstrap.wild\n"
+        "import phifit.fitters.refit, phifit.fitters.lm, phifit.fitters.parallel, phifit.bootstrap.wild\n"
         "print(sorted(m for m in ('pandas', 'scipy.optimize', 'torch', 'pymc') if m in sys.modules))"
     )
     assert _run(code) == "[]"

@@ -13,8 +13,8 @@ from phifit.fitters.huber import fit_huber
 from phifit.frontier import PaperFamily, frontier
 from phifit.law import REFERENCE_PARAMS, JointLaw, params_to_theta
 from phifit.predict import Prediction, predict, predict_loss, table_family
-from phifit.study import paper_architecture
 from phifit.runs.table import table_from_frame
+from phifit.study import paper_architecture
 
 LAW = JointLaw.from_params(REFERENCE_PARAMS)
 

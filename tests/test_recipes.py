@@ -190,7 +190,7 @@ OLD_JOINT_OBJECTIVE = 0.0005528146274186778
 
 
 def test_joint_fit_through_the_engine_is_no_worse_than_the_old_one():
-    from phifit.fitters.engine import huber
+    from phifit.fitters.objective import huber
     from phifit.fitters.per_recipe_phi import JointOptions, fit_joint, joint_log_loss
 
     runs = table_from_frame(two_recipes(0.45, 0.65, seed=1))
@@ -421,8 +421,8 @@ def test_variants_on_the_same_cells_share_the_baselines_draws(monkeypatch):
     """Issue #13: the cells are drawn once, the baseline (on the variants' budgets) is fitted
     once and refitted once per replicate; the first variant's bootstrap is exactly its
     one-variant bootstrap, the second is refitted on the same draws."""
-    import phifit.recipes.pairing as pairing
     import phifit.recipes.delta as recipes
+    import phifit.recipes.pairing as pairing
 
     refits, fits = [], []
     real_refit, real_fit = pairing.refit_phi, recipes.fit_law

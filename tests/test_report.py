@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from conftest import paper_table
 
+from phifit.cli import main
 from phifit.report import figures as plots
 from phifit.report.analysis import AnalysisOptions, analyse
-from phifit.cli import main
 from phifit.report.write import build_report, check_report_dir, write_report
 from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate

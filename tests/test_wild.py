@@ -7,12 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from phifit.fitters.engine import batched_weighted_lm, law_model
+from phifit.bootstrap.wild import WildTest, wild_cluster_test
 from phifit.fitters.huber import fit_huber
+from phifit.fitters.lm import batched_weighted_lm
+from phifit.fitters.objective import law_model
 from phifit.law import LawSpec
 from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
-from phifit.bootstrap.wild import WildTest, wild_cluster_test
 
 
 def _fits(phi: float, seed: int, **noise):
@@ -82,7 +83,7 @@ def test_rows_the_lm_leaves_unconverged_are_finished_together(monkeypatch):
     """Issue #13: the rows the first LM leaves unconverged are finished by the batched
     active-set LM, not one scipy polish each, and reach the same objectives."""
     import phifit.bootstrap.wild as wild
-    from phifit.fitters.engine import DELTA
+    from phifit.fitters.objective import DELTA
     from phifit.law import log_loss
 
     runs, free, null = _fits(0.0, 4, noise=0.004)

@@ -18,15 +18,16 @@ Procedure (the reference study's, paper-notes section 2, with more replicates):
    from ``n_spread`` spread starts (half drawn around the estimate with a standard
    deviation of 10% of each box width, half uniform in the box as the study draws its
    starts).  All replicates and starts run together through the vectorised projected
-   Levenberg-Marquardt of :func:`phifit.fitters.engine.batched_weighted_lm`; spread starts
+   Levenberg-Marquardt of :func:`phifit.fitters.lm.batched_weighted_lm`; spread starts
    that are still more than twice the warm start's objective after a short exploration
    are dropped.  The best end point per replicate is kept.  A replicate whose best end
    point has not met the LM's convergence rule (long flat valleys, e.g. E sliding towards
    its bound when a resampled table does not pin E down) is finished by the point fit's
    least-squares polish on its weighted objective (exact: run i enters w_i times).
-   Chunks of replicates run in parallel in joblib's worker processes (``loky``: the LM's
-   many small NumPy calls hold the GIL, so threads would barely overlap); the starts are
-   drawn up front, so the results do not depend on the number of workers.
+   Chunks of replicates run in parallel (:mod:`phifit.fitters.parallel`: joblib's worker
+   processes by default, since the LM's many small NumPy calls hold the GIL and threads would
+   barely overlap; threads, this process alone, or a Dask cluster when asked); the starts are
+   drawn up front, so the results depend neither on the number of workers nor on the backend.
 4. A replicate *fails* when even the polish does not converge, its
    objective is not finite, or its resampled table cannot identify phi (no looped runs,
    or a single value of r).  Failed replicates are kept as NaN rows, counted by reason,
@@ -55,7 +56,8 @@ import pandas as pd
 from .. import defaults
 from ..cautions import Caution, caution
 from ..fitters.common import effective_spec
-from ..fitters.engine import identifiable_rows, refit_weighted
+from ..fitters.parallel import check_backend
+from ..fitters.refit import identifiable_rows, refit_weighted
 from ..intervals import Interval, bootstrap_interval, jackknife_acceleration, mc_resamples
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec
 from ..result import FitResult
@@ -100,6 +102,8 @@ def block_bootstrap(
     block: str | Sequence[str] | None = None,
     seed: int = defaults.SEED,
     n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
     progress: bool = True,
     level: float = defaults.LEVEL,
     n_spread: int = 4,
@@ -123,10 +127,14 @@ def block_bootstrap(
         ``"run"``: single runs; or column name(s), a list or ``"COL1,COL2"``.
     seed
         Seeds the block draws, the spread starts and the Monte-Carlo error (one
-        independent stream each); results do not depend on ``n_jobs``.
+        independent stream each); results do not depend on ``n_jobs`` or ``backend``.
     n_jobs
-        Worker processes for the refits (joblib ``loky``; kept for later calls); None: the
-        cores this process may use (:func:`phifit.defaults.workers`); 1 refits in this process.
+        Worker processes for the refits (None: the cores this process may use,
+        :func:`phifit.defaults.workers`); 1 refits in this process.
+    backend, scheduler
+        Where the refits run (:mod:`phifit.fitters.parallel`): ``"loky"`` (default, worker
+        processes kept for later calls), ``"threading"``, ``"sequential"`` or ``"dask"``
+        (the cluster whose scheduler listens at ``scheduler``, e.g. ``"tcp://host:8786"``).
     progress
         Show a tqdm bar on stderr (only when stderr is a terminal).
     level
@@ -152,6 +160,7 @@ def block_bootstrap(
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
         raise ValueError(f"n_boot (bootstrap replicates) must be an integer >= 2, got {n_boot!r}")
     workers = defaults.resolve_workers(n_jobs)
+    check_backend(backend, scheduler)
     if n_spread < 0:
         raise ValueError(f"n_spread must be >= 0, got {n_spread}")
     if not 0 < level < 1:
@@ -187,6 +196,8 @@ def block_bootstrap(
         n_spread=n_spread,
         seed=np.random.default_rng(streams[1]),
         n_jobs=workers,
+        backend=backend,
+        scheduler=scheduler,
         chunk_size=chunk_size,
         progress=progress,
         desc="bootstrap",

@@ -19,11 +19,9 @@ import numpy as np
 from .. import defaults
 from ..cautions import Caution, collect
 from ..intervals import INTERVAL_KINDS, Interval, bootstrap_interval, censored_ends, interval_text
-from ..serialize import JsonIO
 from ..law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM
-from ..serialize import to_plain
 from ..result import FitResult
-
+from ..serialize import JsonIO, to_plain
 
 #: Above this share of failed replicates no interval is given.  The replicates that fail are
 #: not a random subset: they are the resampled tables that differ most from the data (too few

@@ -37,7 +37,11 @@ import numpy as np
 
 from .. import defaults
 from ..cautions import Caution, caution
-from ..fitters.engine import batched_weighted_lm, law_model, loss_terms, polish_residuals, refit_settings
+from ..defaults import resolve_workers
+from ..fitters.lm import batched_weighted_lm
+from ..fitters.objective import law_model, loss_terms, refit_settings
+from ..fitters.parallel import check_backend, parallel_map
+from ..fitters.polish import polish_residuals
 from ..law import log_loss
 from ..result import FitResult
 from ..serialize import JsonIO, to_plain
@@ -104,7 +108,7 @@ def _objective(pred: np.ndarray, y: np.ndarray, delta: float) -> np.ndarray:
 @dataclass(frozen=True)
 class Refit:
     """One law to refit on many responses: ``model(x)`` -> (predictions (m, n), transposed
-    Jacobian (m, k, n)) as :func:`~phifit.fitters.engine.batched_weighted_lm` takes it, its box,
+    Jacobian (m, k, n)) as :func:`~phifit.fitters.lm.batched_weighted_lm` takes it, its box,
     and the starts (each (k,), used for every response)."""
 
     model: Callable
@@ -144,7 +148,7 @@ def _refit(
     """Best objective per row of ``y`` (B, n) over the starts, and whether it converged.
 
     Rows the LM leaves unconverged (typically log E creeping along its bound) are finished as
-    the bootstrap's refits are (:func:`phifit.fitters.engine.polish_unconverged`): first all
+    the bootstrap's refits are (:func:`phifit.fitters.refit.polish_unconverged`): first all
     together by the active-set LM from where they stopped, for up to ``finish_iter``
     iterations (it only accepts steps that lower the objective; an iteration on a batch of
     rows costs far less than one scipy polish, and a row creeping along a flat valley needs
@@ -213,23 +217,26 @@ def wild_cluster_statistics(
     n_boot: int,
     rng: np.random.Generator,
     n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """T*_b = F_null - F_alt refitted on y*_b = y0 + s_bc (y - y0), one Rademacher sign per
     cluster c (``codes``: each run's cluster); returns (T* (B,), converged (B,)).  The
     alternative's starts should include the null solution, so that T* >= 0 up to tolerance.
-    ``n_jobs`` > 1 splits the B tables over worker processes (each table's refits are its
-    own: the same numbers as one process); None: the cores this process may use."""
+    With more than one worker (``n_jobs``, None: :func:`phifit.defaults.workers`) and at least
+    ``2 * MIN_ROWS_PER_JOB`` tables, the B tables are split into that many parts, refitted as
+    tasks of :func:`phifit.fitters.parallel.parallel_map` on ``backend`` (``scheduler``: a Dask
+    scheduler's address).  Each table's refits are its own: the same numbers on any backend."""
     n_jobs = defaults.resolve_workers(n_jobs)
+    check_backend(backend, scheduler)
     resid = y - null_pred
     signs = rng.choice(np.array([-1.0, 1.0]), size=(n_boot, int(codes.max()) + 1))
     y_star = null_pred + signs[:, codes] * resid
-    if n_jobs > 1 and n_boot >= 2 * MIN_ROWS_PER_JOB:
-        from joblib import Parallel, delayed
-
-        parts = np.array_split(np.arange(n_boot), n_jobs)
-        done = Parallel(n_jobs=n_jobs, backend="loky")(
-            delayed(_refit_both)(null, alternative, y_star[part], delta) for part in parts
-        )
+    workers = resolve_workers(n_jobs)
+    if workers > 1 and n_boot >= 2 * MIN_ROWS_PER_JOB:
+        parts = np.array_split(np.arange(n_boot), workers)
+        tasks = ((null, alternative, y_star[part], delta) for part in parts)
+        done = list(parallel_map(_refit_both, tasks, n_jobs=workers, backend=backend, scheduler=scheduler))
         f0, ok0, f1, ok1 = (np.concatenate([d[i] for d in done]) for i in range(4))
     else:
         f0, ok0, f1, ok1 = _refit_both(null, alternative, y_star, delta)
@@ -312,10 +319,12 @@ def wild_cluster_test(
     block: str | None = None,
     seed: int = defaults.SEED,
     n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
 ) -> WildTest:
     """Restricted wild cluster bootstrap p-value of ``restricted`` against ``free``
-    (``n_jobs``: worker processes for the refits, :func:`wild_cluster_statistics`; None: the
-    cores this process may use).
+    (``n_jobs``, ``backend``, ``scheduler``: where the refits run, :func:`wild_cluster_statistics`;
+    ``n_jobs`` None: the cores this process may use).
 
     Both fits must be of ``runs`` with the same loss and box (Huber or least squares), the
     restricted one holding more parameters fixed.  ``block``: the clusters (default the
@@ -326,6 +335,7 @@ def wild_cluster_test(
     runs = as_runs(runs)
     if n_boot < 19:
         raise ValueError(f"n_boot must be >= 19 for a p-value at the 5% level, got {n_boot}")
+    check_backend(backend, scheduler)
     spec1, delta = refit_settings(free)
     spec0, delta0 = refit_settings(restricted)
     if delta0 != delta or dict(spec0.bounds) != dict(spec1.bounds):
@@ -347,7 +357,17 @@ def wild_cluster_test(
         law_model(spec1, design), spec1.lower, spec1.upper, (theta0[spec1.free_mask], theta1[spec1.free_mask])
     )
     stats, ok = wild_cluster_statistics(
-        y, y0, codes, null, alternative, delta, n_boot, np.random.default_rng(seed), n_jobs=n_jobs
+        y,
+        y0,
+        codes,
+        null,
+        alternative,
+        delta,
+        n_boot,
+        np.random.default_rng(seed),
+        n_jobs=n_jobs,
+        backend=backend,
+        scheduler=scheduler,
     )
     return wild_test_result(
         restricted.spec.label(),

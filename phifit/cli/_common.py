@@ -1,4 +1,4 @@
-"""Argument helpers shared by the subcommands: column mapping, --fix, safe outputs."""
+"""Argument helpers shared by the subcommands: column mapping, --fix, parallel work, safe outputs."""
 
 from __future__ import annotations
 
@@ -112,6 +112,42 @@ def load_recipe_runs(args: argparse.Namespace, *, show: bool = True) -> RunTable
     if selection.runs.warnings != runs.warnings:  # the table's cautions stay with the selection
         return dataclasses.replace(selection.runs, warnings=list(runs.warnings))
     return selection.runs
+
+
+def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
+    """--backend and --scheduler: where the bootstrap refits, wild tests and simulated tables run."""
+    from ..defaults import BACKEND, BACKENDS
+
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help=f"where parallel work runs (default {BACKEND}): loky = joblib's worker processes, "
+        "threading = threads, sequential = this process alone, dask = a Dask cluster (--scheduler); "
+        "the numbers do not depend on it",
+    )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="with --backend dask: the scheduler's address, e.g. tcp://host:8786 (default: a "
+        "local Dask cluster)",
+    )
+
+
+def parallel_options(args: argparse.Namespace) -> dict:
+    """{"backend", "scheduler"} from parsed arguments, checked before any work starts (a
+    missing dask.distributed is a one-line error naming the install)."""
+    from ..fitters.parallel import check_backend
+
+    backend, scheduler = getattr(args, "backend", None), getattr(args, "scheduler", None)
+    if scheduler is not None and backend != "dask":
+        raise ValueError("--scheduler needs --backend dask")
+    try:
+        check_backend(backend, scheduler)
+    except ImportError as err:
+        raise ValueError(str(err)) from None
+    return {"backend": backend, "scheduler": scheduler}
 
 
 def parse_fix(items: list[str] | None) -> dict[str, float]:

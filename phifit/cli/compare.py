@@ -15,11 +15,13 @@ import json
 from .. import defaults
 from ._common import (
     add_bayes_arguments,
+    add_parallel_arguments,
     add_recipe_argument,
     add_runs_argument,
     bayes_options,
     check_output_file,
     load_recipe_runs,
+    parallel_options,
     parse_fix,
     write_json,
 )
@@ -81,6 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="clusters of the wild bootstrap: default (budget, r) cells when a budget column exists",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_parallel_arguments(p)
     add_bayes_arguments(p)
     p.set_defaults(func=run)
 
@@ -92,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--starts must be >= 1, got {args.starts}")
     if args.wild and args.wild < 19:
         raise ValueError(f"--wild must be 0 (off) or >= 19 replicates, got {args.wild}")
+    parallel = parallel_options(args)
     fixes = list(DEFAULT_FIXES) + [parse_fix([item]) for item in (args.fix or [])]
     if args.json:
         check_output_file(args.json, args.force)
@@ -113,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             n_starts=args.starts,
             n_wild=args.wild,
             block=args.block,
+            **parallel,
         )
     print(comparison.summary())
     if args.json:

@@ -28,6 +28,7 @@ from ..fitters import METHODS
 from ._common import (
     add_bayes_arguments,
     add_jobs_argument,
+    add_parallel_arguments,
     add_recipe_argument,
     add_runs_argument,
     bayes_options,
@@ -36,6 +37,7 @@ from ._common import (
     check_posterior_output,
     load_recipe_runs,
     load_runs_from_args,
+    parallel_options,
     parse_fix,
     write_json,
 )
@@ -103,6 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_recipe_argument(p)
     add_jobs_argument(p, "parallel workers for the bootstrap refits")
+    add_parallel_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--json", metavar="OUT", help="write the result as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
@@ -150,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     from ..fitters import fit
 
     _check(args)
+    parallel = parallel_options(args)
     if args.json:
         check_output_file(args.json, args.force)
     if args.save_posterior:
@@ -170,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
             n_starts=args.starts,
             n_jobs=args.n_jobs,
             progress=progress,
+            **parallel,
         )
         print(comparison.summary())
         if args.json:
@@ -194,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             n_jobs=args.n_jobs,
             progress=progress,
+            **parallel,
         )
         result = boot.attach(result)
     result = result.with_updates(warnings=collect(runs.warnings, result.warnings))

@@ -7,7 +7,7 @@ import os
 import sys
 
 from .. import defaults
-from ._common import add_jobs_argument, check_jobs
+from ._common import add_jobs_argument, add_parallel_arguments, check_jobs, parallel_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -75,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"wild cluster replicates per test per table (default {defaults.PLAN_N_WILD})",
     )
     add_jobs_argument(p, "parallel processes for --simulate")
+    add_parallel_arguments(p)
     p.add_argument("--seed", type=int, default=defaults.SEED, help="seed of the simulation")
     p.add_argument("--optimize", action="store_true", help="search a better design under the cap")
     p.add_argument("--max-flops", type=float, default=None, dest="max_flops", help="cap in training FLOPs")
@@ -115,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
     for path in (args.json, args.figure, args.out_spec):
         _check_out(path, args.force)
+    parallel = parallel_options(args)
     params = dict(REFERENCE_PARAMS)
     law_source = "the study's joint fit"
     noise = None
@@ -162,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         "n_wild": args.wild,
         "seed": args.seed,
         "n_jobs": args.n_jobs,
+        **parallel,
         "laws": laws,
         "laws_source": laws_source,
         "misfit": misfit,
@@ -208,6 +211,7 @@ def _pilot_law_draws(pilot, fit, args: argparse.Namespace) -> tuple[list[dict[st
         n_jobs=args.n_jobs,
         progress=False,
         jackknife=False,
+        **parallel_options(args),
     )
     names = list(fit.params)
     columns = {k: np.asarray(boot.params[k], dtype=float) for k in names}

@@ -16,7 +16,14 @@ import sys
 import time
 
 from .. import defaults
-from ._common import add_jobs_argument, add_runs_argument, check_jobs, load_runs_from_args
+from ._common import (
+    add_jobs_argument,
+    add_parallel_arguments,
+    add_runs_argument,
+    check_jobs,
+    load_runs_from_args,
+    parallel_options,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--seed", type=int, default=defaults.SEED, help=f"seed of every random step (default {defaults.SEED})"
     )
     add_jobs_argument(p, "bootstrap workers")
+    add_parallel_arguments(p)
     p.add_argument(
         "--plan",
         nargs="?",
@@ -113,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         plan=args.plan,
         plan_tables=args.plan_tables,
         plan_misfit=args.plan_misfit,
+        **parallel_options(args),
     )
     check_report_dir(args.out, args.force)
     runs = load_runs_from_args(args)

@@ -51,11 +51,9 @@ import numpy as np
 import pandas as pd
 
 from .. import defaults
+from ..bootstrap.wild import WildTest, wild_cluster_test
 from ..cautions import Caution, caution, collect
 from ..fitters.common import effective_spec
-from .holdout import budget_order, fit_spec, out_of_sample, spec_label
-from ..serialize import JsonIO
-from ..law import LawSpec, log_loss, to_internal
 from ..fitters.likelihood import (
     APPROXIMATE,
     LIKELIHOOD,
@@ -65,10 +63,12 @@ from ..fitters.likelihood import (
     lr_test,
     p_text,
 )
-from ..serialize import to_plain
+from ..fitters.parallel import check_backend
+from ..law import LawSpec, log_loss, to_internal
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
-from ..bootstrap.wild import WildTest, wild_cluster_test
+from ..serialize import JsonIO, to_plain
+from .holdout import budget_order, fit_spec, out_of_sample, spec_label
 
 METHODS = ("huber", "lsq")
 VERDICT_RULE = (
@@ -293,6 +293,8 @@ def compare_fits(
     n_wild: int = defaults.N_WILD,
     block: str | Sequence[str] | None = None,
     n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
 ) -> Comparison:
     """Compare the free fit ``fit`` with each restriction in ``fixes``; tests, information criteria, CV.
 
@@ -316,9 +318,10 @@ def compare_fits(
         Replicates of the restricted wild cluster bootstrap test of each restriction (0: the
         chi-square LR test alone decides) and its clusters (default (budget, r) cells, else
         single runs).
-    n_jobs
-        Worker processes of the wild bootstrap refits; None: the cores this process may use
-        (:func:`phifit.defaults.workers`).
+    n_jobs, backend, scheduler
+        Where the wild tests' refits run (:func:`phifit.bootstrap.wild.wild_cluster_test`,
+        :mod:`phifit.fitters.parallel`); ``n_jobs`` None: the cores this process may use
+        (:func:`phifit.defaults.workers`).  The p-values do not depend on them.
     """
     if n_wild and n_wild < 19:
         raise ValueError(f"compare: n_wild must be 0 (off) or >= 19, got {n_wild}")
@@ -331,6 +334,7 @@ def compare_fits(
         )
     if fit.n_runs != len(runs) or list(fit.run_ids) != runs.run_ids:
         raise ValueError("compare: the given fit was not fitted to these runs")
+    check_backend(backend, scheduler)
     fixes = _check_fixes(fixes)
     if not fixes:
         raise ValueError("compare: give at least one restriction to compare with the free fit")
@@ -426,7 +430,15 @@ def compare_fits(
             st_notes += lr.warnings
             if n_wild:
                 wild = wild_cluster_test(
-                    runs, fits["free"], res, n_boot=n_wild, block=block, seed=seed, n_jobs=workers
+                    runs,
+                    fits["free"],
+                    res,
+                    n_boot=n_wild,
+                    block=block,
+                    seed=seed,
+                    n_jobs=workers,
+                    backend=backend,
+                    scheduler=scheduler,
                 )
                 st_notes += wild.warnings
         cv_rmse = extrap = per = extrap_b = None

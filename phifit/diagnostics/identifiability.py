@@ -38,7 +38,10 @@ from scipy import stats
 
 from .. import defaults
 from ..cautions import Caution, caution
-from ..fitters.engine import batched_weighted_lm, law_model, loss_terms, polish, refit_settings, spread_starts
+from ..fitters.lm import batched_weighted_lm
+from ..fitters.objective import law_model, loss_terms, refit_settings
+from ..fitters.polish import polish
+from ..fitters.refit import spread_starts
 from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
@@ -396,7 +399,7 @@ def phi_profile(
     """Profile of the objective sum_i rho_delta(log L_hat_i - log L_i) along phi.
 
     ``spec``, ``delta``: the fit's own box, fixed values and loss
-    (:func:`phifit.fitters.engine.refit_settings`); ``theta``: its optimum.  The grid is
+    (:func:`phifit.fitters.objective.refit_settings`); ``theta``: its optimum.  The grid is
     ``points`` evenly spaced values over ``span``, a fine grid (step 0.01) within 0.1 of
     phi_hat, phi_hat itself and the restricted laws phi = 0 and phi = 1, all inside the box.
 

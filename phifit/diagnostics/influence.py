@@ -1,9 +1,9 @@
 """Does phi rest on a few runs, or on one part of the data?  Influence and consistency.
 
-Both refit the fit's OWN objective in its own box (:func:`phifit.fitters.engine.refit_settings`:
+Both refit the fit's OWN objective in its own box (:func:`phifit.fitters.objective.refit_settings`:
 Huber with the fit's delta, or least squares) through the refit engine, never a private
 optimiser.  Leaving runs out is weighting them 0 in the summed objective, so every refit
-is a row of :func:`phifit.fitters.engine.refit_weighted`: warm-started from the full-data
+is a row of :func:`phifit.fitters.refit.refit_weighted`: warm-started from the full-data
 optimum, plus spread starts, best end point kept, unconverged rows polished.  A Bayesian
 fit has no objective to refit: both functions raise ``ValueError`` for it.
 
@@ -27,7 +27,8 @@ import pandas as pd
 
 from .. import defaults
 from ..fitters.common import goodness_of_fit
-from ..fitters.engine import identifiable_rows, refit_settings, refit_weighted
+from ..fitters.objective import refit_settings
+from ..fitters.refit import identifiable_rows, refit_weighted
 from ..law import PARAM_NAMES, log_loss, theta_to_params
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs

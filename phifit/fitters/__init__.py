@@ -6,6 +6,18 @@
 
 Every fitter is called the same way, ``fit_X(runs, *, spec=None, options=None, **settings)``:
 its typed options (:mod:`phifit.fitters.options`) as a dataclass or as keywords.
+
+Every fit and refit runs through one engine:
+
+- :mod:`~phifit.fitters.objective`: the summed Huber (or least-squares) objective on log-loss,
+  its gradient, and the law as a model of free coordinates (:func:`~phifit.fitters.objective.law_model`);
+- :mod:`~phifit.fitters.lm`: the batched projected Levenberg-Marquardt (its row state named in
+  :class:`~phifit.fitters.lm.LMRows`);
+- :mod:`~phifit.fitters.polish`: the ``least_squares`` finish at tight tolerances;
+- :mod:`~phifit.fitters.refit`: refits of many weightings of one table (bootstrap, jackknife,
+  recipes), in chunks;
+- :mod:`~phifit.fitters.parallel`: where parallel work runs (workers and backend: joblib's
+  processes, threads, this process, or a Dask cluster).
 """
 
 from __future__ import annotations

@@ -33,8 +33,10 @@ from ..law import LawSpec, log_loss
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
 from .common import bound_hits, build_result, check_run_count, effective_spec
-from .engine import DELTA, batched_weighted_lm, huber, law_model, polish
+from .lm import batched_weighted_lm
+from .objective import DELTA, huber, law_model
 from .options import HuberOptions, resolve_options
+from .polish import polish
 from .standard_errors import ASSUMPTION, m_estimator_stderr
 
 

@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..cautions import Caution, caution
-from ..serialize import JsonIO
-from ..serialize import to_plain
+from ..serialize import JsonIO, to_plain
 
 #: Significance level of the tests' verdicts (reject when p < SIGNIFICANCE).
 SIGNIFICANCE = 0.05

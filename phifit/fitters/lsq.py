@@ -10,7 +10,7 @@ i.e. the Gaussian maximum-likelihood fit of log-loss with a common, unknown sigm
 Procedure:
 
 1. **Multi-start.**  ``n_starts`` uniform starts in the box run together through the
-   vectorised projected Levenberg-Marquardt of :func:`phifit.fitters.engine.batched_weighted_lm`
+   vectorised projected Levenberg-Marquardt of :func:`phifit.fitters.lm.batched_weighted_lm`
    with delta = inf (plain least squares); the best ``n_refine`` continue to convergence.
 2. **lmfit.**  The best end point is refined with ``lmfit.Minimizer.least_squares``
    (scipy's trust-region reflective solver, box handled natively, analytic Jacobian).
@@ -40,7 +40,8 @@ from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, 
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
 from .common import build_result, check_run_count, effective_spec
-from .engine import batched_weighted_lm, law_model
+from .lm import batched_weighted_lm
+from .objective import law_model
 from .options import LsqOptions, resolve_options
 from .standard_errors import ASSUMPTION
 

@@ -8,14 +8,14 @@ coordinates are x = (a, alpha, b, beta, e, phi_1, ..., phi_G) in the study's box
 phi_g in phi's box).  With one group (``shared_phi=True``) the model is the joint law
 itself: the null "one phi for every recipe" goes through the same path.
 
-The objective is the engine's (:mod:`phifit.fitters.engine`):
+The objective is the engine's (:mod:`phifit.fitters.objective`):
 
     F(x) = sum_i rho(log L_hat_i(x) - log L_i),   rho = Huber_delta (delta = 1e-3) or r^2 / 2,
 
 minimised like the Huber fit (:mod:`phifit.fitters.huber`): random starts uniform in the
 box (plus any warm starts, e.g. each recipe's own fit) explored together by
-:func:`~phifit.fitters.engine.batched_weighted_lm`, the best carried on to convergence, and
-the best few distinct end points finished by :func:`~phifit.fitters.engine.polish_residuals`
+:func:`~phifit.fitters.lm.batched_weighted_lm`, the best carried on to convergence, and
+the best few distinct end points finished by :func:`~phifit.fitters.polish.polish_residuals`
 (least squares at tight tolerances).  The result is a :class:`~phifit.result.FitResult`
 (``method="joint"``) whose ``params["phi"]`` is the reference recipe's phi and whose
 ``extras["phi"]`` holds every recipe's.
@@ -35,8 +35,10 @@ from ..law import DEFAULT_BOUNDS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss
 from ..result import FitResult
 from ..runs.table import RunTable
 from .common import RUNS_PER_PARAMETER_WARN, goodness_of_fit, score_fields
-from .engine import DELTA, batched_weighted_lm, loss_terms, polish_residuals
 from .likelihood import GaussianScore
+from .lm import batched_weighted_lm
+from .objective import DELTA, loss_terms
+from .polish import polish_residuals
 
 METHODS = ("huber", "lsq")
 SHARED = "shared"  # the one group of a shared-phi fit

@@ -33,10 +33,10 @@ noise model (:func:`phifit.simulation.simulate`), each analysed as the reference
 would: Huber fit, percentile interval of phi from a (budget, r) cell block bootstrap
 (``n_boot`` replicates), restricted fits phi = 0 and phi = 1 and their wild cluster
 bootstrap tests (``n_wild`` replicates, rejection at p < 0.05).  Tables run in parallel
-(joblib processes).  Reported: the median width and its 10-90% range over tables, the
-share of tables whose interval reaches the box, and the rejection rates (with their
-binomial Monte-Carlo error).  ``benchmarks/plan_calibration.py`` checks it against tables
-analysed with full-size bootstraps.
+(:mod:`phifit.fitters.parallel`: joblib processes, or a Dask cluster with ``backend="dask"``).
+Reported: the median width and its 10-90% range over tables, the share of tables whose
+interval reaches the box, and the rejection rates (with their binomial Monte-Carlo error).
+``benchmarks/plan_calibration.py`` checks it against tables analysed with full-size bootstraps.
 
 Also: whether each planned (budget, r) isoFLOP curve brackets the optimum the law predicts
 (:func:`bracketing`), the reasons a predicted interval is wide (:func:`wide_reasons`) and
@@ -52,7 +52,6 @@ from typing import Any
 
 import numpy as np
 
-from ..runs.table import as_runs
 from .. import defaults
 from ..cautions import Caution, caution
 from ..law import (
@@ -60,6 +59,7 @@ from ..law import (
     log_loss,
     params_to_theta,
 )
+from ..runs.table import as_runs
 from ..serialize import JsonIO, to_plain
 from ..study import REFERENCE_PARAMS
 from .inputs import (
@@ -418,6 +418,8 @@ def plan_design(
     n_wild: int = defaults.PLAN_N_WILD,
     seed: int = defaults.SEED,
     n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
     progress: bool = True,
     laws: Sequence[Mapping[str, float]] | None = None,
     laws_source: str = "",
@@ -426,7 +428,8 @@ def plan_design(
     """Plan ``design`` under ``params`` (default the study's law) and ``noise``: the
     asymptotic prediction always, the simulation with ``n_tables`` > 0 (each table's law drawn
     from ``laws`` when given, and carrying a pilot's ``misfit`` when given:
-    :func:`phifit.plan_modes.simulate_plan`)."""
+    :func:`phifit.plan.modes.simulate_plan`, which runs the tables on ``n_jobs`` workers of
+    ``backend``, a Dask cluster at ``scheduler`` for ``backend="dask"``)."""
     p = {**REFERENCE_PARAMS, **(params or {})}
     asym = asymptotic_plan(design, p, noise, delta_phi=delta_phi)
     sim = None
@@ -441,6 +444,8 @@ def plan_design(
             delta_phi=delta_phi,
             seed=seed,
             n_jobs=n_jobs,
+            backend=backend,
+            scheduler=scheduler,
             progress=progress,
             laws=laws,
             laws_source=laws_source,
@@ -492,13 +497,16 @@ def plan_from_fit(
     n_tables: int = 0,
     seed: int = defaults.SEED,
     n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
     progress: bool = False,
     misfit: bool = False,
 ) -> PlanResult:
     """Plan ``design`` (default: the runs' own) with a fitted table as the pilot: the fit's
     law and the noise of its residuals (:func:`noise_from_pilot`), as ``phifit plan --pilot``
     does; with ``misfit`` (and ``n_tables``) the simulated tables also carry the runs' cell-mean
-    residuals (``--misfit``).  What ``phifit report --plan`` adds to a report."""
+    residuals (``--misfit``).  ``n_jobs``, ``backend``, ``scheduler``: where the simulated tables
+    run (:func:`plan_design`).  What ``phifit report --plan`` adds to a report."""
     runs = as_runs(runs)
     planned = resolve_design(design, runs)
     noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=misfit and bool(n_tables))
@@ -510,6 +518,8 @@ def plan_from_fit(
         n_tables=n_tables,
         seed=seed,
         n_jobs=n_jobs,
+        backend=backend,
+        scheduler=scheduler,
         progress=progress,
         misfit=carried,
     )

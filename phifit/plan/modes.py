@@ -5,7 +5,8 @@
   second;
 - :func:`simulate_plan`: tables drawn from the law and the noise, each analysed as the
   reference method would (Huber fit, (budget, r) cell bootstrap, wild cluster tests of
-  phi = 0 and phi = 1), in parallel processes.  Given ``laws`` (e.g. a pilot's cell-bootstrap
+  phi = 0 and phi = 1), one table per task of :func:`phifit.fitters.parallel.parallel_map`
+  (worker processes by default, a Dask cluster when asked).  Given ``laws`` (e.g. a pilot's cell-bootstrap
   replicates), table j is drawn from ``laws[j]`` instead of the one law: the prediction then
   averages over what the pilot leaves uncertain about the law (its "power" is an *assurance*,
   the probability of rejecting averaged over the plausible laws).
@@ -24,7 +25,8 @@ import pandas as pd
 from scipy.stats import norm
 
 from .. import defaults
-from ..fitters.engine import DELTA
+from ..fitters.objective import DELTA
+from ..fitters.parallel import check_backend, parallel_map
 from ..law import (
     COORD_LABELS,
     DEFAULT_BOUNDS,
@@ -314,6 +316,8 @@ def simulate_plan(
     delta_phi: float | None = None,
     seed: int = defaults.SEED,
     n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
     n_starts: int = defaults.PLAN_N_STARTS,
     progress: bool = True,
     laws: Sequence[Mapping[str, float]] | None = None,
@@ -322,8 +326,10 @@ def simulate_plan(
 ) -> SimulatedPlan:
     """Simulate ``n_tables`` tables and analyse each as the reference method would (module docstring).
 
-    Table j uses the j-th child of ``SeedSequence(seed)``: results do not depend on ``n_jobs``
-    (worker processes; None: the cores this process may use).
+    Table j uses the j-th child of ``SeedSequence(seed)`` and is analysed in one task (its own
+    bootstrap and wild tests run inside that task): results do not depend on ``n_jobs`` (None:
+    the cores this process may use) or on where the tasks run (``backend``, ``scheduler``:
+    :mod:`phifit.fitters.parallel`).
     With ``laws`` (at least ``n_tables`` of them), table j is drawn from ``params`` updated
     with ``laws[j]``.  With ``misfit`` (:class:`phifit.plan_inputs.Misfit`), every table also
     carries the pilot's (budget, r) cell-mean residuals as fixed offsets.
@@ -334,6 +340,7 @@ def simulate_plan(
         raise ValueError(f"n_tables must be >= 2, got {n_tables}")
     if n_wild < 20:
         raise ValueError(f"n_wild must be >= 20 (p = 1 / (1 + n_wild) must fall below 0.05), got {n_wild}")
+    check_backend(backend, scheduler)
     frame = design.frame[["budget", "r", "size", "n_once", "n_rec", "tokens", "flops"]].copy()
     p = {k: float(v) for k, v in params.items()}
     if laws is not None and len(laws) < n_tables:
@@ -348,19 +355,11 @@ def simulate_plan(
         offsets = np.array([misfit.offset_for(b, r) for b, r in zip(frame["budget"], frame["r"])])
     start = time.perf_counter()
     tables: list[dict[str, Any]] = []
-    jobs = zip(table_laws, seeds)
-    if defaults.resolve_workers(n_jobs) == 1:
-        results = (
-            analyse_table(frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts, offsets)
-            for law, s in jobs
-        )
-    else:
-        from joblib import Parallel, delayed
-
-        results = Parallel(n_jobs=defaults.resolve_workers(n_jobs), return_as="generator")(
-            delayed(analyse_table)(frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts, offsets)
-            for law, s in jobs
-        )
+    tasks = (
+        (frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts, offsets)
+        for law, s in zip(table_laws, seeds)
+    )
+    results = parallel_map(analyse_table, tasks, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
     for i, res in enumerate(results, 1):
         tables.append(res)
         if progress:

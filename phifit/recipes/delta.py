@@ -19,7 +19,7 @@ baseline refitted on those four budgets (phi = 0.453), not the full-grid fit (0.
    two tables' cells is drawn with replacement and each recipe keeps its runs in the drawn
    cells, so a cell present in both recipes (and the borrowed r = 1 runs, which are the
    same runs) moves together.  Each replicate refits both tables (warm start + spread
-   starts, :func:`phifit.fitters.engine.refit_weighted`) and records
+   starts, :func:`phifit.fitters.refit.refit_weighted`) and records
    Delta* = phi_v* - phi_base*; a replicate fails when either refit fails.
    Variants whose pairs have the same cells (hence the same baseline table, e.g. every
    variant probed on the same budgets) share one draw of the cells and the baseline's
@@ -54,7 +54,10 @@ import pandas as pd
 from .. import defaults
 from ..cautions import Caution, caution, collect
 from ..fitters import fit as fit_law
-from ..serialize import JsonIO
+from ..fitters.parallel import check_backend
+from ..result import FitResult
+from ..runs.table import SINGLE_RUNS, RunTable, as_runs
+from ..serialize import JsonIO, to_plain
 from .pairing import (
     PairedTables,
     RecipeSelection,
@@ -65,10 +68,7 @@ from .pairing import (
     select_recipe,
     shared_delta_phi,
 )
-from ..serialize import to_plain
 from .shared_phi import JointFit, fit_recipes_jointly
-from ..result import FitResult
-from ..runs.table import SINGLE_RUNS, RunTable, as_runs
 
 METHODS = ("huber", "lsq")
 LESSON = (
@@ -213,6 +213,8 @@ def compare_recipes(
     level: float = defaults.LEVEL,
     joint: bool = True,
     n_wild: int = defaults.N_WILD,
+    backend: str | None = None,
+    scheduler: str | None = None,
 ) -> RecipeComparison:
     """Separate fits per recipe, Delta-phi against ``baseline`` with a paired block bootstrap,
     and the joint fit with shared E, A, alpha, B, beta (see the module docstring).
@@ -230,6 +232,9 @@ def compare_recipes(
     n_boot, seed, block, n_jobs, progress, level
         Bootstrap settings (:func:`phifit.bootstrap.block_bootstrap`); ``n_boot = 0`` skips
         the bootstrap (no interval or p-value); ``n_jobs`` None: the cores this process may use.
+    backend, scheduler
+        Where the bootstrap's refits run (:mod:`phifit.fitters.parallel`; the intervals do
+        not depend on it).
     method, n_starts
         Fitting method ("huber" or "lsq") and its random starts.
     joint, n_wild
@@ -243,6 +248,7 @@ def compare_recipes(
         raise ValueError(f"recipes: unknown method {method!r}; expected one of {', '.join(METHODS)}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
         raise ValueError(f"n_boot must be 0 (no bootstrap) or an integer >= 2, got {n_boot!r}")
+    check_backend(backend, scheduler)
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     if by not in runs.frame.columns:
@@ -372,6 +378,8 @@ def compare_recipes(
                 level,
                 seed,
                 baseline_key,
+                backend=backend,
+                scheduler=scheduler,
             )
             for key in members:
                 deltas[key].update(shared[key])

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..cautions import Caution, caution
 from ..fitters.common import effective_spec
-from ..fitters.engine import identifiable_rows, refit_weighted
+from ..fitters.refit import identifiable_rows, refit_weighted
 from ..intervals import bootstrap_interval, bootstrap_p_value
 from ..law import LawSpec
 from ..result import FitResult
@@ -198,12 +198,16 @@ def refit_phi(
     point: FitResult,
     weights: np.ndarray,
     seed: np.random.Generator,
-    n_jobs: int,
+    n_jobs: int | None,
     progress: bool,
     desc: str,
+    *,
+    backend: str | None = None,
+    scheduler: str | None = None,
 ) -> np.ndarray:
     """phi per weighting of ``table`` (NaN where the refit failed or phi is unidentifiable),
-    refitting with the point fit's own loss (:attr:`FitResult.loss_delta`)."""
+    refitting with the point fit's own loss (:attr:`FitResult.loss_delta`) on ``n_jobs``
+    workers of ``backend`` (:mod:`phifit.fitters.parallel`)."""
     spec, _ = effective_spec(table, LawSpec())
     if "phi" in spec.fixed:
         raise ValueError(f"{table.source}: phi is not identifiable (no looped runs or a single r)")
@@ -216,6 +220,8 @@ def refit_phi(
         delta=point.loss_delta,
         seed=seed,
         n_jobs=n_jobs,
+        backend=backend,
+        scheduler=scheduler,
         progress=progress,
         desc=desc,
     )
@@ -239,11 +245,14 @@ def shared_delta_phi(
     cols: list[str],
     n_boot: int,
     rngs: Sequence[np.random.Generator],
-    n_jobs: int,
+    n_jobs: int | None,
     progress: bool,
     level: float,
     seed: int,
     baseline_key: str,
+    *,
+    backend: str | None = None,
+    scheduler: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Delta-phi replicates of several variants paired with one baseline table, on one draw.
 
@@ -255,19 +264,22 @@ def shared_delta_phi(
     G times); the variants' intervals are computed from common draws, so they are dependent.
     Refits of variant j use ``rngs[j]`` for their spread starts; the first variant's sequence
     of draws is exactly the one-variant bootstrap's (draws, variant refits, baseline refits,
-    jackknife).  Returns {variant: the entry's interval fields} (see :func:`delta_phi_fields`).
+    jackknife).  The replicates' refits run on ``n_jobs`` workers of ``backend``
+    (:func:`refit_phi`).  Returns {variant: the entry's interval fields} (see
+    :func:`delta_phi_fields`).
     """
     tables = [t for _, t, _ in variants]
     weights, jack = paired_block_weights([*tables, baseline], cols, n_boot, rngs[0])
     w_b, jw_b = weights[-1], jack[-1]
+    where = {"backend": backend, "scheduler": scheduler}
     phi_v: list[np.ndarray] = []
     jack_v: list[np.ndarray] = []
     phi_b = jack_b = None
     for j, (key, table, fv) in enumerate(variants):
         rng = rngs[j]
-        phi_v.append(refit_phi(table, fv, weights[j], rng, n_jobs, progress, f"bootstrap {key}"))
+        phi_v.append(refit_phi(table, fv, weights[j], rng, n_jobs, progress, f"bootstrap {key}", **where))
         if j == 0:
-            phi_b = refit_phi(baseline, fb, w_b, rng, n_jobs, progress, f"bootstrap {baseline_key}")
+            phi_b = refit_phi(baseline, fb, w_b, rng, n_jobs, progress, f"bootstrap {baseline_key}", **where)
         jack_v.append(refit_phi(table, fv, jack[j], rng, 1, False, ""))
         if j == 0:
             jack_b = refit_phi(baseline, fb, jw_b, rng, 1, False, "")

@@ -26,15 +26,14 @@ import numpy as np
 import pandas as pd
 
 from .. import defaults
+from ..bootstrap.wild import Refit, WildTest, wild_cluster_statistics, wild_test_result
 from ..cautions import Caution, caution
-from ..fitters.engine import DELTA, loss_terms
-from ..fitters.per_recipe_phi import JointOptions, fit_joint, grouped_law, joint_log_loss
-from ..serialize import JsonIO
 from ..fitters.likelihood import APPROXIMATE, SIGNIFICANCE, GaussianScore, LRTest, lr_test
-from ..serialize import to_plain
+from ..fitters.objective import DELTA, loss_terms
+from ..fitters.per_recipe_phi import JointOptions, fit_joint, grouped_law, joint_log_loss
 from ..result import FitResult
 from ..runs.table import RunTable
-from ..bootstrap.wild import Refit, WildTest, wild_cluster_statistics, wild_test_result
+from ..serialize import JsonIO, to_plain
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from ..compare.restricted import compare_fits
 from ..diagnostics.diagnose import Diagnostics, diagnose
 from ..equivalence import Equivalence, EquivalenceTable, equivalence_table, paper_example
 from ..fitters.huber import HuberOptions, fit_huber
+from ..fitters.parallel import check_backend
 from ..frontier import Frontier, IsoflopCurves, TableFamily, frontier, isoflop_curves
 from ..isoflop import ParabolaMinima, parabola_minima, table_budgets
 from ..recipes.delta import compare_recipes, select_recipe
@@ -71,7 +72,9 @@ class AnalysisOptions(JsonIO):
     "self" (the table's own runs, to see what its design could measure), "paper", a sweep spec
     or a CSV of planned runs; None: no plan.  plan_tables: simulated tables of the plan (0:
     the asymptotic prediction only); plan_misfit: the simulated tables carry the table's
-    (budget, r) cell-mean residuals (``phifit plan --misfit``).
+    (budget, r) cell-mean residuals (``phifit plan --misfit``).  backend, scheduler: where the
+    bootstrap, the wild tests and the plan's simulated tables run (:mod:`phifit.fitters.parallel`;
+    None: joblib's worker processes; "dask" with the scheduler's address for a cluster).
     """
 
     n_boot: int = defaults.N_BOOT
@@ -85,8 +88,11 @@ class AnalysisOptions(JsonIO):
     plan: str | None = None
     plan_tables: int = 0
     plan_misfit: bool = False
+    backend: str | None = None
+    scheduler: str | None = None
 
     def __post_init__(self) -> None:
+        check_backend(self.backend, self.scheduler)
         if not 0 < self.level < 1:
             raise ValueError(f"interval level must be in (0, 1), got {self.level}")
         if self.n_boot < 0 or (0 < self.n_boot < 2):
@@ -324,6 +330,8 @@ def analyse(
             seed=options.seed,
             n_starts=options.n_starts,
             n_jobs=options.n_jobs,
+            backend=options.backend,
+            scheduler=options.scheduler,
             progress=False,
             level=options.level,
         )
@@ -358,6 +366,8 @@ def analyse(
             n_boot=options.n_boot,
             seed=options.seed,
             n_jobs=options.n_jobs,
+            backend=options.backend,
+            scheduler=options.scheduler,
             progress=False,
             level=options.level,
         )
@@ -382,6 +392,8 @@ def analyse(
             n_starts=options.n_starts,
             n_wild=options.n_wild,
             n_jobs=options.n_jobs,
+            backend=options.backend,
+            scheduler=options.scheduler,
         )
 
     say("diagnostics: residuals, leave-one-out influence, the phi profile")
@@ -425,6 +437,8 @@ def analyse(
             n_tables=options.plan_tables,
             seed=options.seed,
             n_jobs=options.n_jobs,
+            backend=options.backend,
+            scheduler=options.scheduler,
             misfit=options.plan_misfit,
         )
 

@@ -1,15 +1,15 @@
 """Sections of the report page about the derived quantities: the isoFLOP curves, the
 compute-optimal frontier (law and per-cell parabola minima) and the equivalent sizes.
 
-Layout only: every number comes from the :class:`~phifit.analysis.Analysis`; interval
+Layout only: every number comes from the :class:`~phifit.report.analysis.Analysis`; interval
 labels use the ``level`` of the frontier and of the equivalence table.
 """
 
 from __future__ import annotations
 
+from ..study import STUDY_GAP_RANGES, STUDY_PHI
 from . import html as T
 from .analysis import Analysis
-from ..study import STUDY_GAP_RANGES, STUDY_PHI
 from .sections_fit import Fig, caution_list, pct
 
 #: The study's headline frontier gaps (per-cell parabola minima, paper §4.2), nats.

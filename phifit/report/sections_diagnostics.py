@@ -1,7 +1,7 @@
 """Sections of the report page about the diagnostics: residuals; influence, identifiability
 and consistency of phi.
 
-Layout only: every number comes from :attr:`phifit.analysis.Analysis.diagnostics`.
+Layout only: every number comes from :attr:`phifit.report.analysis.Analysis.diagnostics`.
 :func:`profile_band` chooses the interval drawn on the phi-profile figure and names it for
 what it is: the fit's percentile bootstrap interval when there is one, else the profile
 interval (which assumes independent runs).

@@ -6,7 +6,7 @@ bootstrap, the restricted fits, the Bayesian posterior, the recipes and the file
 One module on purpose: each section is a short function of the analysis, and they share
 the same few helpers; splitting them further would scatter one page.
 
-Each ``section_*`` takes an :class:`~phifit.analysis.Analysis` (and ``fig``, which embeds a
+Each ``section_*`` takes an :class:`~phifit.report.analysis.Analysis` (and ``fig``, which embeds a
 drawn figure by name) and returns HTML.  Layout only: every number comes from the analysis.
 Interval labels use the level the interval was computed at (``FitResult.ci_level``,
 ``RecipeComparison.level``).
@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..bootstrap.result import MARK_FAILED_SHARE, MAX_FAILED_SHARE
+from ..fitters.likelihood import p_text
+from ..law import PARAM_NAMES
+from ..study import REFERENCE_PARAMS, STUDY_PHI, STUDY_PHI_CI, STUDY_R2
 from . import html as T
 from .analysis import Analysis
-from ..bootstrap.result import MARK_FAILED_SHARE, MAX_FAILED_SHARE
-from ..law import PARAM_NAMES
-from ..fitters.likelihood import p_text
-from ..study import REFERENCE_PARAMS, STUDY_PHI, STUDY_PHI_CI, STUDY_R2
 
 Fig = Callable[[str, str, str], str]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 
+from ..intervals import param_bounds
 from . import html as T
 from .analysis import Analysis
-from ..intervals import param_bounds
 from .sections_fit import Fig, caution_list
 
 _POWER_LABELS = {

@@ -1,10 +1,10 @@
 """The phifit report: one folder with ``index.html``, ``results.json`` and the figures.
 
-``build_report(runs, out_dir)`` runs the analysis (:func:`phifit.analysis.analyse`) and
+``build_report(runs, out_dir)`` runs the analysis (:func:`phifit.report.analysis.analyse`) and
 writes it (:func:`write_report`).  This module and the section modules it uses
-(:mod:`phifit.report.sections_fit`, :mod:`phifit.report.sections_derived`, :mod:`phifit.report.sections_diagnostics`,
-:mod:`phifit.report.sections_plan`) only render an
-:class:`~phifit.analysis.Analysis`; they compute no statistic.
+(:mod:`phifit.report.sections_fit`, :mod:`phifit.report.sections_derived`,
+:mod:`phifit.report.sections_diagnostics`, :mod:`phifit.report.sections_plan`) only render an
+:class:`~phifit.report.analysis.Analysis`; they compute no statistic.
 
 Folder layout::
 
@@ -47,15 +47,15 @@ from typing import Any
 
 import pandas as pd
 
-from . import sections_derived as R
-from . import sections_diagnostics as D
-from . import sections_plan as P
-from . import sections_fit as S
-from . import html as T
 from .. import __version__
-from .analysis import Analysis, AnalysisOptions, analyse
 from ..result import GENERATOR
 from ..runs.table import RunTable, as_runs
+from . import html as T
+from . import sections_derived as R
+from . import sections_diagnostics as D
+from . import sections_fit as S
+from . import sections_plan as P
+from .analysis import Analysis, AnalysisOptions, analyse
 
 __all__ = [
     "ReportFiles",
