@@ -45,7 +45,7 @@ def cluster():
 @pytest.fixture(scope="module")
 def reference(study):
     runs, fit = study
-    return block_bootstrap(runs, point=fit, **BOOT)
+    return block_bootstrap(runs, fit, **BOOT)
 
 
 def assert_same_bootstrap(a, b) -> None:
@@ -58,7 +58,7 @@ def assert_same_bootstrap(a, b) -> None:
 def test_the_default_backend_is_loky_in_worker_processes(reference, study):
     runs, fit = study
     assert defaults.BACKEND == "loky" and check_backend(None) == "loky"
-    explicit = block_bootstrap(runs, point=fit, backend="loky", **BOOT)
+    explicit = block_bootstrap(runs, fit, backend="loky", **BOOT)
     assert_same_bootstrap(reference, explicit)
     assert np.isfinite(reference.ci["phi"]).all() and reference.n_failed < BOOT["n_boot"]
 
@@ -66,14 +66,14 @@ def test_the_default_backend_is_loky_in_worker_processes(reference, study):
 @pytest.mark.parametrize("backend", ["sequential", "threading"])
 def test_local_backends_give_bit_identical_intervals(reference, study, backend):
     runs, fit = study
-    assert_same_bootstrap(reference, block_bootstrap(runs, point=fit, backend=backend, **BOOT))
+    assert_same_bootstrap(reference, block_bootstrap(runs, fit, backend=backend, **BOOT))
 
 
 def test_dask_cluster_gives_bit_identical_bootstrap_intervals(reference, study, cluster):
     """Two Dask worker processes, reached by the scheduler's address: the same replicates,
     jackknife, percentile and BCa intervals, bit for bit."""
     runs, fit = study
-    on_dask = block_bootstrap(runs, point=fit, backend="dask", scheduler=cluster.scheduler_address, **BOOT)
+    on_dask = block_bootstrap(runs, fit, backend="dask", scheduler=cluster.scheduler_address, **BOOT)
     assert_same_bootstrap(reference, on_dask)
 
 
@@ -120,7 +120,7 @@ def test_an_unknown_backend_is_refused_listing_the_valid_ones(study, entry):
     calls = {
         "check_backend": lambda: check_backend("spark"),
         "parallel_map": lambda: parallel_map(pow, [(2, 3)], backend="spark"),
-        "block_bootstrap": lambda: block_bootstrap(runs, point=fit, n_boot=5, backend="spark"),
+        "block_bootstrap": lambda: block_bootstrap(runs, fit, n_boot=5, backend="spark"),
         "wild_cluster_test": lambda: wild_cluster_test(runs, fit, fit, backend="spark"),
     }
     with pytest.raises(

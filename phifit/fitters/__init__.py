@@ -26,8 +26,6 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -73,6 +71,8 @@ def fit(
     module, name = _FITTERS[method]
     fitter = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     result = fitter(runs, spec=spec, options=resolved)
+    import numpy as np
+
     from ..cautions import collect
     from .common import fit_quality_cautions
 
