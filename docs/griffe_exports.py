@@ -1,8 +1,8 @@
 """Griffe extension for the API page: lazily exported names, and reST roles in docstrings.
 
-``phifit`` and ``phifit.fitters`` import their public names on first use (a module
-``__getattr__``), so static analysis sees them only as strings: ``phifit._EXPORTS`` maps each
-name to its module, and ``phifit.fitters.__all__`` lists names defined in a submodule.  This
+``phifit``, ``phifit.bootstrap``, ``phifit.plan`` and ``phifit.fitters`` import their public
+names on first use (a module ``__getattr__``), so static analysis sees them only as strings:
+``_EXPORTS`` maps each name to its module (a full path, or one relative to the package), and ``phifit.fitters.__all__`` lists names defined in a submodule.  This
 extension adds an alias for each such name, so ``::: phifit`` renders the real objects without
 importing phifit.
 
@@ -51,7 +51,13 @@ def _alias_exports(module: griffe.Module) -> None:
     lazy = module.members.get("_EXPORTS")
     if lazy is not None and lazy.is_attribute and lazy.value is not None:
         table = ast.literal_eval(str(lazy.value))
-        targets.update({name: f"{path}.{name}" for name, path in table.items()})
+        # a value names a module by its full path ("phifit.result") or relative to the package ("block")
+        targets.update(
+            {
+                name: f"{path if path.startswith('phifit') else f'{module.path}.{path}'}.{name}"
+                for name, path in table.items()
+            }
+        )
     exports = [str(name) for name in module.exports or []]
     for name in exports:
         if name in module.members or name in targets:
