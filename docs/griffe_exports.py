@@ -2,9 +2,9 @@
 
 ``phifit``, ``phifit.bootstrap``, ``phifit.plan`` and ``phifit.fitters`` import their public
 names on first use (a module ``__getattr__``), so static analysis sees them only as strings:
-``_EXPORTS`` maps each name to its module (a full path, or one relative to the package), and ``phifit.fitters.__all__`` lists names defined in a submodule.  This
-extension adds an alias for each such name, so ``::: phifit`` renders the real objects without
-importing phifit.
+``_EXPORTS`` maps each name to its module (a full path, or one relative to the package), and
+``phifit.fitters.__all__`` lists names defined in a submodule.  This extension adds an alias for
+each such name, so ``::: phifit`` renders the real objects without importing phifit.
 
 A package may also export a function named like its own submodule (``phifit.diagnostics``
 exports ``diagnose`` from ``diagnose.py``): at run time the function wins, in static analysis the
