@@ -23,26 +23,85 @@ def add_runs_argument(parser: argparse.ArgumentParser, *, positional: bool = Tru
 
 
 def add_table_options(parser: argparse.ArgumentParser) -> None:
-    """How to read a run table: --columns, --sep, --non-looped."""
-    parser.add_argument(
+    """How to read a run table, the same on every subcommand that reads one: --columns, --sep,
+    --non-looped, --where, --loss, --loss-unit, --bytes-per-token, --flops-unit, --skip-rows
+    (:func:`phifit.runs.load_runs` documents each)."""
+    group = parser.add_argument_group("reading the run table")
+    group.add_argument(
         "--columns",
         metavar="MAP",
         default=None,
         help="map canonical names onto your columns, e.g. r=num_recur,loss=val_loss",
     )
-    parser.add_argument(
+    group.add_argument(
         "--sep",
         metavar="SEP",
         default=None,
         help="field separator of the run table: ',', ';' or 'tab' (default: detected from the header)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--non-looped",
         action="store_true",
         dest="non_looped",
         help="the table has no r/n_rec on purpose: fit the non-looped law even when a column "
         "looks like a loop count",
     )
+    group.add_argument(
+        "--where",
+        metavar="EXPR",
+        default=None,
+        help="keep only these rows: COLUMN OP VALUE[,VALUE...] joined by 'and', OP one of "
+        "== != < <= > >= (e.g. 'variant==baseline and tokens>=1e9'); rows kept/dropped are reported",
+    )
+    group.add_argument("--loss", metavar="COLUMN", default=None, help="the column holding the loss")
+    group.add_argument(
+        "--loss-unit",
+        choices=("nats", "bits"),
+        default="nats",
+        dest="loss_unit",
+        help="unit of the loss column (default nats per token); bits are converted: x ln 2",
+    )
+    group.add_argument(
+        "--bytes-per-token",
+        type=float,
+        metavar="F",
+        default=None,
+        dest="bytes_per_token",
+        help="with --loss-unit bits: the loss is bits per byte; nats/token = bits/byte x ln 2 x F",
+    )
+    group.add_argument(
+        "--flops-unit",
+        choices=("FLOP", "GFLOP", "TFLOP", "PFLOP"),
+        default="FLOP",
+        dest="flops_unit",
+        help="unit of the flops and budget columns (default FLOP); converted to FLOPs",
+    )
+    group.add_argument(
+        "--skip-rows",
+        type=int,
+        metavar="N",
+        default=0,
+        dest="skip_rows",
+        help="skip N preamble lines before the header ('#' comment lines are always skipped)",
+    )
+
+
+def table_options(args: argparse.Namespace) -> dict:
+    """Keyword options of :func:`phifit.runs.load_runs` from the arguments of
+    :func:`add_table_options` (absent ones take the loader's defaults)."""
+    from ..runs.table import parse_column_mapping, parse_separator
+
+    return {
+        "columns": parse_column_mapping(getattr(args, "columns", None)),
+        "sep": parse_separator(getattr(args, "sep", None)),
+        "non_looped": bool(getattr(args, "non_looped", False)),
+        "where": getattr(args, "where", None),
+        "loss": getattr(args, "loss", None),
+        "loss_unit": getattr(args, "loss_unit", "nats"),
+        "bytes_per_token": getattr(args, "bytes_per_token", None),
+        "flops_unit": getattr(args, "flops_unit", "FLOP"),
+        "skip_rows": getattr(args, "skip_rows", 0) or 0,
+    }
 
 
 def add_jobs_argument(parser: argparse.ArgumentParser, what: str) -> None:
@@ -70,17 +129,14 @@ def table_cautions_text(cautions) -> list[str]:
     return [f"{c.level} [{c.kind}]: {c.message}" for c in cautions]
 
 
-def load_runs_from_args(args: argparse.Namespace, *, show: bool = True) -> RunTable:
-    """The run table named by ``args.runs``; its cautions (duplicate or short runs, no
-    budget column) go to stderr unless ``show=False`` (the caller prints them itself)."""
-    from ..runs.table import load_runs, parse_column_mapping, parse_separator
+def load_runs_from_args(args: argparse.Namespace, *, show: bool = True, path: str | None = None) -> RunTable:
+    """The run table named by ``path`` (default ``args.runs``), read with the options of
+    :func:`add_table_options`; its cautions (rows selected, units converted, duplicate or
+    short runs, no budget column) go to stderr unless ``show=False`` (the caller prints them
+    itself)."""
+    from ..runs.table import load_runs
 
-    runs = load_runs(
-        args.runs,
-        columns=parse_column_mapping(getattr(args, "columns", None)),
-        sep=parse_separator(getattr(args, "sep", None)),
-        non_looped=bool(getattr(args, "non_looped", False)),
-    )
+    runs = load_runs(args.runs if path is None else path, **table_options(args))
     if show:
         for line in table_cautions_text(runs.warnings):
             print(line, file=sys.stderr)
@@ -99,13 +155,14 @@ def add_recipe_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_recipe_runs(args: argparse.Namespace, *, show: bool = True) -> RunTable:
-    """The run table, narrowed to one recipe when it holds several; the choice goes to stderr."""
+def load_recipe_runs(args: argparse.Namespace, *, show: bool = True, path: str | None = None) -> RunTable:
+    """The run table (``path``, default ``args.runs``), narrowed to one recipe when it holds
+    several; the choice goes to stderr."""
     import dataclasses
 
     from ..recipes.pairing import select_recipe
 
-    runs = load_runs_from_args(args, show=show)
+    runs = load_runs_from_args(args, show=show, path=path)
     selection = select_recipe(runs, getattr(args, "variant", None))
     if selection.note:
         print(f"note: {selection.note}", file=sys.stderr)

@@ -25,7 +25,7 @@ import json
 
 from .. import defaults
 from ..study import STUDY_PHI_CI
-from ._common import add_recipe_argument, check_output_file, load_recipe_runs, write_json
+from ._common import add_recipe_argument, add_table_options, check_output_file, load_recipe_runs, write_json
 
 
 def parse_count(text: str) -> float:
@@ -79,11 +79,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"with --runs: block-bootstrap replicates (default {defaults.N_BOOT})",
     )
     p.add_argument(
-        "--columns", metavar="MAP", default=None, help="with --runs: map canonical names onto your columns"
-    )
-    p.add_argument(
         "--seed", type=int, default=defaults.SEED, help=f"with --runs: seed (default {defaults.SEED})"
     )
+    add_table_options(p)
     add_recipe_argument(p)
     p.add_argument("--json", metavar="OUT", help="write the result as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")

@@ -7,7 +7,14 @@ import os
 import sys
 
 from .. import defaults
-from ._common import add_jobs_argument, add_parallel_arguments, check_jobs, parallel_options
+from ._common import (
+    add_jobs_argument,
+    add_parallel_arguments,
+    add_table_options,
+    check_jobs,
+    load_recipe_runs,
+    parallel_options,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--pilot", metavar="RUNS.csv", help="pilot run table: its Huber fit gives the law and the noise"
     )
     p.add_argument("--variant", default=None, help="recipe of the pilot table (default baseline)")
+    add_table_options(p)
     p.add_argument("--phi", type=float, default=None, help="assumed phi (default: the law's)")
     p.add_argument(
         "--delta-phi", type=float, default=None, dest="delta_phi", help="delta phi of a second recipe"
@@ -131,13 +139,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
     if args.pilot:
         from ..fitters.huber import fit_huber
-        from ..recipes.pairing import select_recipe
-        from ..runs.table import load_runs
 
-        sel = select_recipe(load_runs(args.pilot), args.variant)
-        if sel.note:
-            print(f"phifit plan: {sel.note}", file=sys.stderr)
-        pilot = sel.runs
+        pilot = load_recipe_runs(args, path=args.pilot)
         fit = fit_huber(pilot)
         params = dict(fit.params)
         law_source = f"Huber fit of the pilot {pilot.source}"

@@ -73,6 +73,7 @@ from .schema import (  # noqa: F401 (the schema's names, re-exported for users o
     SEPARATORS,
     RunTableError,
 )
+from .select import flops_scale, loss_scale, where_mask
 from .text import (  # noqa: F401 (parse_* re-exported for the command line)
     DECIMAL_COMMA_PATTERN,
     THOUSANDS_PATTERN,
@@ -255,6 +256,12 @@ def load_runs(
     columns: Mapping[str, str] | None = None,
     sep: str | None = None,
     non_looped: bool = False,
+    where: str | None = None,
+    loss: str | None = None,
+    loss_unit: str = "nats",
+    bytes_per_token: float | None = None,
+    flops_unit: str = "FLOP",
+    skip_rows: int = 0,
 ) -> RunTable:
     """Load and validate a run CSV, or a DataFrame of runs.
 
@@ -270,21 +277,46 @@ def load_runs(
     non_looped
         The table is non-looped on purpose: do not refuse it when it has no ``r``/``n_rec``
         but columns that look like them.
+    where
+        Keep only the rows this expression selects (:mod:`phifit.runs.select` grammar,
+        e.g. ``"variant==baseline and tokens>=1e9"``); the rows kept and dropped are a
+        "rows_selected" note in :attr:`RunTable.warnings`.
+    loss
+        The column holding the loss (the same as ``columns={"loss": loss}``).
+    loss_unit
+        ``"nats"`` (per token) or ``"bits"``: bits are converted, L_nats = L_bits ln 2.
+    bytes_per_token
+        With ``loss_unit="bits"``: the loss is bits per byte, and
+        L_nats/token = L_bits/byte x ln 2 x ``bytes_per_token``.
+    flops_unit
+        Unit of the ``flops`` and (numeric) ``budget`` columns: ``FLOP``, ``GFLOP``,
+        ``TFLOP`` or ``PFLOP``; converted to FLOPs.
+    skip_rows
+        Lines of a preamble to skip before the header (``#`` comment lines are always skipped).
 
     Raises
     ------
     RunTableError
         (a ``ValueError``) listing every problem with file, row and column.
     """
-    if isinstance(path, pd.DataFrame):
-        if sep is not None:
-            raise ValueError("sep applies to a CSV file, not to a DataFrame")
-        return table_from_frame(path, source=FRAME_SOURCE, columns=columns, non_looped=non_looped)
-    source = os.fspath(path)
-    raw, used = read_raw(source, sep, "expected a CSV header with columns r, n_once, n_rec, tokens, loss")
-    return table_from_frame(
-        raw, source=source, columns=columns, decimal_comma=used != ",", non_looped=non_looped
+    options = dict(
+        columns=columns,
+        non_looped=non_looped,
+        where=where,
+        loss=loss,
+        loss_unit=loss_unit,
+        bytes_per_token=bytes_per_token,
+        flops_unit=flops_unit,
     )
+    if isinstance(path, pd.DataFrame):
+        if sep is not None or skip_rows:
+            raise ValueError("sep and skip_rows apply to a CSV file, not to a DataFrame")
+        return table_from_frame(path, source=FRAME_SOURCE, **options)
+    source = os.fspath(path)
+    raw, used, lines = read_raw(
+        source, sep, "expected a CSV header with columns r, n_once, n_rec, tokens, loss", skip_rows=skip_rows
+    )
+    return table_from_frame(raw, source=source, decimal_comma=used != ",", line_numbers=lines, **options)
 
 
 def _table_warnings(frame: pd.DataFrame, source: str, budget_hint: str | None) -> list[Caution]:
@@ -372,14 +404,35 @@ def table_from_frame(
     columns: Mapping[str, str] | None = None,
     decimal_comma: bool = False,
     non_looped: bool = True,
+    line_numbers: np.ndarray | None = None,
+    where: str | None = None,
+    loss: str | None = None,
+    loss_unit: str = "nats",
+    bytes_per_token: float | None = None,
+    flops_unit: str = "FLOP",
 ) -> RunTable:
     """Validate a frame of raw values (strings or numbers) into a :class:`RunTable`.
 
     ``decimal_comma``: accept ``2,85`` in ``loss`` and ``r`` (a ``;`` or tab separated
     file).  ``non_looped=False`` refuses a table without ``r``/``n_rec`` that has columns
     looking like them (:func:`load_runs` passes the user's choice; frames built in code
-    default to accepting it)."""
+    default to accepting it).  ``line_numbers``: the file line of each row (messages name
+    it).  ``where``, ``loss``, ``loss_unit``, ``bytes_per_token``, ``flops_unit``: as in
+    :func:`load_runs`.
+
+    Tracker quirks, each a "note" caution in :attr:`RunTable.warnings`: rows whose cells are
+    all empty are skipped; a blank ``n_rec`` on an r = 1 row is read as 0; blank
+    ``variant`` cells are the baseline recipe (``"baseline"``)."""
     columns = dict(columns or {})
+    scale_loss = loss_scale(loss_unit, bytes_per_token)
+    scale_flops = flops_scale(flops_unit)
+    if loss is not None:
+        if columns.get("loss", loss) != loss:
+            raise ValueError(f"loss={loss!r} and columns loss={columns['loss']!r} disagree: give one")
+        if loss != "loss":
+            columns["loss"] = loss
+    notes: list[Caution] = []
+    name = os.path.basename(source)
     raw = raw.copy()
     raw.columns = [str(c).strip() for c in raw.columns]
     problems: list[str] = []
@@ -398,6 +451,46 @@ def table_from_frame(
     if problems:
         raise RunTableError(source, problems)
     raw = raw.rename(columns={src: canon for canon, src in columns.items()})
+    rows = np.arange(1, len(raw) + 1)
+    lines = np.asarray(line_numbers, int) if line_numbers is not None else rows + 1
+
+    def cell_text(col: str) -> pd.Series:
+        """The cells of ``col`` as stripped text (None and NaN as "")."""
+        return raw[col].map(
+            lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip()
+        )
+
+    empty = np.ones(len(raw), bool)
+    for col in raw.columns:
+        empty &= (cell_text(col) == "").to_numpy()
+    if empty.any() and len(raw.columns):
+        dropped = rows[empty].tolist()
+        notes.append(
+            caution(
+                "runs",
+                "empty_rows",
+                f"{name}: skipped {len(dropped)} row(s) with every cell empty (row(s) "
+                f"{', '.join(map(str, dropped[:MAX_LISTED]))}{', ...' if len(dropped) > MAX_LISTED else ''})",
+                level="note",
+                rows=dropped,
+            )
+        )
+        raw, rows, lines = raw[~empty].reset_index(drop=True), rows[~empty], lines[~empty]
+    if where is not None:
+        keep = where_mask(raw, where, source, rows)
+        n_drop = int((~keep).sum())
+        notes.append(
+            caution(
+                "runs",
+                "rows_selected",
+                f"{name}: --where {where!r} kept {int(keep.sum())} of {len(keep)} rows (dropped {n_drop})",
+                level="note",
+                kept=int(keep.sum()),
+                dropped=n_drop,
+                dropped_rows=rows[~keep].tolist(),
+            )
+        )
+        raw, rows, lines = raw[keep].reset_index(drop=True), rows[keep], lines[keep]
 
     has_r, has_rec = "r" in raw.columns, "n_rec" in raw.columns
     if not (has_r or has_rec) and not non_looped:
@@ -425,10 +518,42 @@ def table_from_frame(
             ],
         )
     if len(raw) == 0:
+        if where is not None:
+            raise RunTableError(source, [f"--where {where!r} selects no rows"])
         raise RunTableError(source, ["no rows: the file has a header but no runs"])
 
     def where(i: int, col: str) -> str:
-        return f"row {i + 1} (line {i + 2}), column {col!r}"
+        return f"row {rows[i]} (line {lines[i]}), column {col!r}"
+
+    if has_r and has_rec:  # trackers leave n_rec blank on the plain (r = 1) runs
+        r_text, rec_text = cell_text("r"), cell_text("n_rec")
+        blank = ((rec_text == "") & r_text.isin(["1", "1.0"])).to_numpy()
+        if blank.any():
+            raw["n_rec"] = raw["n_rec"].where(~blank, "0")
+            notes.append(
+                caution(
+                    "runs",
+                    "blank_n_rec",
+                    f"{name}: {int(blank.sum())} r = 1 row(s) with a blank n_rec read as n_rec = 0 "
+                    f"(row(s) {', '.join(map(str, rows[blank][:MAX_LISTED]))})",
+                    level="note",
+                    rows=rows[blank].tolist(),
+                )
+            )
+    if "variant" in raw.columns:
+        blank = (cell_text("variant") == "").to_numpy()
+        if blank.any():
+            raw["variant"] = raw["variant"].where(~blank, "baseline")
+            notes.append(
+                caution(
+                    "runs",
+                    "blank_variant",
+                    f"{name}: {int(blank.sum())} row(s) with a blank variant read as the baseline "
+                    f"recipe 'baseline' (row(s) {', '.join(map(str, rows[blank][:MAX_LISTED]))})",
+                    level="note",
+                    rows=rows[blank].tolist(),
+                )
+            )
 
     def numbers(col: str) -> np.ndarray:
         out = np.full(len(raw), np.nan)
@@ -518,18 +643,61 @@ def table_from_frame(
         raise RunTableError(source, problems)
 
     frame = raw.copy()
+    if scale_loss != 1.0:
+        values["loss"] = values["loss"] * scale_loss
+        per = "byte" if bytes_per_token is not None else "token"
+        notes.append(
+            caution(
+                "runs",
+                "loss_unit",
+                f"{name}: loss read in bits per {per} and converted to nats per token (x {scale_loss:.6g})",
+                level="note",
+                loss_unit=loss_unit,
+                bytes_per_token=bytes_per_token,
+                factor=scale_loss,
+            )
+        )
+    if "flops" in values and scale_flops != 1.0:
+        values["flops"] = values["flops"] * scale_flops
     for col, arr in values.items():
         frame[col] = arr
     frame["r"] = frame["r"].astype(int)
     for col in ("budget", "seed"):
         if col in frame.columns:
             numeric = pd.to_numeric(frame[col], errors="coerce")
+            if not numeric.notna().all():  # decimal commas and counts (4,64e+17; 1.2B)
+                numeric = pd.Series(_numbers_or_nan(frame[col]), index=frame.index)
             if numeric.notna().all():
-                frame[col] = numeric
+                frame[col] = numeric * scale_flops if col == "budget" and scale_flops != 1.0 else numeric
+    if scale_flops != 1.0 and ("flops" in values or "budget" in frame.columns):
+        notes.append(
+            caution(
+                "runs",
+                "flops_unit",
+                f"{name}: flops/budget read in {flops_unit} and converted to FLOPs (x {scale_flops:g})",
+                level="note",
+                flops_unit=flops_unit,
+            )
+        )
     ordered = [c for c in CANONICAL if c in frame.columns]
     frame = frame[ordered + [c for c in frame.columns if c not in ordered]].reset_index(drop=True)
-    warnings = _table_warnings(frame, source, budget_hint(raw))
+    warnings = notes + _table_warnings(frame, source, budget_hint(raw))
     return RunTable(frame, source=source, looped=has_r or has_rec, warnings=warnings)
+
+
+def _numbers_or_nan(values: pd.Series) -> np.ndarray:
+    """Each cell as a number (counts such as ``1.2B``, a decimal comma such as ``4,64e+17``),
+    NaN where it is not one."""
+    out = np.full(len(values), np.nan)
+    for i, v in enumerate(values.tolist()):
+        text = str(v).strip()
+        if DECIMAL_COMMA_PATTERN.match(text) and not THOUSANDS_PATTERN.match(text):
+            text = text.replace(",", ".")
+        try:
+            out[i] = parse_count(text)
+        except ValueError:
+            pass
+    return out
 
 
 def load_design(
@@ -543,8 +711,8 @@ def load_design(
     source = os.fspath(path)
     if not os.path.isfile(source):
         raise RunTableError(source, ["file not found"])
-    raw, used = read_raw(source, sep, "expected columns r, n_once, n_rec, tokens")
+    raw, used, lines = read_raw(source, sep, "expected columns r, n_once, n_rec, tokens")
     mapped = dict(columns or {})
     if "loss" not in raw.columns and "loss" not in mapped:
         raw["loss"] = "1.0"
-    return table_from_frame(raw, source=source, columns=mapped, decimal_comma=used != ",")
+    return table_from_frame(raw, source=source, columns=mapped, decimal_comma=used != ",", line_numbers=lines)

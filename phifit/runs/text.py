@@ -14,6 +14,7 @@ Validation of the values (rows, columns, ranges) is :func:`phifit.runs.table_fro
 
 from __future__ import annotations
 
+import io
 import os
 import re
 
@@ -90,29 +91,49 @@ def detect_separator(header: str) -> str:
     return best if counts[best] > 0 else ","
 
 
-def read_raw(source: str, sep: str | None, empty_hint: str) -> tuple[pd.DataFrame, str]:
-    """Read every cell as text; returns (frame, separator used)."""
+def read_raw(
+    source: str, sep: str | None, empty_hint: str, *, skip_rows: int = 0
+) -> tuple[pd.DataFrame, str, np.ndarray | None]:
+    """Read every cell as text; returns (frame, separator used, file line of each data row).
+
+    The first ``skip_rows`` lines (a tracker's preamble) are skipped, then every line whose
+    first non-blank character is ``#`` (comment lines) and blank lines.  The line numbers are
+    None when a quoted cell spans lines (then rows and lines no longer pair up)."""
     if not os.path.exists(source):
         raise RunTableError(source, ["file not found"])
     if os.path.isdir(source):
         raise RunTableError(source, ["is a directory; expected a CSV file"])
+    if skip_rows < 0:
+        raise ValueError(f"skip_rows must be >= 0, got {skip_rows}")
+    try:
+        with open(source, encoding="utf-8-sig") as fh:
+            lines = fh.read().splitlines()
+    except OSError as err:
+        raise RunTableError(source, [f"cannot read ({err.strerror})"]) from None
+    except UnicodeDecodeError as err:
+        raise RunTableError(source, [f"not a readable CSV file ({err.reason} at byte {err.start})"]) from None
+    kept = [
+        (k + 1, line)
+        for k, line in enumerate(lines)
+        if k >= skip_rows and line.strip() and not line.lstrip().startswith("#")
+    ]
     if sep is None:
-        try:
-            with open(source, encoding="utf-8-sig", errors="replace") as fh:
-                header = next((line for line in fh if line.strip()), "")
-        except OSError as err:
-            raise RunTableError(source, [f"cannot read ({err.strerror})"]) from None
-        sep = detect_separator(header)
+        sep = detect_separator(kept[0][1] if kept else "")
     try:
         raw = pd.read_csv(
-            source, sep=sep, dtype=str, keep_default_na=False, skipinitialspace=True, encoding="utf-8-sig"
+            io.StringIO("\n".join(line for _, line in kept)),
+            sep=sep,
+            dtype=str,
+            keep_default_na=False,
+            skipinitialspace=True,
         )
     except pd.errors.EmptyDataError:
         raise RunTableError(source, [f"file is empty; {empty_hint}"]) from None
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         msg = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
         raise RunTableError(source, [f"not a readable CSV file ({msg})"]) from None
-    return raw, sep
+    numbers = np.array([k for k, _ in kept[1:]], int) if len(kept) - 1 == len(raw) else None
+    return raw, sep, numbers
 
 
 # -- hints for tables whose columns are not mapped ------------------------------------------
