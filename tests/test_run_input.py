@@ -1,0 +1,253 @@
+"""The input layer on the tables users bring: one set of reading options (``--columns``,
+``--where``, loss and FLOP units, preambles) on every subcommand that reads a run table, and
+tracker exports' quirks read with a note rather than tripping the loader."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import phifit.runs.table as table_module
+from phifit import load_runs
+from phifit.cli import main
+from phifit.runs import RunTableError
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+#: a small valid looped table; the loss column is named val_loss, not loss
+TABLE = (
+    "run_id,r,n_once,n_rec,tokens,val_loss,flops,budget,variant\n"
+    "a,1,100,900,1e9,3.1,6,6,baseline\n"
+    "b,2,100,400,1e9,3.2,6,6,baseline\n"
+    "c,4,100,200,2e9,3.0,12,12,baseline\n"
+    "d,1,100,900,2e9,2.9,12,12,wide\n"
+)
+
+
+def write(tmp_path, text: str, name: str = "runs.csv"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+class _Stop(Exception):
+    """Raised by the stand-in loader once it has recorded its arguments."""
+
+
+# one command line per subcommand that reads a run table; RUNS is the table's path
+TABLE_COMMANDS = {
+    "fit": ["fit", "RUNS"],
+    "compare": ["compare", "RUNS"],
+    "diagnose": ["diagnose", "RUNS"],
+    "report": ["report", "RUNS", "--out", "OUT"],
+    "predict": ["predict", "--runs", "RUNS", "--compute", "1e20"],
+    "equiv": ["equiv", "--runs", "RUNS", "--n-once", "100", "--n-rec", "200", "--r", "2"],
+    "plan": ["plan", "--pilot", "RUNS"],
+}
+READING = [
+    "--columns",
+    "run_id=run_id",
+    "--where",
+    "r<=2",
+    "--loss",
+    "val_loss",
+    "--loss-unit",
+    "bits",
+    "--bytes-per-token",
+    "4",
+    "--flops-unit",
+    "GFLOP",
+    "--skip-rows",
+    "1",
+]
+
+
+@pytest.mark.parametrize("command", sorted(TABLE_COMMANDS))
+def test_every_table_subcommand_takes_the_reading_options(tmp_path, monkeypatch, command):
+    """Each subcommand hands the same reading options to the one loader (plan --pilot
+    refused --columns before)."""
+    seen: list[tuple[str, dict]] = []
+
+    def loader(path, **kwargs):
+        seen.append((str(path), kwargs))
+        raise _Stop
+
+    monkeypatch.setattr(table_module, "load_runs", loader)
+    path = write(tmp_path, TABLE)
+    argv = [
+        str(path) if a == "RUNS" else str(tmp_path / "out") if a == "OUT" else a
+        for a in TABLE_COMMANDS[command]
+    ]
+    with pytest.raises(_Stop):
+        main(argv + READING)
+    assert seen, f"{command} did not load the table through phifit.runs.load_runs"
+    got_path, kwargs = seen[0]
+    assert got_path == str(path)
+    assert kwargs["columns"] == {"run_id": "run_id"}
+    assert kwargs["where"] == "r<=2"
+    assert kwargs["loss"] == "val_loss"
+    assert (kwargs["loss_unit"], kwargs["bytes_per_token"]) == ("bits", 4.0)
+    assert (kwargs["flops_unit"], kwargs["skip_rows"]) == ("GFLOP", 1)
+
+
+def test_plan_pilot_reads_a_mapped_table(tmp_path, capsys):
+    """plan --pilot with --columns runs (exit 0) on a table whose loss column is renamed."""
+    text = (DATA / "cpu_small_runs.csv").read_text().replace(",loss,", ",val_loss,", 1)
+    path = write(tmp_path, text)
+    assert main(["plan", "--pilot", str(path), "--columns", "loss=val_loss", "--design", "paper"]) == 0
+    assert "Huber fit of the pilot" in capsys.readouterr().out
+
+
+# -- --where ---------------------------------------------------------------------------------
+
+
+def test_where_selects_rows_and_reports_the_count(tmp_path):
+    runs = load_runs(write(tmp_path, TABLE), loss="val_loss", where="variant==baseline and r>=2")
+    assert runs.run_ids == ["b", "c"]
+    note = next(c for c in runs.warnings if c.kind == "rows_selected")
+    assert (note.values["kept"], note.values["dropped"]) == (2, 2)
+    assert note.values["dropped_rows"] == [1, 4]
+    assert "kept 2 of 4 rows" in note.message
+
+
+def test_where_lists_and_not_equal(tmp_path):
+    path = write(tmp_path, TABLE)
+    assert load_runs(path, loss="val_loss", where="run_id==a,d").run_ids == ["a", "d"]
+    assert load_runs(path, loss="val_loss", where="variant!=wide").run_ids == ["a", "b", "c"]
+    assert load_runs(path, loss="val_loss", where="tokens>1e9").run_ids == ["c", "d"]
+    assert load_runs(path, loss="val_loss", where="tokens==2B").run_ids == ["c", "d"]
+
+
+@pytest.mark.parametrize(
+    "expr, match",
+    [
+        ("__import__('os').system('true')", "cannot read"),
+        ("r<=2 or r>3", "cannot read"),
+        ("(r<=2)", "cannot read"),
+        ("variant<wide", "needs one number"),
+        ("lr>0.1", "no column 'lr'"),
+        ("r>9", "selects no rows"),
+    ],
+)
+def test_where_refuses_anything_outside_the_grammar(tmp_path, expr, match):
+    with pytest.raises(RunTableError, match=match):
+        load_runs(write(tmp_path, TABLE), loss="val_loss", where=expr)
+
+
+def test_where_keeps_the_file_row_in_messages(tmp_path):
+    """A bad cell in a kept row is named by its row in the file, not in the selection."""
+    text = TABLE.replace("d,1,100,900,2e9,2.9", "d,1,100,900,2e9,oops")
+    with pytest.raises(RunTableError, match=r"row 4 \(line 5\), column 'loss'"):
+        load_runs(write(tmp_path, text), loss="val_loss", where="variant==wide")
+
+
+def test_where_numeric_comparison_names_unreadable_cells(tmp_path):
+    text = TABLE.replace("c,4,100,200,2e9", "c,4,100,200,n/a")
+    with pytest.raises(RunTableError, match=r"row 3, column 'tokens'.*compares numbers, got 'n/a'"):
+        load_runs(write(tmp_path, text), loss="val_loss", where="tokens>1")
+
+
+# -- units -----------------------------------------------------------------------------------
+
+
+def test_loss_in_bits_and_bits_per_byte_become_nats(tmp_path):
+    path = write(tmp_path, TABLE)
+    nats = load_runs(path, loss="val_loss").loss
+    bits = load_runs(path, loss="val_loss", loss_unit="bits")
+    np.testing.assert_allclose(bits.loss, nats * math.log(2), rtol=1e-15)
+    assert any(c.kind == "loss_unit" for c in bits.warnings)
+    per_byte = load_runs(path, loss="val_loss", loss_unit="bits", bytes_per_token=4.2)
+    np.testing.assert_allclose(per_byte.loss, nats * math.log(2) * 4.2, rtol=1e-15)
+    with pytest.raises(ValueError, match="loss_unit='bits'"):
+        load_runs(path, loss="val_loss", bytes_per_token=4.2)
+    with pytest.raises(ValueError, match="loss_unit"):
+        load_runs(path, loss="val_loss", loss_unit="bpb")
+    with pytest.raises(ValueError, match="disagree"):
+        load_runs(path, loss="val_loss", columns={"loss": "other"})
+
+
+def test_flops_unit_scales_flops_and_budget(tmp_path):
+    runs = load_runs(write(tmp_path, TABLE), loss="val_loss", flops_unit="GFLOP")
+    np.testing.assert_allclose(runs.frame["flops"], [6e9, 6e9, 12e9, 12e9])
+    np.testing.assert_allclose(runs.budget, [6e9, 6e9, 12e9, 12e9])
+    assert any(c.kind == "flops_unit" for c in runs.warnings)
+    with pytest.raises(ValueError, match="flops_unit"):
+        load_runs(write(tmp_path, TABLE), loss="val_loss", flops_unit="EFLOP")
+
+
+def test_cli_bits_table_fits_like_the_nats_table(tmp_path, capsys):
+    """fit --loss-unit bits on a table written in bits gives the nats table's fit."""
+    study = (DATA / "looped_study_runs_digitized.csv").read_text().splitlines()
+    header, rows = study[0].split(","), [line.split(",") for line in study[1:]]
+    k = header.index("loss")
+    for row in rows:
+        row[k] = repr(float(row[k]) / math.log(2))
+    bits = write(tmp_path, "\n".join(",".join(r) for r in [header, *rows]) + "\n")
+    assert (
+        main(
+            [
+                "fit",
+                str(DATA / "looped_study_runs_digitized.csv"),
+                "--quiet",
+                "--json",
+                str(tmp_path / "n.json"),
+            ]
+        )
+        == 0
+    )
+    assert main(["fit", str(bits), "--loss-unit", "bits", "--quiet", "--json", str(tmp_path / "b.json")]) == 0
+    a = json.loads((tmp_path / "n.json").read_text())["params"]
+    b = json.loads((tmp_path / "b.json").read_text())["params"]
+    for name in ("E", "A", "B", "phi", "alpha", "beta"):
+        assert b[name] == pytest.approx(a[name], rel=1e-6), name
+
+
+# -- tracker exports -------------------------------------------------------------------------
+
+
+def test_preamble_and_comment_lines_are_skipped_and_lines_counted(tmp_path):
+    text = "exported from tracker, project x\n# filters: none\n" + TABLE.replace("\nc,", "\n# a comment\nc,")
+    text = text.replace("b,2,100,400,1e9,3.2", "b,2,100,400,1e9,bad")
+    with pytest.raises(RunTableError, match=r"row 2 \(line 5\), column 'loss'"):
+        load_runs(write(tmp_path, text), loss="val_loss", skip_rows=1)
+    good = text.replace("bad", "3.2")
+    assert load_runs(write(tmp_path, good), loss="val_loss", skip_rows=1).run_ids == ["a", "b", "c", "d"]
+    with pytest.raises(RunTableError):  # without --skip-rows the preamble is the header
+        load_runs(write(tmp_path, good), loss="val_loss")
+
+
+def test_trailing_empty_row_is_skipped_with_a_note(tmp_path):
+    runs = load_runs(write(tmp_path, TABLE + ",,,,,,,,\n"), loss="val_loss")
+    assert len(runs) == 4
+    note = next(c for c in runs.warnings if c.kind == "empty_rows")
+    assert note.values["rows"] == [5] and note.level == "note"
+
+
+def test_blank_n_rec_on_plain_runs_reads_as_zero(tmp_path):
+    text = TABLE.replace("a,1,100,900,", "a,1,1000,,")
+    runs = load_runs(write(tmp_path, text), loss="val_loss")
+    assert runs.n_rec[0] == 0 and runs.n_once[0] == 1000
+    assert next(c for c in runs.warnings if c.kind == "blank_n_rec").values["rows"] == [1]
+    with pytest.raises(RunTableError, match=r"row 2 \(line 3\), column 'n_rec'"):  # r > 1 still needs it
+        load_runs(write(tmp_path, TABLE.replace("b,2,100,400,", "b,2,100,,")), loss="val_loss")
+
+
+def test_decimal_comma_budget_is_a_number(tmp_path):
+    text = "r;n_once;n_rec;tokens;loss;budget\n1;100;900;1e9;3,1;4,64e+17\n2;100;400;1e9;3,2;4,64e+17\n"
+    runs = load_runs(write(tmp_path, text))
+    assert runs.budget.dtype.kind == "f"
+    np.testing.assert_allclose(runs.budget, [4.64e17, 4.64e17])
+    quoted = 'r,n_once,n_rec,tokens,loss,budget\n1,100,900,1e9,3.1,"4,64e+17"\n'
+    np.testing.assert_allclose(load_runs(write(tmp_path, quoted)).budget, [4.64e17])
+
+
+def test_blank_variant_is_the_baseline_with_a_note(tmp_path):
+    text = TABLE.replace(",6,6,baseline\n", ",6,6,\n")
+    runs = load_runs(write(tmp_path, text), loss="val_loss")
+    assert runs.frame["variant"].tolist() == ["baseline", "baseline", "baseline", "wide"]
+    note = next(c for c in runs.warnings if c.kind == "blank_variant")
+    assert note.values["rows"] == [1, 2] and "2 row(s)" in note.message
