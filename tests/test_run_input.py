@@ -204,6 +204,36 @@ def test_cli_bits_table_fits_like_the_nats_table(tmp_path, capsys):
     b = json.loads((tmp_path / "b.json").read_text())["params"]
     for name in ("E", "A", "B", "phi", "alpha", "beta"):
         assert b[name] == pytest.approx(a[name], rel=1e-6), name
+    warned = json.loads((tmp_path / "b.json").read_text())["warnings"]
+    assert [w["values"]["loss_unit"] for w in warned if w["kind"] == "loss_unit"] == ["bits"]
+    assert "converted to nats per token" in capsys.readouterr().out  # the summary's [[Notes]]
+
+
+def test_plan_pilot_reads_a_decimal_comma_budget(tmp_path, capsys):
+    """A budget written 4,64e+17 is a number: plan --pilot no longer says it needs a numeric budget."""
+    lines = (DATA / "looped_study_runs_digitized.csv").read_text().splitlines()
+    k = lines[0].split(",").index("budget")
+    rows = [line.split(",") for line in lines[1:]]
+    for row in rows:
+        row[k] = '"' + row[k].replace(".", ",") + '"'
+    path = write(tmp_path, "\n".join([lines[0], *(",".join(r) for r in rows)]) + "\n")
+    assert main(["plan", "--pilot", str(path)]) == 0, capsys.readouterr().err
+    assert "Huber fit of the pilot" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--where", "r<=2 or r>3"], "--where: cannot read"),
+        (["--where", "lr>1"], "--where: no column 'lr'"),
+        (["--bytes-per-token", "4"], "loss_unit='bits'"),
+    ],
+)
+def test_cli_bad_reading_options_exit_2_with_one_line(tmp_path, capsys, extra, match):
+    path = write(tmp_path, TABLE)
+    assert main(["fit", str(path), "--loss", "val_loss", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and match in err and "Traceback" not in err
 
 
 # -- tracker exports -------------------------------------------------------------------------
