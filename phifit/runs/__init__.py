@@ -5,7 +5,9 @@ everything downstream reads the table's canonical columns (``r``, ``n_once``, ``
 ``loss`` and the optional ``run_id``, ``flops``, ``budget``, ``variant``, ``size``, ``seed``).
 
 - :mod:`~phifit.runs.schema`: the canonical columns and :class:`RunTableError`;
-- :mod:`~phifit.runs.text`: reading text tables (separators, counts such as ``200M``, column hints);
+- :mod:`~phifit.runs.text`: reading text tables (separators, counts such as ``200M``, column hints,
+  comment and preamble lines);
+- :mod:`~phifit.runs.select`: the ``where`` row filter's grammar and the loss/FLOP unit factors;
 - :mod:`~phifit.runs.table`: :class:`RunTable`, :func:`load_runs`, :func:`load_design`, and
   :func:`as_runs`, the one conversion every entry point applies (a RunTable, or a DataFrame
   validated like a CSV).

@@ -41,7 +41,14 @@ Input conveniences (each stated, none silent):
   a decimal comma (``2,85``) in a ``;`` or tab separated file;
 - a table without ``r``/``n_rec`` but with columns that look like them (a loop-count
   name such as ``num_loops`` with integer values >= 1) is refused with the
-  ``--columns`` to use, unless ``non_looped=True`` says it is non-looped on purpose.
+  ``--columns`` to use, unless ``non_looped=True`` says it is non-looped on purpose;
+- ``where`` keeps the rows an expression selects (:mod:`phifit.runs.select`), reported
+  as a note with the rows kept and dropped; ``loss``/``loss_unit``/``bytes_per_token``
+  convert a loss in bits (per token or per byte) to nats per token, ``flops_unit`` a
+  ``flops``/``budget`` column in GFLOP, TFLOP or PFLOP to FLOPs;
+- trackers' exports: ``#`` comment lines and ``skip_rows`` preamble lines are skipped, and
+  all-empty rows, blank ``n_rec`` on r = 1 rows (read as 0), blank ``variant`` cells (the
+  baseline) and a decimal-comma ``budget`` are read, each with a note.
 
 Things that load but deserve a look are :class:`~phifit.cautions.Caution` records
 (source "runs") in :attr:`RunTable.warnings`: exact duplicate runs (kind
