@@ -197,13 +197,18 @@ def headline(a: Analysis) -> str:
     RMSE; the verdicts on phi = 0 and phi = 1; then what the warnings are (the first of each
     kind) and how many notes there are."""
     fit = a.fit
-    phi = "phi not identified" if fit.phi is None else f"phi = {fit.phi:.4f}"
-    iv = (fit.ci or {}).get("phi")
-    if iv:
-        phi += (
-            f" ({S.pct(fit.ci_level)} percentile {T.interval_text(iv[0], iv[1], T.param_bounds(fit, 'phi'))})"
-        )
-    lines = [f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats"]
+    if a.allocation is not None:  # non-looped: the law's exponents and allocation lead
+        lines = S.non_looped_lines(a, html=False)
+        lines.append(f"R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats")
+    else:
+        phi = "phi not identified" if fit.phi is None else f"phi = {fit.phi:.4f}"
+        iv = (fit.ci or {}).get("phi")
+        if iv:
+            phi += (
+                f" ({S.pct(fit.ci_level)} percentile "
+                f"{T.interval_text(iv[0], iv[1], T.param_bounds(fit, 'phi'))})"
+            )
+        lines = [f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats"]
     for label, rejected, evidence in S.restriction_verdicts(a.comparison):
         word = "not tested" if rejected is None else ("rejected" if rejected else "not rejected")
         lines.append(f"{label}: {word} ({evidence})".replace("φ", "phi"))
