@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from phifit.allocation import allocation, allocation_exponents, non_looped
 from phifit.cli import main
+from phifit.frontier import allocation, allocation_exponents, non_looped
 from phifit.report.analysis import AnalysisOptions
 from phifit.report.write import build_report
 from phifit.runs.table import table_from_frame

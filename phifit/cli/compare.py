@@ -113,8 +113,8 @@ def non_looped_fixes(runs, extra: list[dict[str, float]]) -> list[dict[str, floa
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..allocation import non_looped
     from ..compare.restricted import compare_fits
+    from ..frontier import non_looped
 
     if args.starts < 1:
         raise ValueError(f"--starts must be >= 1, got {args.starts}")

@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
             write_json(args.json, json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
             print(f"\nwrote {args.json}")
         return 0
-    from ..allocation import allocation, non_looped
+    from ..frontier import allocation, non_looped
 
     runs = load_recipe_runs(args, show=False)
     fixed = parse_fix(args.fix)

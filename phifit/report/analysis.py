@@ -36,7 +36,6 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__, defaults
-from ..allocation import Allocation, allocation, non_looped
 from ..bootstrap.block import block_bootstrap
 from ..cautions import Caution, caution, collect
 from ..compare.restricted import compare_fits
@@ -44,7 +43,16 @@ from ..diagnostics.diagnose import Diagnostics, diagnose
 from ..equivalence import Equivalence, EquivalenceTable, equivalence_table, paper_example
 from ..fitters.huber import HuberOptions, fit_huber
 from ..fitters.parallel import check_backend
-from ..frontier import Frontier, IsoflopCurves, TableFamily, frontier, isoflop_curves
+from ..frontier import (
+    Allocation,
+    Frontier,
+    IsoflopCurves,
+    TableFamily,
+    allocation,
+    frontier,
+    isoflop_curves,
+    non_looped,
+)
 from ..isoflop import ParabolaMinima, parabola_minima, table_budgets
 from ..recipes.delta import compare_recipes, select_recipe
 from ..result import GENERATOR, FitResult
@@ -122,7 +130,7 @@ class Analysis(JsonIO):
     ``cautions``: every caution of every step, in order, without repeats.
     ``allocation``: for a non-looped table (no run with r > 1 and N_rec > 0), the
     compute-optimal exponents N* ∝ C^a, D* ∝ C^b with bootstrap intervals
-    (:func:`phifit.allocation.allocation`); None for a looped table.
+    (:func:`phifit.frontier.allocation`); None for a looped table.
 
     An Analysis reloaded from ``results.json`` (:meth:`from_dict`) holds every result the
     file holds, rebuilt as its type, but not the tables (``table`` and ``runs`` are None;

@@ -19,7 +19,8 @@ Folder layout::
 
 The page opens with the answer (:func:`phifit.report_sections.section_headline`): phi with
 its interval and what kind it is, the verdicts on phi = 0 and phi = 1, Δφ per recipe,
-R² / RMSE and the top warnings.  An interval end on the box searched prints as
+R² / RMSE and the top warnings; for a non-looped table, its exponents α, β, E and the
+compute-optimal allocation with their intervals instead of φ.  An interval end on the box searched prints as
 "≤ −3 (search bound: not determined)" (:func:`phifit.report_template.interval_text`).
 
 Sections: data summary and cautions; fitted law with intervals; isoFLOP curves;
@@ -195,7 +196,10 @@ def write_report(
 def headline(a: Analysis) -> str:
     """Plain text: phi with its interval (at the fit's level; an end on the box says so), R^2,
     RMSE; the verdicts on phi = 0 and phi = 1; then what the warnings are (the first of each
-    kind) and how many notes there are."""
+    kind) and how many notes there are.  A non-looped table (``a.allocation`` set) leads instead
+    with its law: alpha, beta, E with their intervals and the compute-optimal allocation
+    N* ~ C^a, D* ~ C^b, a = beta / (alpha + beta), b = alpha / (alpha + beta)
+    (:func:`phifit.report.sections_fit.non_looped_lines`)."""
     fit = a.fit
     if a.allocation is not None:  # non-looped: the law's exponents and allocation lead
         lines = S.non_looped_lines(a, html=False)
