@@ -387,6 +387,52 @@ def test_report_renders_in_a_real_browser(report, tmp_path):
     assert (rows > 0.02).sum() > 300
 
 
+_WIDTH = """<script>
+window.addEventListener('load', function () {
+  var pre = document.createElement('pre');
+  pre.id = 'phifit-width';
+  pre.textContent = JSON.stringify({scroll: document.documentElement.scrollWidth,
+    client: document.documentElement.clientWidth});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def _page_width(exe: str, html: str, folder: Path, width: int) -> dict:
+    """The page's scrollWidth and clientWidth in a ``width`` x 800 window."""
+    page = folder / "width.html"
+    page.write_text(html.replace("</body>", _WIDTH + "</body>"))
+    proc = _browser(exe, page, "--dump-dom", f"--window-size={width},800", "--virtual-time-budget=10000")
+    page.unlink()
+    found = re.search(r'<pre id="phifit-width">(.*?)</pre>', proc.stdout, re.S)
+    assert found, f"no width check in the DOM dump; stderr: {proc.stderr[-2000:]}"
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
+def test_pages_do_not_scroll_sideways(report, tmp_path):
+    """A looped and a non-looped report fit a 1280 px window without a horizontal scrollbar,
+    and still do at 800 px (wide tables scroll inside their own box, long words wrap)."""
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no Chromium on this machine (apt-get install -y chromium)")
+    wide = _page_width(
+        exe, '<html><body style="margin:0"><div style="width:2000px">x</div></body></html>', tmp_path, 1280
+    )
+    assert wide["client"] == 1280 and wide["scroll"] == 2000  # the check sees an overflow
+    frame = simulate("paper", noise=0.004, seed=5)
+    plain = frame[frame["r"] == 1].drop(columns=["r", "n_rec", "budget"])
+    plain["n_once"] = frame.loc[frame["r"] == 1, "n_rec"] + frame.loc[frame["r"] == 1, "n_once"]
+    build_report(
+        table_from_frame(plain), tmp_path / "plain", options=AnalysisOptions(n_boot=0, n_starts=20, n_wild=0)
+    )
+    looped, _ = report
+    for folder in (looped, tmp_path / "plain"):
+        html = (folder / "index.html").read_text()
+        for width in (1280, 800):
+            seen = _page_width(exe, html, folder, width)
+            assert seen["client"] == width and seen["scroll"] <= width, (folder.name, seen)
+
+
 @pytest.mark.slow
 def test_bayes_section_with_posterior_file(tmp_path):
     """--bayes adds the posterior figure, table and the netCDF posterior (compiles PyMC)."""
@@ -416,7 +462,9 @@ def test_tables_without_phi_or_budgets_get_a_report_that_says_what_is_missing(tm
     data = json.loads((tmp_path / "plain" / "results.json").read_text())
     html = (tmp_path / "plain" / "index.html").read_text()
     assert data["fit"]["params"]["phi"] is None
-    assert "phi_unidentifiable" in [w.get("kind") for w in data["warnings"]]
+    assert {"kind": "non_looped", "level": "note"}.items() <= next(
+        w for w in data["warnings"] if w.get("kind") == "non_looped"
+    ).items()
     assert "influence" not in files.figures and "isoflop" not in files.figures
     assert "No isoFLOP curves" in html and "No equivalence table" in html
     labelled = frame.copy()

@@ -5,6 +5,10 @@ the free fit (Gaussian on log-loss residuals, sigma profiled out), the leave-one
 and largest-budget extrapolation RMSE, and a verdict line.  ``--json OUT`` writes
 ``fits: {"free": ..., "phi=0": ..., "phi=1": ...}`` (each a fit JSON plus ``aic, bic,
 lr_stat, lr_p_value, cv_rmse``) and ``verdict``.
+
+A non-looped table (no run with r > 1 and n_rec > 0) has no phi to restrict: there only the
+``--fix`` restrictions of E, A, alpha, B or beta are compared, and without one the command
+exits 2 saying so (:func:`non_looped_fixes`).
 """
 
 from __future__ import annotations
@@ -88,18 +92,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def non_looped_fixes(runs, extra: list[dict[str, float]]) -> list[dict[str, float]]:
+    """The restrictions a non-looped table can test: only the ``--fix`` ones, none on phi.
+
+    phi does not enter Chinchilla's law L = E + A N^-alpha + B D^-beta, so phi = 0 and phi = 1
+    are not compared; fixed values of E, A, alpha, B or beta are, by the same likelihood-ratio
+    and wild cluster bootstrap tests.  Raises ``ValueError`` (exit 2) naming what can be compared
+    when nothing, or phi, is asked."""
+    where = f"{runs.source}: " if runs.source else ""
+    what = (
+        "compare fixed values of the law's own parameters instead, e.g. --fix alpha=0.34 or "
+        "--fix alpha=0.34,beta=0.28 (any of E, A, alpha, B, beta; repeatable)"
+    )
+    if not extra or any("phi" in fx for fx in extra):
+        raise ValueError(
+            f"{where}non-looped table (no run with r > 1 and n_rec > 0): phi does not enter the law, "
+            f"so phi = 0 and phi = 1 cannot be compared; {what}"
+        )
+    return extra
+
+
 def run(args: argparse.Namespace) -> int:
     from ..compare.restricted import compare_fits
+    from ..frontier import non_looped
 
     if args.starts < 1:
         raise ValueError(f"--starts must be >= 1, got {args.starts}")
     if args.wild and args.wild < 19:
         raise ValueError(f"--wild must be 0 (off) or >= 19 replicates, got {args.wild}")
     parallel = parallel_options(args)
-    fixes = list(DEFAULT_FIXES) + [parse_fix([item]) for item in (args.fix or [])]
+    extra = [parse_fix([item]) for item in (args.fix or [])]
     if args.json:
         check_output_file(args.json, args.force)
     runs = load_recipe_runs(args)
+    fixes = non_looped_fixes(runs, extra) if non_looped(runs) else list(DEFAULT_FIXES) + extra
     if args.method == "bayes":
         from ..fitters.bayes import compare_loo
 

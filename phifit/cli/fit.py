@@ -181,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
             write_json(args.json, json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
             print(f"\nwrote {args.json}")
         return 0
+    from ..frontier import allocation, non_looped
+
     runs = load_recipe_runs(args, show=False)
     fixed = parse_fix(args.fix)
     if args.bootstrap is not None:
@@ -204,6 +206,10 @@ def run(args: argparse.Namespace) -> int:
         result = boot.attach(result)
     result = result.with_updates(warnings=collect(runs.warnings, result.warnings))
     print(result.summary())
+    if non_looped(runs) and not {"alpha", "beta"} & set(result.fixed):
+        alloc = allocation(result, boot if args.bootstrap is not None else None)
+        print("\n[[Non-looped table: Chinchilla's law L = E + A N^-alpha + B D^-beta, phi does not enter]]")
+        print("    compute-optimal allocation " + alloc.summary().replace("∝", "~"))
     if args.bootstrap is not None:
         print()
         print(boot.summary())

@@ -86,8 +86,21 @@ def design_warnings(
     out: list[Caution] = []
     r, n_rec, n_once = runs.r, runs.n_rec, runs.n_once
     looped = (r > 1) & (n_rec > 0)
+    if not looped.any():  # a non-looped table: Chinchilla's law, phi does not enter (a note)
+        out.append(
+            Caution(
+                "diagnostics",
+                "non_looped",
+                "non-looped table (no run with r > 1 and n_rec > 0): the law is Chinchilla's "
+                "L = E + A N^-alpha + B D^-beta and phi does not enter; add looped runs at a second r "
+                "to measure phi",
+                {"r_values": sorted(set(r.astype(int).tolist()))},
+                level="note",
+            )
+        )
+        return out
     if not runs.phi_identifiable:
-        why = "no looped runs (r > 1 with n_rec > 0)" if not looped.any() else "a single value of r"
+        why = "a single value of r"
         out.append(
             Caution(
                 "diagnostics",

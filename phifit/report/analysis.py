@@ -43,7 +43,16 @@ from ..diagnostics.diagnose import Diagnostics, diagnose
 from ..equivalence import Equivalence, EquivalenceTable, equivalence_table, paper_example
 from ..fitters.huber import HuberOptions, fit_huber
 from ..fitters.parallel import check_backend
-from ..frontier import Frontier, IsoflopCurves, TableFamily, frontier, isoflop_curves
+from ..frontier import (
+    Allocation,
+    Frontier,
+    IsoflopCurves,
+    TableFamily,
+    allocation,
+    frontier,
+    isoflop_curves,
+    non_looped,
+)
 from ..isoflop import ParabolaMinima, parabola_minima, table_budgets
 from ..recipes.delta import compare_recipes, select_recipe
 from ..result import GENERATOR, FitResult
@@ -119,6 +128,9 @@ class Analysis(JsonIO):
     ``compute_source`` saying which compute they are placed at (:func:`plotted_compute`).
     ``phi_shares``: the shares of bootstrap replicates with phi <= 0 and phi >= 1.
     ``cautions``: every caution of every step, in order, without repeats.
+    ``allocation``: for a non-looped table (no run with r > 1 and N_rec > 0), the
+    compute-optimal exponents N* ∝ C^a, D* ∝ C^b with bootstrap intervals
+    (:func:`phifit.frontier.allocation`); None for a looped table.
 
     An Analysis reloaded from ``results.json`` (:meth:`from_dict`) holds every result the
     file holds, rebuilt as its type, but not the tables (``table`` and ``runs`` are None;
@@ -148,6 +160,7 @@ class Analysis(JsonIO):
     points: dict[str, list[Any]] = field(default_factory=dict)
     phi_shares: dict[str, float] | None = None
     plan: Any | None = None
+    allocation: Allocation | None = None
     cautions: list[Caution] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     saved: dict[str, Any] | None = None
@@ -180,6 +193,18 @@ class Analysis(JsonIO):
             boot = self.bootstrap.to_dict()
             boot["phi_draws"] = boot["thetas"] and [row[5] for row in boot["thetas"]]
         saved = self.saved or {}
+        derived = {
+            "equivalence": d(self.equivalence),
+            "paper_example": None
+            if self.example is None
+            else {k: v.to_dict() for k, v in self.example.items()},
+            "frontier": d(self.frontier),
+            "frontier_curve": d(self.frontier_curve),
+            "parabola_minima": d(self.parabola),
+            "isoflop_curves": d(self.isoflop),
+        }
+        if self.allocation is not None:  # non-looped tables only: a looped report's file is unchanged
+            derived["allocation"] = self.allocation.to_dict()
         return to_plain(
             {
                 "generator": GENERATOR,
@@ -197,16 +222,7 @@ class Analysis(JsonIO):
                 "bootstrap": boot,
                 "comparison": d(self.comparison),
                 "diagnostics": self.diagnostics.to_dict(),
-                "derived": {
-                    "equivalence": d(self.equivalence),
-                    "paper_example": None
-                    if self.example is None
-                    else {k: v.to_dict() for k, v in self.example.items()},
-                    "frontier": d(self.frontier),
-                    "frontier_curve": d(self.frontier_curve),
-                    "parabola_minima": d(self.parabola),
-                    "isoflop_curves": d(self.isoflop),
-                },
+                "derived": derived,
                 "recipes": d(self.recipes),
                 "plan": d(self.plan),
                 "bayes": d(self.bayes),
@@ -245,6 +261,7 @@ class Analysis(JsonIO):
             parabola=load(ParabolaMinima, derived.get("parabola_minima")),
             isoflop=load(IsoflopCurves, derived.get("isoflop_curves")),
             plan=load(PlanResult, data.get("plan")),
+            allocation=load(Allocation, derived.get("allocation")),
             cautions=[Caution.from_dict(w, source="report") for w in data.get("warnings") or []],
             timings=dict(data.get("timings") or {}),
             saved={
@@ -404,6 +421,9 @@ def analyse(
     if fit.phi is not None:
         equiv = _timed(timings, "equivalence", equivalence_table, main_runs, fit, thetas=thetas)
         example = paper_example(fit.phi)
+    alloc = None
+    if non_looped(main_runs):
+        alloc = allocation(fit, boot, level=fit.ci_level)
     family = TableFamily.from_runs(main_runs)
     budgets = table_budgets(main_runs)
     front = _timed(timings, "frontier", frontier, fit, family, budgets, thetas=thetas)
@@ -514,6 +534,7 @@ def analyse(
         parabola=parab,
         isoflop=iso,
         points=points,
+        allocation=alloc,
         phi_shares=phi_shares,
         cautions=cautions,
         timings=timings,

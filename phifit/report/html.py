@@ -2,6 +2,8 @@
 
 Pure string formatting (escaped), no statistics and no JavaScript: the page is one
 self-contained file whose figures are embedded as base64 PNG, so it opens offline.
+The page never scrolls sideways: a table wider than the column scrolls inside its own box
+(``display: block; overflow-x: auto``), long words and code wrap, figures shrink to fit.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ p.meta { color: var(--muted); margin: 0 0 16px; font-size: 13px; }
 nav ol { columns: 2; font-size: 14px; margin: 8px 0 0; padding-left: 22px; }
 nav a { color: var(--accent); text-decoration: none; }
 table { border-collapse: collapse; margin: 8px 0 14px; font-size: 13.5px;
-        font-variant-numeric: tabular-nums; }
+        font-variant-numeric: tabular-nums; display: block; max-width: 100%; overflow-x: auto; }
+main, section, p, li, figcaption, .headline { overflow-wrap: anywhere; }
+code { overflow-wrap: anywhere; white-space: pre-wrap; }
 th, td { border-bottom: 1px solid var(--rule); padding: 4px 10px; text-align: right;
          vertical-align: top; }
 td { white-space: nowrap; }
@@ -41,7 +45,7 @@ figure img { max-width: 100%; height: auto; border: 1px solid #eee; display: blo
 figcaption { font-size: 13px; color: var(--muted); margin-top: 4px; }
 figcaption a { color: var(--accent); }
 .formula { font-family: "DejaVu Sans Mono", monospace; background: var(--bg-soft);
-           padding: 8px 12px; display: inline-block; border-radius: 4px; }
+           padding: 8px 12px; display: inline-block; border-radius: 4px; max-width: 100%; }
 ul.warnings li { color: var(--warn); margin-bottom: 3px; }
 ul.notes li { color: var(--muted); margin-bottom: 3px; }
 .ok { color: #009E73; font-weight: 600; }

@@ -147,13 +147,57 @@ def top_warnings(a: Analysis, n: int = 4) -> list[str]:
     return out
 
 
+def non_looped_lines(a: Analysis, *, html: bool) -> list[str]:
+    """The headline of a non-looped table (:attr:`Analysis.allocation` set): what law was
+    fitted, the exponents alpha, beta and E with their intervals, and the compute-optimal
+    allocation N* ∝ C^a, D* ∝ C^b (a = beta / (alpha + beta), b = alpha / (alpha + beta))
+    with its bootstrap interval.  Text lines, or HTML list items with ``html``."""
+    fit, alloc = a.fit, a.allocation
+    level = pct(fit.ci_level)
+
+    def with_interval(label: str, value: float, iv, bounds=None) -> str:
+        text = f"{label} = {T.fixed(value, 3)}"
+        shown = T.interval(iv, lambda v: T.fixed(v, 3), bounds)
+        return f"{text} {shown}" if shown and "n/a" not in shown else text
+
+    params = ", ".join(
+        with_interval(sym, fit.params[name], (fit.ci or {}).get(name), T.param_bounds(fit, name))
+        for sym, name in (("α", "alpha"), ("β", "beta"), ("E", "E"))
+    )
+    what = f"{level} percentile bootstrap" if fit.ci else "no intervals: bootstrap off"
+    split = (
+        f"{with_interval('N* ∝ C^a, a', alloc.a, alloc.ci.get('a'))}; "
+        f"{with_interval('D* ∝ C^b, b', alloc.b, alloc.ci.get('b'))}"
+    )
+    lines = [
+        (
+            "Non-looped table",
+            "Chinchilla's law L = E + A N^−α + B D^−β (no looped runs, so φ does not enter)",
+        ),
+        ("Exponents", f"{params} ({what})"),
+        ("Compute-optimal allocation", f"{split} (a = β/(α+β), b = α/(α+β), C = 6ND)"),
+    ]
+    if html:
+        return [f"<b>{T.esc(k)}</b>: {T.esc(v)}" for k, v in lines]
+    plain = {"α": "alpha", "β": "beta", "φ": "phi", "∝": "~", "−": "-"}
+    out = []
+    for k, v in lines:
+        text = f"{k}: {v}"
+        for u, ascii_ in plain.items():
+            text = text.replace(u, ascii_)
+        out.append(text)
+    return out
+
+
 # ---------------------------------------------------------------------------- sections
 def section_headline(a: Analysis) -> str:
     """The answer first: phi with its interval (and what kind), the verdicts on phi = 0 and
     phi = 1, Δφ per recipe, R² and RMSE, and the top warnings."""
     fit = a.fit
     items = []
-    if fit.phi is None:
+    if a.allocation is not None:
+        items += non_looped_lines(a, html=True)
+    elif fit.phi is None:
         items.append("<b>φ is not identified</b> by these runs (it needs looped runs at two or more r).")
     else:
         iv = (fit.ci or {}).get("phi")
@@ -276,30 +320,48 @@ def section_law(a: Analysis) -> str:
         if boot
         else "No intervals (no bootstrap)"
     )
-    html = (
-        '<p class="formula">L = E + A · (N<sub>once</sub> + r<sup>φ</sup> N<sub>rec</sub>)'
+    chinchilla = a.allocation is not None  # a non-looped table: the study's numbers are no reference
+    formula = (
+        '<p class="formula">L = E + A · N<sup>−α</sup> + B · D<sup>−β</sup></p>'
+        "<p>A non-looped table: Chinchilla's law (the looped law with r = 1; φ does not enter).</p>"
+        if chinchilla
+        else '<p class="formula">L = E + A · (N<sub>once</sub> + r<sup>φ</sup> N<sub>rec</sub>)'
         "<sup>−α</sup> + B · D<sup>−β</sup></p>"
-        f"<p>{loss}, best of {T.esc(fit.extras.get('n_starts', '?'))} random starts "
+    )
+    html = (
+        formula + f"<p>{loss}, best of {T.esc(fit.extras.get('n_starts', '?'))} random starts "
         f"({T.esc(fit.extras.get('n_starts_at_best', '?'))} of the refined starts reached the best "
         f"objective). {intervals}; SE: Gauss-Newton approximation at the optimum.</p>"
     )
     rows = []
     for name in PARAM_NAMES:
         v = fit.params.get(name)
-        rows.append(
+        if chinchilla and name == "phi":
+            continue
+        row = [
+            T.esc("φ" if name == "phi" else name),
+            "n/a" if v is None else T.num(v, 5) + (" (fixed)" if name in fit.fixed else ""),
+            T.interval((fit.ci or {}).get(name), bounds=T.param_bounds(fit, name)),
+            T.interval((fit.ci_bca or {}).get(name), bounds=T.param_bounds(fit, name)),
+            T.num(se.get(name), 3),
+        ]
+        rows.append(row if chinchilla else row + [T.num(REFERENCE_PARAMS[name], 5)])
+    header = ["parameter", "estimate", f"{level} percentile", f"{level} BCa", "approx. SE"]
+    html += T.table(header if chinchilla else header + ["reference study"], rows)
+    if chinchilla:
+        alloc = a.allocation
+        html += "<h3>Compute-optimal allocation</h3>"
+        html += T.table(
+            ["", "exponent", f"{pct(alloc.level)} percentile bootstrap"],
             [
-                T.esc("φ" if name == "phi" else name),
-                "n/a" if v is None else T.num(v, 5) + (" (fixed)" if name in fit.fixed else ""),
-                T.interval((fit.ci or {}).get(name), bounds=T.param_bounds(fit, name)),
-                T.interval((fit.ci_bca or {}).get(name), bounds=T.param_bounds(fit, name)),
-                T.num(se.get(name), 3),
-                T.num(REFERENCE_PARAMS[name], 5),
-            ]
+                ["N* ∝ C<sup>a</sup>, a = β/(α+β)", T.fixed(alloc.a, 4), T.interval(alloc.ci.get("a"))],
+                ["D* ∝ C<sup>b</sup>, b = α/(α+β)", T.fixed(alloc.b, 4), T.interval(alloc.ci.get("b"))],
+            ],
         )
-    html += T.table(
-        ["parameter", "estimate", f"{level} percentile", f"{level} BCa", "approx. SE", "reference study"],
-        rows,
-    )
+        html += (
+            "<p>Minimising the law at fixed compute C = 6ND; the intervals are read from every "
+            "bootstrap replicate's (α, β).</p>"
+        )
     html += T.table(
         ["", "value"],
         [
@@ -312,6 +374,8 @@ def section_law(a: Analysis) -> str:
         ],
         left=2,
     )
+    if chinchilla:
+        return html
     html += (
         f"<p>The reference column is the study's joint fit (φ = {STUDY_PHI}, 95% CI "
         f"[{STUDY_PHI_CI[0]}, {STUDY_PHI_CI[1]}], R² {STUDY_R2['free']}), for orientation only: φ from "
@@ -358,6 +422,11 @@ def section_bootstrap(a: Analysis, fig: Fig) -> str:
 
 def section_comparison(a: Analysis, fig: Fig) -> str:
     rows = comparison_rows(a.comparison)
+    if not rows and a.allocation is not None:
+        return T.missing(
+            "No restricted fits here: φ does not enter a non-looped table's law. Fixed exponents "
+            "can be tested with phifit compare --fix alpha=0.34 (or beta, E, A, B; repeatable)."
+        )
     if not rows:
         return T.missing(
             "No restricted-fit comparison: phi is not identifiable from these runs "

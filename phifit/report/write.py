@@ -19,7 +19,8 @@ Folder layout::
 
 The page opens with the answer (:func:`phifit.report_sections.section_headline`): phi with
 its interval and what kind it is, the verdicts on phi = 0 and phi = 1, Δφ per recipe,
-R² / RMSE and the top warnings.  An interval end on the box searched prints as
+R² / RMSE and the top warnings; for a non-looped table, its exponents α, β, E and the
+compute-optimal allocation with their intervals instead of φ.  An interval end on the box searched prints as
 "≤ −3 (search bound: not determined)" (:func:`phifit.report_template.interval_text`).
 
 Sections: data summary and cautions; fitted law with intervals; isoFLOP curves;
@@ -195,15 +196,23 @@ def write_report(
 def headline(a: Analysis) -> str:
     """Plain text: phi with its interval (at the fit's level; an end on the box says so), R^2,
     RMSE; the verdicts on phi = 0 and phi = 1; then what the warnings are (the first of each
-    kind) and how many notes there are."""
+    kind) and how many notes there are.  A non-looped table (``a.allocation`` set) leads instead
+    with its law: alpha, beta, E with their intervals and the compute-optimal allocation
+    N* ~ C^a, D* ~ C^b, a = beta / (alpha + beta), b = alpha / (alpha + beta)
+    (:func:`phifit.report.sections_fit.non_looped_lines`)."""
     fit = a.fit
-    phi = "phi not identified" if fit.phi is None else f"phi = {fit.phi:.4f}"
-    iv = (fit.ci or {}).get("phi")
-    if iv:
-        phi += (
-            f" ({S.pct(fit.ci_level)} percentile {T.interval_text(iv[0], iv[1], T.param_bounds(fit, 'phi'))})"
-        )
-    lines = [f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats"]
+    if a.allocation is not None:  # non-looped: the law's exponents and allocation lead
+        lines = S.non_looped_lines(a, html=False)
+        lines.append(f"R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats")
+    else:
+        phi = "phi not identified" if fit.phi is None else f"phi = {fit.phi:.4f}"
+        iv = (fit.ci or {}).get("phi")
+        if iv:
+            phi += (
+                f" ({S.pct(fit.ci_level)} percentile "
+                f"{T.interval_text(iv[0], iv[1], T.param_bounds(fit, 'phi'))})"
+            )
+        lines = [f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats"]
     for label, rejected, evidence in S.restriction_verdicts(a.comparison):
         word = "not tested" if rejected is None else ("rejected" if rejected else "not rejected")
         lines.append(f"{label}: {word} ({evidence})".replace("φ", "phi"))
