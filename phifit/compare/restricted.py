@@ -348,7 +348,7 @@ def compare_fits(
     workers = defaults.resolve_workers(n_jobs)
     delta = fit.loss_delta
     _, unident = effective_spec(runs, base_spec)
-    if unident and any("phi" in fx for fx in fixes):
+    if any(c.kind == "phi_unidentified" for c in unident) and any("phi" in fx for fx in fixes):
         raise ValueError(
             "compare: phi is not identifiable from these runs (no looped runs, or "
             "a single value of r), so restrictions on phi cannot be tested"

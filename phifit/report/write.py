@@ -203,7 +203,8 @@ def headline(a: Analysis) -> str:
         phi += (
             f" ({S.pct(fit.ci_level)} percentile {T.interval_text(iv[0], iv[1], T.param_bounds(fit, 'phi'))})"
         )
-    lines = [f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats"]
+    lines = [f"not estimated: {text}".replace("·", " ").replace("β", "beta") for text in S.not_estimated(fit)]
+    lines.append(f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats")
     for label, rejected, evidence in S.restriction_verdicts(a.comparison):
         word = "not tested" if rejected is None else ("rejected" if rejected else "not rejected")
         lines.append(f"{label}: {word} ({evidence})".replace("φ", "phi"))
