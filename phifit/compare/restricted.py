@@ -424,7 +424,7 @@ def compare_fits(
                 free_score,
                 score,
                 free_score.n_params - score.n_params,
-                on_boundary=_on_bound(spec),
+                on_boundary=[n for n in _on_bound(spec) if n not in base_spec.fixed],
                 label=label,
             )
             st_notes += lr.warnings

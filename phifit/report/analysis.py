@@ -510,7 +510,7 @@ def analyse(
         None if comparison is None else comparison.warnings,
         None if recipes is None else recipes.warnings,  # the joint fit's included
         _diagnostic_cautions(diag),
-        front.warnings,
+        None if front is None else front.warnings,
         None if parab is None else parab.warnings,
         None if bayes is None else bayes.warnings,
         None if plan is None else plan.warnings,
