@@ -127,3 +127,14 @@ def test_report_headline_says_what_is_not_estimated(tmp_path):
     lead = html.split('id="headline"')[1].split("</ul>")[0]
     assert "Not estimated" in lead.split("<li>")[1]
     assert "No frontier: every run has the same token count" in html
+
+
+def test_design_warns_when_the_size_term_has_too_few_models():
+    from phifit.diagnostics.identifiability import design_warnings
+
+    frame = one_token_table(n_sizes=1)
+    frame = frame[frame["r"] <= 2]
+    frame = pd.concat([frame, frame.assign(run_id=frame["run_id"] + "_seed2", tokens=4 * D)])
+    kinds = [c.kind for c in design_warnings(as_runs(frame))]
+    assert "few_sizes" in kinds
+    assert "few_sizes" not in [c.kind for c in design_warnings(as_runs(one_token_table()))]
