@@ -138,3 +138,12 @@ def test_design_warns_when_the_size_term_has_too_few_models():
     kinds = [c.kind for c in design_warnings(as_runs(frame))]
     assert "few_sizes" in kinds
     assert "few_sizes" not in [c.kind for c in design_warnings(as_runs(one_token_table()))]
+
+
+def test_bootstrap_gives_no_interval_for_b_or_beta(fit):
+    from phifit.bootstrap import block_bootstrap
+
+    boot = block_bootstrap(one_token_table(), fit, n_boot=20, seed=0, n_jobs=1, progress=False)
+    with_ci = boot.attach(fit)
+    assert "B" not in with_ci.ci and "beta" not in with_ci.ci
+    assert "alpha" in with_ci.ci and with_ci.params["B"] is None
