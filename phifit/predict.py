@@ -183,11 +183,14 @@ class Prediction(JsonIO):
 
     def summary(self) -> str:
         p = self.law
-        phi = "n/a" if p.get("phi") is None else f"{p['phi']:.4g}"
+
+        def value(name: str) -> str:
+            return "n/a" if p.get(name) is None else f"{p[name]:.4g}"
+
         lines = [
             "[[phifit predict]]",
-            f"    law from {self.source}: E = {p['E']:.4g}, A = {p['A']:.4g}, alpha = {p['alpha']:.4g}, "
-            f"B = {p['B']:.4g}, beta = {p['beta']:.4g}, phi = {phi}",
+            f"    law from {self.source}: E = {value('E')}, A = {value('A')}, alpha = {value('alpha')}, "
+            f"B = {value('B')}, beta = {value('beta')}, phi = {value('phi')}",
         ]
         pct = f"{100 * self.level:g}%"
         if self.n_draws:

@@ -147,3 +147,9 @@ def test_bootstrap_gives_no_interval_for_b_or_beta(fit):
     with_ci = boot.attach(fit)
     assert "B" not in with_ci.ci and "beta" not in with_ci.ci
     assert "alpha" in with_ci.ci and with_ci.params["B"] is None
+
+
+def test_prediction_summary_prints_null_b_beta_as_na(fit):
+    at_d = {"r": [2], "n_once": [1e7], "n_rec": [1e8], "tokens": [D]}
+    text = predict(fit, points=at_d).summary()
+    assert "B = n/a, beta = n/a" in text
