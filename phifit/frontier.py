@@ -295,7 +295,15 @@ def frontier(
 
     ``thetas`` (bootstrap draws, (S, 6)) give percentile intervals for L* and the gaps at
     ``level`` (default: the fit's ``ci_level`` when ``law`` is a FitResult, else 0.95).
+
+    Raises ``ValueError`` for a fit that did not identify B and beta (a single token count):
+    the frontier trades size against tokens, so it rests on the data term.
     """
+    if isinstance(law, FitResult) and not law.d_term_identified:
+        raise ValueError(
+            "no compute-optimal frontier: the fit did not identify B and beta (every run has the "
+            "same token count), and the trade of size against tokens at a fixed budget rests on them"
+        )
     if level is None:
         level = law.ci_level if isinstance(law, FitResult) else 0.95
     budgets = np.asarray(sorted(float(c) for c in budgets))

@@ -183,11 +183,14 @@ class Prediction(JsonIO):
 
     def summary(self) -> str:
         p = self.law
-        phi = "n/a" if p.get("phi") is None else f"{p['phi']:.4g}"
+
+        def value(name: str) -> str:
+            return "n/a" if p.get(name) is None else f"{p[name]:.4g}"
+
         lines = [
             "[[phifit predict]]",
-            f"    law from {self.source}: E = {p['E']:.4g}, A = {p['A']:.4g}, alpha = {p['alpha']:.4g}, "
-            f"B = {p['B']:.4g}, beta = {p['beta']:.4g}, phi = {phi}",
+            f"    law from {self.source}: E = {value('E')}, A = {value('A')}, alpha = {value('alpha')}, "
+            f"B = {value('B')}, beta = {value('beta')}, phi = {value('phi')}",
         ]
         pct = f"{100 * self.level:g}%"
         if self.n_draws:
@@ -287,6 +290,8 @@ def predict(
     get a caution.  A FitResult's own warnings are carried into the prediction's."""
     if points is None and not budgets:
         raise ValueError("predict: give points (r, n_once, n_rec, tokens) or budgets (FLOPs), or both")
+    if isinstance(law, FitResult) and not law.d_term_identified:
+        _check_one_token_count(law, points, budgets)
     if level is None:
         level = law.ci_level if isinstance(law, FitResult) else 0.95
     theta = law_theta(law)
@@ -391,6 +396,27 @@ def predict(
         n_boot=n_boot,
         n_failed=n_failed,
     )
+
+
+def _check_one_token_count(
+    fit: FitResult, points: Mapping[str, Sequence[float]] | None, budgets: Sequence[float] | None
+) -> None:
+    """Refuse what a fit on a single token count D cannot predict.
+
+    Rule: such a fit measured E + B D^-beta at that D only (B and beta are not identified),
+    so a loss at another D, and the compute-optimal allocation (which trades size against
+    tokens), are not estimates; a loss at the fitted D is.
+    """
+    held = [c for c in fit.warnings if c.kind == "d_term_unidentified"]
+    d = held[0].values.get("tokens") if held else None
+    why = "the fit did not identify B and beta (every run has the same token count"
+    why += f", D = {d:.4g})" if d is not None else ")"
+    if budgets:
+        raise ValueError(f"predict: no compute-optimal allocation: {why}")
+    if points is not None:
+        tokens = np.asarray(points["tokens"], float)
+        if d is None or not np.allclose(tokens, d, rtol=1e-9):
+            raise ValueError(f"predict: a loss at another token count is not an estimate: {why}")
 
 
 def theta_law(theta: np.ndarray) -> JointLaw:

@@ -151,11 +151,26 @@ class FitResult(JsonIO):
         return self.params.get("phi") is not None
 
     @property
+    def unidentified(self) -> list[str]:
+        """Law parameters the runs cannot identify, reported as null (phi, B, beta)."""
+        return [name for name in PARAM_NAMES if self.params.get(name) is None]
+
+    @property
+    def d_term_identified(self) -> bool:
+        """False when the fit could not separate B, beta and E (a single token count)."""
+        return self.params.get("B") is not None and self.params.get("beta") is not None
+
+    @property
     def law(self) -> JointLaw:
-        """The fitted law; when phi was not identified, N_eff = N_once + N_rec (phi = 0)."""
+        """The fitted law; when phi was not identified, N_eff = N_once + N_rec (phi = 0); a
+        parameter reported as null because the runs cannot identify it (B, beta on one
+        token count) takes the value the fit held it at (``fixed``)."""
         p = dict(self.params)
         if p.get("phi") is None:
             p["phi"] = 0.0
+        for name, value in self.fixed.items():
+            if p.get(name) is None:
+                p[name] = value
         return JointLaw.from_params(p)
 
     @property
@@ -214,11 +229,24 @@ class FitResult(JsonIO):
             "L = E + A * (N_once + r**phi * N_rec)**(-alpha) + B * D**(-beta)",
             "",
         ]
+        # what cannot be estimated comes first: the numbers below are read in its light
+        lines += [f"NOT ESTIMATED: {c.message}" for c in self.warnings if c.kind == "d_term_unidentified"]
+        if len(lines) > 3:
+            lines.append("")
         lines.append("[[Fit statistics]]")
         k = self.n_free
         stats = [
             ("runs", f"{self.n_runs}"),
-            ("free parameters", f"{k}" + (f" ({', '.join(self.fixed)} fixed)" if self.fixed else "")),
+            (
+                "free parameters",
+                f"{k}"
+                + (f" ({', '.join(self.fixed)} fixed)" if self.fixed and not self.unidentified else "")
+                + (
+                    f" ({', '.join(self.fixed)} held: not identified)"
+                    if self.fixed and self.unidentified
+                    else ""
+                ),
+            ),
             ("degrees of freedom", f"{self.n_runs - k}"),
             ("objective", f"{self.objective:.10g}"),
             ("  definition", self.objective_name),
@@ -309,7 +337,9 @@ class FitResult(JsonIO):
                             if iv and None not in iv
                             else f"   {'withheld' if iv else '':>24}"
                         )
-            if name in self.fixed:
+            if name in self.fixed and value is None:
+                text += "  (not identified: one token count; E is E + B D^-beta there)"
+            elif name in self.fixed:
                 text += "  (fixed)"
             if name in self.at_bounds:
                 text += "  (at bound)"

@@ -42,7 +42,7 @@ from ..fitters.lm import batched_weighted_lm
 from ..fitters.objective import law_model, loss_terms, refit_settings
 from ..fitters.parallel import check_backend, parallel_map
 from ..fitters.polish import polish_residuals
-from ..law import log_loss
+from ..law import LawSpec, log_loss
 from ..result import FitResult
 from ..serialize import JsonIO, to_plain
 
@@ -370,7 +370,7 @@ def wild_cluster_test(
         scheduler=scheduler,
     )
     return wild_test_result(
-        restricted.spec.label(),
+        LawSpec(fixed={k: v for k, v in restricted.fixed.items() if k not in free.fixed}).label(),
         observed,
         stats,
         ok,

@@ -348,7 +348,7 @@ def compare_fits(
     workers = defaults.resolve_workers(n_jobs)
     delta = fit.loss_delta
     _, unident = effective_spec(runs, base_spec)
-    if unident and any("phi" in fx for fx in fixes):
+    if any(c.kind == "phi_unidentified" for c in unident) and any("phi" in fx for fx in fixes):
         raise ValueError(
             "compare: phi is not identifiable from these runs (no looped runs, or "
             "a single value of r), so restrictions on phi cannot be tested"
@@ -424,7 +424,7 @@ def compare_fits(
                 free_score,
                 score,
                 free_score.n_params - score.n_params,
-                on_boundary=_on_bound(spec),
+                on_boundary=[n for n in _on_bound(spec) if n not in base_spec.fixed],
                 label=label,
             )
             st_notes += lr.warnings

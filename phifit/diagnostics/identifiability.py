@@ -2,7 +2,13 @@
 
 Design checks (:func:`design_warnings`, data only): no looped run or a single r
 (phi unidentifiable), r barely varying, few looped runs, a shared block too small to
-move the loss.
+move the loss, fewer distinct model sizes than the size term's parameters.
+
+A single token count D is handled by the fit itself
+(:func:`phifit.fitters.common.d_term_unidentified`): B D^-beta is then one constant over
+the table, so B, beta and E are not separately identified; the fit holds B = 0, reports E
+as E + B D^-beta at that D and B, beta as null, and the frontier, the allocation and losses
+at another D are withheld.
 
 At the optimum (:func:`identifiability`)
     Gauss-Newton information I = J^T W J of the log-loss Jacobian (W: the fit's IRLS
@@ -81,7 +87,10 @@ def design_warnings(
     - ``few_looped_runs``: fewer than ``min_looped`` runs with r > 1;
     - ``n_rec_tiny``: median over looped runs of the looped share of the effective size,
       r^phi n_rec / N_eff (at ``phi``), below ``min_rec_share`` (0.05): phi then moves
-      N_eff, hence the loss, too little to be measured.
+      N_eff, hence the loss, too little to be measured;
+    - ``few_sizes``: fewer than 3 distinct models (n_once, n_rec, r): the size term
+      A N_eff^-alpha with phi takes at most as many values as there are models, so A, alpha
+      and phi (three parameters) are not separately identified.
     """
     out: list[Caution] = []
     r, n_rec, n_once = runs.r, runs.n_rec, runs.n_once
@@ -99,6 +108,18 @@ def design_warnings(
             )
         )
         return out
+    n_models = len({(float(a), float(b), float(c)) for a, b, c in zip(n_once, n_rec, r)})
+    if n_models < 3:
+        out.append(
+            Caution(
+                "diagnostics",
+                "few_sizes",
+                f"only {n_models} distinct model(s) (n_once, n_rec, r): the size term takes at most "
+                f"{n_models} value(s), so A, alpha and phi cannot be estimated separately; add models "
+                f"of other sizes",
+                {"n_models": n_models},
+            )
+        )
     if not runs.phi_identifiable:
         why = "a single value of r"
         out.append(

@@ -21,6 +21,10 @@ from .likelihood import GaussianScore
 
 #: phi is held here when the data cannot identify it: N_eff = N_once + N_rec.
 UNIDENTIFIED_PHI = 0.0
+#: B and beta are held here when every run has one token count (:func:`d_term_unidentified`):
+#: B D^-beta = 1e-12 nats, zero within rounding, so the fitted E is E + B D^-beta at that D.
+UNIDENTIFIED_B = 1e-12
+UNIDENTIFIED_BETA = 0.0
 PHI_UNIDENTIFIED_WARNING = (
     "phi is not identifiable from these runs ({why}); fitted the law without phi "
     "(N = n_once + n_rec, the unique parameter count) and reported phi as null"
@@ -59,18 +63,73 @@ def check_run_count(runs: RunTable, spec: LawSpec, *, source: str = "fit") -> li
     return []
 
 
+def d_term_unidentified(runs: RunTable, spec: LawSpec) -> Caution | None:
+    """The caution for a table with a single token count D, or None.
+
+    Rule: with one D the data term B D^-beta is the same constant for every run, so B,
+    beta and E are not separately identified (only E + B D^-beta is).  The fit then holds
+    beta = :data:`UNIDENTIFIED_BETA` and B = :data:`UNIDENTIFIED_B` (the term is ~1e-12
+    nats: B = 0 within rounding, while the law keeps its one log-space definition), so the
+    fitted E is the identified constant E + B D^-beta at that D.  B and beta are reported
+    as null.  A spec that fixes B and beta to other values is left alone (the user chose
+    them); one that holds them at the sentinel values (a refit of such a fit) gets the
+    caution again.
+    """
+    if runs.d_term_identifiable:
+        return None
+    fixed = spec.fixed
+    if (
+        "B" in fixed
+        and "beta" in fixed
+        and (fixed["B"], fixed["beta"]) != (UNIDENTIFIED_B, UNIDENTIFIED_BETA)
+    ):
+        return None
+    d = float(runs.tokens[0])
+    return caution(
+        "fit",
+        "d_term_unidentified",
+        f"B, beta and E cannot be estimated separately: every run has the same token count "
+        f"(D = {d:.4g}), so B D^-beta is one constant over the table; fitted the law with "
+        f"B = 0 (beta = 0) and reported E as the constant E + B D^-beta at D = {d:.4g}, B and "
+        f"beta as null. Nothing that depends on B or beta (the compute-optimal frontier and "
+        f"allocation, predictions at another D) can be computed; add runs at a second token count",
+        parameters=["B", "beta"],
+        tokens=d,
+    )
+
+
 def effective_spec(runs: RunTable, spec: LawSpec) -> tuple[LawSpec, list[Caution]]:
-    """The spec actually fitted: phi is fixed when the runs cannot identify it."""
-    if runs.phi_identifiable or "phi" in spec.fixed:
-        return spec, []
-    looped = (runs.r > 1) & (runs.n_rec > 0)
-    why = "no looped runs (r > 1 with n_rec > 0)" if not looped.any() else "all runs have the same r"
+    """The spec actually fitted, with a caution per parameter held because the runs cannot
+    identify it.
+
+    - phi (``phi_unidentified``): no looped run (r > 1 with n_rec > 0) or a single r; held
+      at :data:`UNIDENTIFIED_PHI`.
+    - B and beta (``d_term_unidentified``): a single token count D
+      (:func:`d_term_unidentified`).
+    """
+    out: list[Caution] = []
     fixed = dict(spec.fixed)
-    fixed["phi"] = UNIDENTIFIED_PHI
-    message = PHI_UNIDENTIFIED_WARNING.format(why=why)
-    return LawSpec(fixed=fixed, bounds=spec.bounds), [
-        caution("fit", "phi_unidentified", message, level="note")
-    ]
+    d_term = d_term_unidentified(runs, spec)
+    if d_term is not None:
+        fixed["B"], fixed["beta"] = UNIDENTIFIED_B, UNIDENTIFIED_BETA
+        out.append(d_term)
+    if not (runs.phi_identifiable or "phi" in spec.fixed):
+        looped = (runs.r > 1) & (runs.n_rec > 0)
+        why = "no looped runs (r > 1 with n_rec > 0)" if not looped.any() else "all runs have the same r"
+        fixed["phi"] = UNIDENTIFIED_PHI
+        out.append(caution("fit", "phi_unidentified", PHI_UNIDENTIFIED_WARNING.format(why=why), level="note"))
+    if not out:
+        return spec, []
+    return LawSpec(fixed=fixed, bounds=spec.bounds), out
+
+
+def unidentified_params(cautions: list[str | Caution] | None) -> list[str]:
+    """Law parameters that a ``d_term_unidentified`` caution marks as not identified."""
+    names: list[str] = []
+    for c in cautions or []:
+        if isinstance(c, Caution) and c.kind == "d_term_unidentified":
+            names += [n for n in c.values.get("parameters", []) if n not in names]
+    return names
 
 
 def goodness_of_fit(loss: np.ndarray, predicted: np.ndarray) -> tuple[float, float, np.ndarray]:
@@ -153,6 +212,8 @@ def build_result(
     params: dict[str, float | None] = theta_to_params(theta)
     if not phi_identified:
         params["phi"] = None
+    for name in unidentified_params(warnings):
+        params[name] = None
     fixed = {k: v for k, v in spec.fixed.items() if phi_identified or k != "phi"}
     msgs = [w if isinstance(w, Caution) else caution(method, "fit", w) for w in warnings or []]
     msgs += bound_messages(theta, spec, hits, source=method)

@@ -371,7 +371,7 @@ def analyse(
     )
     free_fit = fit  # the comparison's free fit: the point estimate, without the bootstrap's intervals
     boot = None
-    if options.n_boot and not fit.fixed:
+    if options.n_boot and all(name in fit.unidentified for name in fit.fixed):
         workers = defaults.resolve_workers(options.n_jobs)
         say(f"block bootstrap ({options.n_boot} replicates, {workers} workers)")
         boot = _timed(
@@ -398,7 +398,15 @@ def analyse(
 
     comparison = None
     if main_runs.phi_identifiable:
-        say("restricted fits phi = 0 and phi = 1, with leave-one-budget-out refits")
+        n_budgets = main_runs.frame["budget"].nunique() if "budget" in main_runs.frame else 0
+        say(
+            "restricted fits phi = 0 and phi = 1, "
+            + (
+                "with leave-one-budget-out refits"
+                if n_budgets >= 3
+                else f"without leave-one-budget-out refits ({n_budgets} budget(s); they need 3)"
+            )
+        )
         comparison = _timed(
             timings,
             "comparison",
@@ -422,23 +430,37 @@ def analyse(
         equiv = _timed(timings, "equivalence", equivalence_table, main_runs, fit, thetas=thetas)
         example = paper_example(fit.phi)
     alloc = None
-    if non_looped(main_runs):
-        alloc = allocation(fit, boot, level=fit.ci_level)
-    family = TableFamily.from_runs(main_runs)
-    budgets = table_budgets(main_runs)
-    front = _timed(timings, "frontier", frontier, fit, family, budgets, thetas=thetas)
-    dense = np.geomspace(min(budgets), max(budgets), CURVE_POINTS) if len(budgets) > 1 else budgets
-    curve = frontier(fit, family, dense)
+    front = curve = None
+    if not fit.d_term_identified:
+        # the frontier, its allocation and the law along isoFLOP curves trade size against
+        # tokens: with B and beta unidentified (one token count) none of them is an estimate
+        own.append(
+            caution(
+                "analysis",
+                "derived_suppressed",
+                "no compute-optimal frontier, allocation or isoFLOP curves: they trade model size "
+                "against tokens, and with one token count B and beta are not identified",
+            )
+        )
+    else:
+        if non_looped(main_runs):
+            alloc = allocation(fit, boot, level=fit.ci_level)
+        family = TableFamily.from_runs(main_runs)
+        budgets = table_budgets(main_runs)
+        front = _timed(timings, "frontier", frontier, fit, family, budgets, thetas=thetas)
+        dense = np.geomspace(min(budgets), max(budgets), CURVE_POINTS) if len(budgets) > 1 else budgets
+        curve = frontier(fit, family, dense)
     if "budget" in main_runs.frame:
         try:
             parab = parabola_minima(main_runs)
         except ValueError as err:
             note("parabola_skipped", f"per-cell parabola minima skipped: {err}")
+    if "budget" in main_runs.frame and fit.d_term_identified:
         try:
             iso = isoflop_curves(fit, main_runs, family=family)
         except ValueError as err:
             note("isoflop_skipped", f"isoFLOP curves skipped: {err}")
-    else:
+    elif "budget" not in main_runs.frame:
         note("no_budget", "no 'budget' column: isoFLOP curves and per-cell parabola minima need one")
 
     plan = None
@@ -508,7 +530,7 @@ def analyse(
         None if comparison is None else comparison.warnings,
         None if recipes is None else recipes.warnings,  # the joint fit's included
         _diagnostic_cautions(diag),
-        front.warnings,
+        None if front is None else front.warnings,
         None if parab is None else parab.warnings,
         None if bayes is None else bayes.warnings,
         None if plan is None else plan.warnings,

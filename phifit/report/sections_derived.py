@@ -26,6 +26,11 @@ def section_isoflop(a: Analysis, fig: Fig) -> str:
 
 def section_frontier(a: Analysis, fig: Fig) -> str:
     f = a.frontier
+    if f is None and not a.fit.d_term_identified:
+        return T.missing(
+            "No frontier: every run has the same token count, so B and beta (the data term the "
+            "frontier trades size against) are not identified."
+        )
     if f is None:
         return T.missing("No frontier: the table has no looped runs.")
     level = pct(f.level)

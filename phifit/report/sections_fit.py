@@ -20,6 +20,7 @@ from typing import Any
 from ..bootstrap.result import MARK_FAILED_SHARE, MAX_FAILED_SHARE
 from ..fitters.likelihood import p_text
 from ..law import PARAM_NAMES
+from ..result import FitResult
 from ..study import REFERENCE_PARAMS, STUDY_PHI, STUDY_PHI_CI, STUDY_R2
 from . import html as T
 from .analysis import Analysis
@@ -189,12 +190,29 @@ def non_looped_lines(a: Analysis, *, html: bool) -> list[str]:
     return out
 
 
+def not_estimated(fit: FitResult) -> list[str]:
+    """What the fit could not estimate and why, for the top of the headline: one line per
+    ``d_term_unidentified`` caution (a single token count: B, beta and E not separated, and
+    the frontier, allocation and predictions at another D withheld)."""
+    out = []
+    for c in fit.warnings:
+        if c.kind == "d_term_unidentified":
+            d = c.values.get("tokens")
+            at = f" (D = {d:.4g})" if d is not None else ""
+            out.append(
+                f"B and beta, hence E on its own: every run has the same token count{at}, so the data "
+                f"term B·D^-β is one constant; E is reported as E + B·D^-β at that D, and no "
+                f"compute-optimal frontier, allocation or loss at another D is given"
+            )
+    return out
+
+
 # ---------------------------------------------------------------------------- sections
 def section_headline(a: Analysis) -> str:
     """The answer first: phi with its interval (and what kind), the verdicts on phi = 0 and
     phi = 1, Δφ per recipe, R² and RMSE, and the top warnings."""
     fit = a.fit
-    items = []
+    items = [f"<b>Not estimated</b>: {T.esc(text)}" for text in not_estimated(fit)]
     if a.allocation is not None:
         items += non_looped_lines(a, html=True)
     elif fit.phi is None:

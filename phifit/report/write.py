@@ -201,8 +201,9 @@ def headline(a: Analysis) -> str:
     N* ~ C^a, D* ~ C^b, a = beta / (alpha + beta), b = alpha / (alpha + beta)
     (:func:`phifit.report.sections_fit.non_looped_lines`)."""
     fit = a.fit
+    lines = [f"not estimated: {text}".replace("·", " ").replace("β", "beta") for text in S.not_estimated(fit)]
     if a.allocation is not None:  # non-looped: the law's exponents and allocation lead
-        lines = S.non_looped_lines(a, html=False)
+        lines += S.non_looped_lines(a, html=False)
         lines.append(f"R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats")
     else:
         phi = "phi not identified" if fit.phi is None else f"phi = {fit.phi:.4f}"
@@ -212,7 +213,7 @@ def headline(a: Analysis) -> str:
                 f" ({S.pct(fit.ci_level)} percentile "
                 f"{T.interval_text(iv[0], iv[1], T.param_bounds(fit, 'phi'))})"
             )
-        lines = [f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats"]
+        lines.append(f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats")
     for label, rejected, evidence in S.restriction_verdicts(a.comparison):
         word = "not tested" if rejected is None else ("rejected" if rejected else "not rejected")
         lines.append(f"{label}: {word} ({evidence})".replace("φ", "phi"))

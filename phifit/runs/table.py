@@ -159,6 +159,20 @@ class RunTable:
         looped = (self.r > 1) & (self.n_rec > 0)
         return bool(looped.any()) and len(np.unique(self.r)) >= 2
 
+    @property
+    def n_token_counts(self) -> int:
+        """Distinct token counts D among the runs.
+
+        Identifiability rule: with a single D the data term B D^-beta is one constant over
+        the table, so B, beta and E are not separately identified; only E + B D^-beta is.
+        """
+        return len(np.unique(self.tokens))
+
+    @property
+    def d_term_identifiable(self) -> bool:
+        """True when the runs have at least two distinct token counts (:attr:`n_token_counts`)."""
+        return self.n_token_counts >= 2
+
     # -- the schema's derived quantities ----------------------------------------------------
 
     @property
