@@ -105,6 +105,7 @@ def _analysis(fit_result):
     return SimpleNamespace(
         fit=fit_result,
         comparison=None,
+        allocation=None,
         recipes=None,
         cautions_from=lambda level=None: [c for c in fit_result.warnings if level in (None, c.level)],
     )
