@@ -34,7 +34,7 @@ table { border-collapse: collapse; margin: 8px 0 14px; font-size: 13.5px;
 main, section, p, li, figcaption, .headline { overflow-wrap: anywhere; }
 code { overflow-wrap: anywhere; white-space: pre-wrap; }
 th, td { border-bottom: 1px solid var(--rule); padding: 4px 10px; text-align: right;
-         vertical-align: top; }
+         vertical-align: top; overflow-wrap: normal; }
 td { white-space: nowrap; }
 td.l { white-space: normal; }
 th { background: var(--bg-soft); font-weight: 600; }
