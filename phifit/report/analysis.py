@@ -113,6 +113,12 @@ class AnalysisOptions(JsonIO):
         if self.plan_tables < 0 or self.plan_tables == 1:
             raise ValueError(f"plan tables must be 0 (asymptotic only) or >= 2, got {self.plan_tables}")
 
+    @property
+    def parallel(self) -> dict[str, Any]:
+        """Where parallel work runs, as the keywords every parallel call takes:
+        ``n_jobs``, ``backend`` and ``scheduler``."""
+        return {"n_jobs": self.n_jobs, "backend": self.backend, "scheduler": self.scheduler}
+
     def to_dict(self) -> dict[str, Any]:
         """The options as plain JSON types (``results.json["options"]``)."""
         return to_plain(dict(self.__dict__))
@@ -346,9 +352,7 @@ def analyse(
             n_boot=options.n_boot,
             seed=options.seed,
             n_starts=options.n_starts,
-            n_jobs=options.n_jobs,
-            backend=options.backend,
-            scheduler=options.scheduler,
+            **options.parallel,
             progress=False,
             level=options.level,
         )
@@ -382,9 +386,7 @@ def analyse(
             fit,
             n_boot=options.n_boot,
             seed=options.seed,
-            n_jobs=options.n_jobs,
-            backend=options.backend,
-            scheduler=options.scheduler,
+            **options.parallel,
             progress=False,
             level=options.level,
         )
@@ -416,9 +418,7 @@ def analyse(
             seed=options.seed,
             n_starts=options.n_starts,
             n_wild=options.n_wild,
-            n_jobs=options.n_jobs,
-            backend=options.backend,
-            scheduler=options.scheduler,
+            **options.parallel,
         )
 
     say("diagnostics: residuals, leave-one-out influence, the phi profile")
@@ -478,9 +478,7 @@ def analyse(
             None if options.plan == "self" else options.plan,
             n_tables=options.plan_tables,
             seed=options.seed,
-            n_jobs=options.n_jobs,
-            backend=options.backend,
-            scheduler=options.scheduler,
+            **options.parallel,
             misfit=options.plan_misfit,
         )
 
