@@ -380,3 +380,18 @@ def test_worker_flags_default_to_the_cores_this_process_may_use(command):
     flag = next(a for a in sub._actions if "--jobs" in a.option_strings)
     assert flag.default is None and flag.dest == "n_jobs" and "--n-jobs" in flag.option_strings
     assert "default: the cores this process may use" in flag.help
+
+
+def test_fit_on_a_table_u_shaped_in_r_does_not_end_without_warnings(tmp_path, capsys):
+    # r = 8 runs made 0.06 nats worse than the law allows: loss rises again past r = 4, which
+    # no single phi expresses; `phifit fit` must say so, not print "no warnings" beside phi
+    import pandas as pd
+
+    table = pd.read_csv(DATA / "looped_study_runs_digitized.csv")
+    table.loc[table.r == 8, "loss"] += 0.06
+    path = tmp_path / "u_shaped.csv"
+    table.to_csv(path, index=False)
+    assert main(["fit", str(path), "--starts", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "no warnings" not in out
+    assert "r = 8: runs lie systematically above the law" in out

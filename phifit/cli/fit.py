@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from .. import defaults
 from ..fitters import METHODS
@@ -41,6 +42,11 @@ from ._common import (
     parse_fix,
     write_json,
 )
+
+if TYPE_CHECKING:
+    from ..cautions import Caution
+    from ..result import FitResult
+    from ..runs.table import RunTable
 
 BOOTSTRAP_METHODS = ("huber", "lsq")
 
@@ -204,7 +210,8 @@ def run(args: argparse.Namespace) -> int:
             **parallel,
         )
         result = boot.attach(result)
-    result = result.with_updates(warnings=collect(runs.warnings, result.warnings))
+    offsets = _offset_flags(runs, result)
+    result = result.with_updates(warnings=collect(runs.warnings, result.warnings, offsets))
     print(result.summary())
     if non_looped(runs) and not {"alpha", "beta"} & set(result.fixed):
         alloc = allocation(result, boot if args.bootstrap is not None else None)
@@ -238,3 +245,15 @@ def closing_line(cautions) -> str:
             kinds = ", ".join(f"{c.kind} ({c.source})" for c in group)
             parts.append(f"{len(group)} {word}{'s' * (len(group) != 1)}: {kinds}")
     return "done: " + "; ".join(parts) + " (see [[Notes]])"
+
+
+def _offset_flags(runs: RunTable, result: FitResult) -> list[Caution]:
+    """The per-r offset flags of :func:`phifit.diagnostics.residuals.residual_diagnostics`
+    (cheap: no refit), so that ``phifit fit`` on a table whose runs at one r sit off the law
+    (loss U-shaped in r, say) does not end "no warnings" beside a tight phi."""
+    if result.phi is None or "phi" in result.fixed:
+        return []
+    from ..diagnostics.residuals import residual_diagnostics
+
+    flags = residual_diagnostics(runs, result).flags
+    return [c for c in flags if c.kind == "systematic_r_offset"]
