@@ -207,6 +207,77 @@ def _refit(
     return best_obj, best_conv
 
 
+#: The weight distributions of the sign draws: Rademacher (+-1) and Webb's six points
+#: (+-sqrt(1/2), +-1, +-sqrt(3/2), mean 0, variance 1; 6^G patterns instead of 2^G).
+WEIGHTS = ("rademacher", "webb")
+_WEBB = np.array([-math.sqrt(1.5), -1.0, -math.sqrt(0.5), math.sqrt(0.5), 1.0, math.sqrt(1.5)])
+#: Residual adjustments before the sign flips (see :func:`adjusted_residuals`).
+ADJUSTMENTS = ("none", "rescale", "cr2")
+
+
+def draw_weights(rng: np.random.Generator, n_boot: int, n_clusters: int, kind: str) -> np.ndarray:
+    """(n_boot, n_clusters) cluster weights: Rademacher signs or Webb's six-point weights."""
+    if kind == "rademacher":
+        return rng.choice(np.array([-1.0, 1.0]), size=(n_boot, n_clusters))
+    if kind == "webb":
+        return _WEBB[rng.integers(0, 6, size=(n_boot, n_clusters))]
+    raise ValueError(f"unknown wild weights {kind!r}; expected one of {', '.join(WEIGHTS)}")
+
+
+def n_patterns(n_clusters: int, kind: str) -> float:
+    """Distinct weight patterns of ``n_clusters`` clusters: 2^G (Rademacher) or 6^G (Webb)."""
+    return float({"rademacher": 2.0, "webb": 6.0}[kind]) ** n_clusters
+
+
+def adjusted_residuals(
+    resid: np.ndarray, codes: np.ndarray, null: Refit, delta: float, adjust: str
+) -> np.ndarray:
+    """The null fit's residuals e = y - y0, adjusted for what the null fit absorbed.
+
+    A fit with k0 free parameters pulls its residuals towards 0 where it has leverage; with G
+    clusters and noise shared within them the cluster sums of e shrink by about (G - k0) / G
+    in variance, so sign flips of raw residuals generate too little noise and the test
+    over-rejects.
+
+    - ``"none"``: e as it is;
+    - ``"rescale"``: e * sqrt(G / (G - k0)) (the small-sample factor of CR1 variance
+      estimators, applied to the residuals);
+    - ``"cr2"``: per cluster g, e_g <- W_g^-1/2 (I - H_gg)^-1/2 W_g^1/2 e_g with H the hat
+      matrix W^1/2 J (J^T W J)^-1 J^T W^1/2 of the null fit's Jacobian J and IRLS weights W
+      (Bell and McCaffrey 2002; MacKinnon, Nielsen and Webb 2023, "Fast and reliable
+      jackknife and bootstrap methods for cluster-robust inference", J. Appl. Econometrics).
+    """
+    if adjust == "none":
+        return resid
+    n_clusters = int(codes.max()) + 1
+    x0 = np.asarray(null.starts[0], dtype=float)
+    k0 = x0.size
+    if adjust == "rescale":
+        if n_clusters <= k0:
+            return resid * math.sqrt(n_clusters)  # no cluster-level freedom left; the largest factor
+        return resid * math.sqrt(n_clusters / (n_clusters - k0))
+    if adjust != "cr2":
+        raise ValueError(f"unknown residual adjustment {adjust!r}; expected one of {', '.join(ADJUSTMENTS)}")
+    _, jac_t = null.model(x0[None, :])
+    jac = jac_t[0].T  # (n, k0)
+    if np.isfinite(delta):
+        a = np.abs(resid)
+        w = np.where(a <= delta, 1.0, delta / np.maximum(a, delta))
+    else:
+        w = np.ones_like(resid)
+    sw = np.sqrt(w)
+    jw = sw[:, None] * jac
+    gram_inv = np.linalg.pinv(jw.T @ jw)
+    out = resid.copy()
+    for g in range(n_clusters):
+        rows = np.flatnonzero(codes == g)
+        h = jw[rows] @ gram_inv @ jw[rows].T
+        vals, vecs = np.linalg.eigh(np.eye(len(rows)) - h)
+        inv_sqrt = vecs @ np.diag(1.0 / np.sqrt(np.clip(vals, 1e-2, None))) @ vecs.T
+        out[rows] = (inv_sqrt @ (sw[rows] * resid[rows])) / sw[rows]
+    return out
+
+
 def wild_cluster_statistics(
     y: np.ndarray,
     null_pred: np.ndarray,
@@ -219,6 +290,8 @@ def wild_cluster_statistics(
     n_jobs: int | None = None,
     backend: str | None = None,
     scheduler: str | None = None,
+    adjust: str = "none",
+    weights: str = "rademacher",
 ) -> tuple[np.ndarray, np.ndarray]:
     """T*_b = F_null - F_alt refitted on y*_b = y0 + s_bc (y - y0), one Rademacher sign per
     cluster c (``codes``: each run's cluster); returns (T* (B,), converged (B,)).  The
@@ -229,8 +302,9 @@ def wild_cluster_statistics(
     scheduler's address).  Each table's refits are its own: the same numbers on any backend."""
     n_jobs = defaults.resolve_workers(n_jobs)
     check_backend(backend, scheduler)
-    resid = y - null_pred
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_boot, int(codes.max()) + 1))
+    n_clusters = int(codes.max()) + 1
+    resid = adjusted_residuals(y - null_pred, codes, null, delta, adjust)
+    signs = draw_weights(rng, n_boot, n_clusters, weights)
     y_star = null_pred + signs[:, codes] * resid
     workers = resolve_workers(n_jobs)
     if workers > 1 and n_boot >= 2 * MIN_ROWS_PER_JOB:
@@ -321,6 +395,8 @@ def wild_cluster_test(
     n_jobs: int | None = None,
     backend: str | None = None,
     scheduler: str | None = None,
+    adjust: str = "none",
+    weights: str = "rademacher",
 ) -> WildTest:
     """Restricted wild cluster bootstrap p-value of ``restricted`` against ``free``
     (``n_jobs``, ``backend``, ``scheduler``: where the refits run, :func:`wild_cluster_statistics`;
@@ -368,6 +444,8 @@ def wild_cluster_test(
         n_jobs=n_jobs,
         backend=backend,
         scheduler=scheduler,
+        adjust=adjust,
+        weights=weights,
     )
     return wild_test_result(
         LawSpec(fixed={k: v for k, v in restricted.fixed.items() if k not in free.fixed}).label(),
