@@ -9,7 +9,10 @@ A rerunnable Monte-Carlo study.  Conditions (tables simulated from a known law):
 - ``t3``: Student-t noise with 3 degrees of freedom, sd 0.004 per run;
 - ``small``: a 44-run, 12-cell design like the bundled CPU table (its budgets, r values and
   parameter counts; the baseline recipe of ``data/cpu_small_runs.csv``), phi = 0.459 and the
-  other parameters from that table's fit, log-noise sd 0.004.
+  other parameters from that table's fit, log-noise sd 0.004;
+- ``small-cell-shared``: the same 12-cell design with the noise the real CPU table has,
+  sd 0.010 shared by each (budget, r) cell plus 0.013 per run: few clusters, and a null fit
+  (5 free parameters) that absorbs much of the noise they share.
 
 Per table, the same simulated table for every method (coverage, at the true phi):
 
@@ -28,11 +31,13 @@ ideal 3.92 x sd(phi_hat) (the width of a normal interval with the true spread), 
 phi_hat with a flag when its bias exceeds 2 standard errors, intervals that reach the search
 box, and the size of each test +- its binomial standard error.
 
-Results are appended, one JSON line per table, to ``--out`` (default
+``--parts size`` runs only the size half (the tests at phi = 0; much cheaper), ``--parts
+coverage`` only the intervals.  Results are appended, one JSON line per table, to ``--out`` (default
 ``benchmarks/results/coverage.jsonl``, not tracked); a rerun skips the tables already there,
 so the study resumes where it stopped.  Tables run in parallel processes (joblib).
 
     python benchmarks/bootstrap_coverage.py --tables 600 --n-jobs 2            # the study
+    python benchmarks/bootstrap_coverage.py --conditions small-cell-shared --parts size --tables 400
     python benchmarks/bootstrap_coverage.py --summary                         # print the table
 """
 
@@ -52,7 +57,10 @@ CONDITIONS = {
     "cell-shared": {"design": "paper", "noise": 0.003, "cell_noise": 0.003},
     "t3": {"design": "paper", "noise": 0.004, "noise_df": 3.0},
     "small": {"design": "small", "noise": 0.004},
+    "small-cell-shared": {"design": "small", "noise": 0.013, "cell_noise": 0.010},
 }
+#: What a table computes: the intervals' coverage, the tests' size, or both.
+PARTS = ("coverage", "size")
 TRUE_PHI = 0.459
 LEVEL = 0.95
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,8 +84,11 @@ def _design(name: str):
     return frame, params
 
 
-def one_table(condition: str, index: int, replicates: int, wild_replicates: int) -> dict:
-    """Simulate, fit, bootstrap and test one table pair of ``condition``; plain numbers."""
+def one_table(
+    condition: str, index: int, replicates: int, wild_replicates: int, parts: tuple[str, ...] = PARTS
+) -> dict:
+    """Simulate, fit, bootstrap and test one table pair of ``condition`` (``parts``: what to
+    compute); plain numbers."""
     from phifit.bootstrap.block import block_bootstrap
     from phifit.bootstrap.wild import wild_cluster_test
     from phifit.fitters.huber import fit_huber
@@ -91,26 +102,28 @@ def one_table(condition: str, index: int, replicates: int, wild_replicates: int)
     seed = 1_000_003 * (list(CONDITIONS).index(condition) + 1) + index
     out: dict = {"condition": condition, "table": index}
 
-    # coverage at the true phi: every method on the same table
-    frame = simulate(design, params={**params, "phi": TRUE_PHI}, seed=seed, **settings)
-    runs = table_from_frame(frame, source=f"{condition} {index}")
-    point = fit_huber(runs, n_starts=200, seed=index)
-    out["phi_hat"] = point.phi
-    for label, block in (("cell", None), ("run", "run")):
-        boot = block_bootstrap(
-            runs,
-            point,
-            n_boot=replicates,
-            block=block,
-            seed=index,
-            n_jobs=1,
-            progress=False,
-            jackknife=label == "cell",
-        )
-        out[f"{label}_percentile"] = boot.ci["phi"]
-        if label == "cell":
-            out["cell_bca"] = boot.ci_bca["phi"]
-        out[f"{label}_failed"] = boot.n_failed
+    if "coverage" in parts:  # coverage at the true phi: every method on the same table
+        frame = simulate(design, params={**params, "phi": TRUE_PHI}, seed=seed, **settings)
+        runs = table_from_frame(frame, source=f"{condition} {index}")
+        point = fit_huber(runs, n_starts=200, seed=index)
+        out["phi_hat"] = point.phi
+        for label, block in (("cell", None), ("run", "run")):
+            boot = block_bootstrap(
+                runs,
+                point,
+                n_boot=replicates,
+                block=block,
+                seed=index,
+                n_jobs=1,
+                progress=False,
+                jackknife=label == "cell",
+            )
+            out[f"{label}_percentile"] = boot.ci["phi"]
+            if label == "cell":
+                out["cell_bca"] = boot.ci_bca["phi"]
+            out[f"{label}_failed"] = boot.n_failed
+    if "size" not in parts:
+        return out
 
     # size at phi = 0: a table where phi = 0 is true
     frame0 = simulate(design, params={**params, "phi": 0.0}, seed=seed + 500_000, **settings)
@@ -122,7 +135,9 @@ def one_table(condition: str, index: int, replicates: int, wild_replicates: int)
         for f in (free, null)
     ]
     out["chi2_p"] = lr_test(scores[0], scores[1], 1).p_value
-    out["wild_p"] = wild_cluster_test(runs0, free, null, n_boot=wild_replicates, seed=index).p_value
+    wild = wild_cluster_test(runs0, free, null, n_boot=wild_replicates, seed=index, n_jobs=1)
+    out["wild_p"] = wild.p_value
+    out["wild_weights"], out["wild_adjust"] = wild.weights, wild.adjust
     return out
 
 
@@ -133,7 +148,9 @@ def _done(path: Path) -> set[tuple[str, int]]:
     for line in path.read_text().splitlines():
         if line.strip():
             row = json.loads(line)
-            keys.add((row["condition"], row["table"]))
+            for part, key in (("coverage", "phi_hat"), ("size", "wild_p")):
+                if key in row:
+                    keys.add((row["condition"], row["table"], part))
     return keys
 
 
@@ -144,10 +161,16 @@ def run(args: argparse.Namespace) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     done = _done(path)
     # conditions interleaved, so that a study stopped early has every condition at a similar count
-    todo = [(c, i) for i in range(args.tables) for c in args.conditions if (c, i) not in done]
-    print(f"{len(done)} tables done, {len(todo)} to go -> {path}", flush=True)
+    parts = tuple(args.parts)
+    todo = [
+        (c, i)
+        for i in range(args.tables)
+        for c in args.conditions
+        if any((c, i, part) not in done for part in parts)
+    ]
+    print(f"{len(todo)} tables to go -> {path}", flush=True)
     start = time.perf_counter()
-    jobs = (delayed(one_table)(c, i, args.replicates, args.wild_replicates) for c, i in todo)
+    jobs = (delayed(one_table)(c, i, args.replicates, args.wild_replicates, parts) for c, i in todo)
     with path.open("a", encoding="utf-8") as fh:
         for k, row in enumerate(Parallel(n_jobs=args.n_jobs, return_as="generator")(jobs), 1):
             fh.write(json.dumps(row) + "\n")
@@ -164,21 +187,26 @@ def _share(hits: np.ndarray) -> str:
 
 
 def summarise(path: Path, conditions: list[str]) -> str:
-    rows, seen = [], set()
+    merged: dict[tuple[str, int], dict] = {}
     for line in path.read_text().splitlines():
         if line.strip():
             row = json.loads(line)
-            key = (row["condition"], row["table"])
-            if key not in seen:  # a table written twice (two runs of the study at once) counts once
-                seen.add(key)
-                rows.append(row)
+            # a table's parts may come from separate runs (--parts); a part written twice counts once
+            merged.setdefault((row["condition"], row["table"]), {}).update(row)
+    rows = list(merged.values())
     lines = [
-        f"{'condition':<12} {'tables':>6} {'method':<16} {'coverage':>14} {'width/ideal':>11} "
+        f"{'condition':<18} {'tables':>6} {'method':<16} {'coverage':>14} {'width/ideal':>11} "
         f"{'at bound':>8}",
     ]
-    size_lines = [f"{'condition':<12} {'tables':>6} {'chi2 LR size':>14} {'wild size':>14}"]
+    size_lines = [f"{'condition':<18} {'tables':>6} {'chi2 LR size':>14} {'wild size':>14}"]
     for condition in conditions:
-        sub = [r for r in rows if r["condition"] == condition]
+        every = [r for r in rows if r["condition"] == condition]
+        tested = [r for r in every if "wild_p" in r]
+        sub = [r for r in every if "phi_hat" in r]
+        if tested:
+            chi2 = np.array([r["chi2_p"] < 0.05 for r in tested])
+            wild = np.array([r["wild_p"] < 0.05 for r in tested])
+            size_lines.append(f"{condition:<18} {len(tested):>6} {_share(chi2):>14} {_share(wild):>14}")
         if not sub:
             continue
         phi_hat = np.array([r["phi_hat"] for r in sub])
@@ -197,16 +225,13 @@ def summarise(path: Path, conditions: list[str]) -> str:
             width = float(np.nanmean(ci[:, 1] - ci[:, 0]))
             at_bound = int(np.sum((ci[:, 0] <= -3 + 1e-6) | (ci[:, 1] >= 3 - 1e-6)))
             lines.append(
-                f"{condition:<12} {len(sub):>6} {label:<16} {_share(cover):>14} "
+                f"{condition:<18} {len(sub):>6} {label:<16} {_share(cover):>14} "
                 f"{width / ideal:>11.2f} {at_bound:>8}"
             )
         lines.append(
-            f"{'':<12} {'':>6} mean phi_hat {np.mean(phi_hat):.4f} (bias {bias:+.4f} ± {bias_se:.4f}), "
+            f"{'':<18} {'':>6} mean phi_hat {np.mean(phi_hat):.4f} (bias {bias:+.4f} ± {bias_se:.4f}), "
             f"sd(phi_hat) {sd:.4f}{flag}"
         )
-        chi2 = np.array([r["chi2_p"] < 0.05 for r in sub])
-        wild = np.array([r["wild_p"] < 0.05 for r in sub])
-        size_lines.append(f"{condition:<12} {len(sub):>6} {_share(chi2):>14} {_share(wild):>14}")
     return "\n".join(
         lines + ["", "size at 5% of the tests of phi = 0 (tables where phi = 0 is true):"] + size_lines
     )
@@ -218,6 +243,7 @@ def main() -> None:
     parser.add_argument("--replicates", type=int, default=300, help="bootstrap replicates per interval")
     parser.add_argument("--wild-replicates", type=int, default=199, help="wild bootstrap replicates per test")
     parser.add_argument("--conditions", nargs="*", default=list(CONDITIONS), choices=list(CONDITIONS))
+    parser.add_argument("--parts", nargs="*", default=list(PARTS), choices=PARTS, help="what to compute")
     parser.add_argument("--n-jobs", type=int, default=2, help="tables in parallel (processes)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="JSON lines, one per table (resumable)")
     parser.add_argument("--summary", action="store_true", help="only summarise what --out holds")

@@ -11,19 +11,30 @@ Davidson and MacKinnon 2010; Roodman et al. 2019, "Fast and wild", Stata J. 19(1
    drop of the fit's own objective, T = F_null - F_free >= 0 (summed Huber on log-loss
    residuals, or half the sum of squares for least squares).
 2. From the null fit's predictions y0_i = log L_hat0_i and residuals e_i = log L_i - y0_i,
-   build B tables y*_bi = y0_i + s_bc e_i, one Rademacher sign s_bc = +-1 per cell c
-   (runs of a cell keep their residuals together, so noise shared within a cell is kept).
+   build B tables y*_bi = y0_i + v_bc e~_i with one weight v_bc per cell c (runs of a cell
+   keep their residuals together, so noise shared within a cell is kept): Rademacher signs
+   +-1, or Webb's six points +-sqrt(1/2), +-1, +-sqrt(3/2) below ``MIN_CELLS`` cells, where
+   2^G sign patterns are too few (Webb 2023, "Reworking wild bootstrap-based inference for
+   clustered errors", Can. J. Econ. 56(3)).  The residuals are rescaled, e~ = e sqrt(G /
+   (G - k0)) with k0 the null law's free parameters: a fit of k0 parameters to G cells
+   absorbs about k0 / G of the noise the cells share, and flipping raw residuals then
+   generates too little noise (on the 12-cell CPU design with cell-shared noise the raw test
+   rejected a true phi = 0 in ~9-21% of tables at 5%; ``benchmarks/wild_few_clusters.py``
+   measures raw, rescaled and CR2 leverage-adjusted residuals side by side).
 3. Refit both laws to every table (the null from its estimate, the free law from the null
    solution and from its own estimate, on the batched engine; rows it leaves unconverged
    are finished together by its active-set LM, the least-squares polish only as a fallback)
    and record T*_b.
 4. p = (1 + #{b: T*_b >= T}) / (1 + B').  B' counts the replicates whose refits converged;
-   failures are counted, never dropped silently.
+   failures are counted, never dropped silently.  The smallest attainable p is
+   max(1 / (1 + B'), 1 / #patterns) and is reported: a test whose smallest p is not below
+   the level cannot reject at it.
 
-The test is exact in the limit of many cells; with few cells (< ~12) Rademacher signs allow
-only 2^G distinct tables and the p-value is coarse, which the result says.  With
-independent noise it agrees with the chi-square test; with shared noise it holds its size
-where the chi-square test does not (``benchmarks/bootstrap_coverage.py`` measures both).
+With fewer than 2 cells per free parameter beyond the free law's own (G - k < 2) the free
+fit all but interpolates the cell means and the test cannot be read (:func:`too_few_clusters`;
+``phifit compare`` then reports the restriction as undecided).  With independent noise the
+test agrees with the chi-square test; with shared noise it holds its size where the
+chi-square test does not (``benchmarks/bootstrap_coverage.py`` measures both).
 """
 
 from __future__ import annotations
@@ -74,10 +85,18 @@ class WildTest(JsonIO):
     null_quantiles: dict[str, float] = field(default_factory=dict)
     seed: int = defaults.SEED
     warnings: list[Caution] = field(default_factory=list)
+    weights: str = "rademacher"
+    adjust: str = "none"
+    min_p: float | None = None
 
     @property
     def n_ok(self) -> int:
         return self.n_boot - self.n_failed
+
+    def resolves(self, level: float = 0.05) -> bool:
+        """Whether the test can reject at ``level`` at all: its smallest attainable p-value,
+        max(1 / (1 + replicates), 1 / distinct weight patterns), is below ``level``."""
+        return self.min_p is None or self.min_p < level
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "warnings"}
@@ -95,9 +114,11 @@ class WildTest(JsonIO):
         return cls(**kwargs)
 
     def summary(self) -> str:
+        floor = f", smallest attainable p {self.min_p:.2g}" if self.min_p is not None else ""
         return (
             f"{self.restriction}: T = {self.statistic:.4g}, wild cluster bootstrap p = {self.p_value:.4g} "
-            f"({self.n_ok} replicates, signs flipped per {self.block} block, {self.n_blocks} blocks)"
+            f"({self.n_ok} replicates, {self.weights} weights per {self.block} block, "
+            f"{self.n_blocks} blocks, residuals {ADJUST_TEXT.get(self.adjust, self.adjust)}{floor})"
         )
 
 
@@ -213,6 +234,30 @@ WEIGHTS = ("rademacher", "webb")
 _WEBB = np.array([-math.sqrt(1.5), -1.0, -math.sqrt(0.5), math.sqrt(0.5), 1.0, math.sqrt(1.5)])
 #: Residual adjustments before the sign flips (see :func:`adjusted_residuals`).
 ADJUSTMENTS = ("none", "rescale", "cr2")
+ADJUST_TEXT = {"none": "raw", "rescale": "rescaled by sqrt(G / (G - k0))", "cr2": "CR2 leverage-adjusted"}
+#: The default adjustment, chosen by ``benchmarks/wild_few_clusters.py`` (module docstring).
+DEFAULT_ADJUST = "rescale"
+
+
+def choose_weights(n_clusters: int, weights: str = "auto") -> str:
+    """``"auto"``: Webb's six points below :data:`MIN_CELLS` clusters (2^G Rademacher
+    patterns are too few to resolve small p-values there), Rademacher signs from there on."""
+    if weights == "auto":
+        return "webb" if n_clusters < MIN_CELLS else "rademacher"
+    if weights not in WEIGHTS:
+        raise ValueError(f"unknown wild weights {weights!r}; expected auto or one of {', '.join(WEIGHTS)}")
+    return weights
+
+
+def min_attainable_p(n_ok: int, n_clusters: int, weights: str) -> float:
+    """The smallest p-value the test can report: max(1 / (1 + n_ok), 1 / distinct patterns)."""
+    return max(1.0 / (1.0 + n_ok), 1.0 / n_patterns(n_clusters, weights))
+
+
+def too_few_clusters(n_clusters: int, n_free: int) -> bool:
+    """True when the clusters leave the free law fewer than 2 degrees of freedom (G - k < 2):
+    the free fit then all but interpolates the cell means and no test of it can be read."""
+    return n_clusters - n_free < 2
 
 
 def draw_weights(rng: np.random.Generator, n_boot: int, n_clusters: int, kind: str) -> np.ndarray:
@@ -290,8 +335,8 @@ def wild_cluster_statistics(
     n_jobs: int | None = None,
     backend: str | None = None,
     scheduler: str | None = None,
-    adjust: str = "none",
-    weights: str = "rademacher",
+    adjust: str = DEFAULT_ADJUST,
+    weights: str = "auto",
 ) -> tuple[np.ndarray, np.ndarray]:
     """T*_b = F_null - F_alt refitted on y*_b = y0 + s_bc (y - y0), one Rademacher sign per
     cluster c (``codes``: each run's cluster); returns (T* (B,), converged (B,)).  The
@@ -304,7 +349,7 @@ def wild_cluster_statistics(
     check_backend(backend, scheduler)
     n_clusters = int(codes.max()) + 1
     resid = adjusted_residuals(y - null_pred, codes, null, delta, adjust)
-    signs = draw_weights(rng, n_boot, n_clusters, weights)
+    signs = draw_weights(rng, n_boot, n_clusters, choose_weights(n_clusters, weights))
     y_star = null_pred + signs[:, codes] * resid
     workers = resolve_workers(n_jobs)
     if workers > 1 and n_boot >= 2 * MIN_ROWS_PER_JOB:
@@ -340,11 +385,16 @@ def wild_test_result(
     n_blocks: int,
     seed: int,
     source: str,
+    weights: str = "auto",
+    adjust: str = DEFAULT_ADJUST,
 ) -> WildTest:
-    """The :class:`WildTest` of an observed statistic against its bootstrap draws."""
+    """The :class:`WildTest` of an observed statistic against its bootstrap draws
+    (``weights``, ``adjust``: as passed to :func:`wild_cluster_statistics`)."""
     n_boot = len(stats)
     valid = stats[ok]
     n_ok = int(ok.sum())
+    weights = choose_weights(n_blocks, weights)
+    min_p = min_attainable_p(n_ok, n_blocks, weights) if n_ok else None
     p_value = (1.0 + float(np.sum(valid >= observed * (1 - 1e-9)))) / (1.0 + n_ok) if n_ok else math.nan
     warnings: list[Caution] = []
     if n_ok < n_boot:
@@ -358,13 +408,16 @@ def wild_test_result(
             )
         )
     if n_blocks < MIN_CELLS:
+        patterns = f"{'6' if weights == 'webb' else '2'}^{n_blocks} {weights} weight patterns"
         warnings.append(
             caution(
                 source,
                 "few_clusters",
-                f"{name}: only {n_blocks} blocks ({block}) for the wild cluster bootstrap: its p-value "
-                f"is coarse (2^{n_blocks} sign patterns) and may be unreliable",
+                f"{name}: only {n_blocks} blocks ({block}) for the wild cluster bootstrap ({patterns}, "
+                f"smallest attainable p {min_p if min_p is not None else math.nan:.2g}): with so few "
+                "clusters its size is not guaranteed",
                 n_blocks=n_blocks,
+                min_p=min_p,
             )
         )
     quantiles = (
@@ -381,6 +434,9 @@ def wild_test_result(
         null_quantiles=quantiles,
         seed=seed,
         warnings=warnings,
+        weights=weights,
+        adjust=adjust,
+        min_p=min_p,
     )
 
 
@@ -395,8 +451,8 @@ def wild_cluster_test(
     n_jobs: int | None = None,
     backend: str | None = None,
     scheduler: str | None = None,
-    adjust: str = "none",
-    weights: str = "rademacher",
+    adjust: str = DEFAULT_ADJUST,
+    weights: str = "auto",
 ) -> WildTest:
     """Restricted wild cluster bootstrap p-value of ``restricted`` against ``free``
     (``n_jobs``, ``backend``, ``scheduler``: where the refits run, :func:`wild_cluster_statistics`;
@@ -456,4 +512,6 @@ def wild_cluster_test(
         n_blocks=int(codes.max()) + 1,
         seed=seed,
         source="compare",
+        weights=weights,
+        adjust=adjust,
     )
