@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from .. import defaults
-from ..bootstrap.wild import WildTest, wild_cluster_test
+from ..bootstrap.wild import WildTest, too_few_clusters, wild_cluster_test
 from ..cautions import Caution, caution, collect
 from ..fitters.common import effective_spec
 from ..fitters.likelihood import (
@@ -110,6 +110,9 @@ class FitStats(JsonIO):
     extrap_budget: str | None
     rejected: bool | None
     warnings: list[Caution] = field(default_factory=list)
+    #: Why no verdict can be read from the test (None: it can): the free fit's tested parameter
+    #: on a bound of its box, too few cells for the free law, or a test that cannot reach 5%.
+    undecided: str | None = None
 
     @property
     def p_value(self) -> float | None:
@@ -140,7 +143,13 @@ class FitStats(JsonIO):
     def summary(self) -> str:
         """One line: label, R^2, AIC, BIC, LR and p, held-out RMSE, verdict."""
         p = p_text(self.lr_p_value)
-        verdict = "" if self.rejected is None else ("  rejected" if self.rejected else "  not rejected")
+        verdict = (
+            ""
+            if self.rejected is None
+            else "  undecided"
+            if self.undecided
+            else ("  rejected" if self.rejected else "  not rejected")
+        )
         return (
             f"{self.label}: R^2 {self.r2:.5f}, AIC {self.aic:.2f}, BIC {self.bic:.2f}"
             + (f", wild cluster bootstrap p {p_text(self.wild.p_value)}" if self.wild is not None else "")
@@ -407,6 +416,7 @@ def compare_fits(
         score = GaussianScore.from_residuals(runs.log_loss - log_loss(res.theta, runs.design), k_law)
         st_notes: list[Caution] = []
         lr = wild = None
+        undecided = None
         if label == "free":
             free_score = score
             if res.at_bounds:
@@ -428,7 +438,10 @@ def compare_fits(
                 label=label,
             )
             st_notes += lr.warnings
-            if n_wild:
+            undecided = _undecided_before_test(runs, fits["free"], spec, base_spec, block)
+            if undecided:
+                st_notes.append(caution("compare", "undecided", f"{label}: undecided: {undecided}"))
+            elif n_wild:
                 wild = wild_cluster_test(
                     runs,
                     fits["free"],
@@ -441,6 +454,11 @@ def compare_fits(
                     scheduler=scheduler,
                 )
                 st_notes += wild.warnings
+                if not wild.resolves(SIGNIFICANCE):
+                    undecided = (
+                        f"the wild test's smallest attainable p ({wild.min_p:.2g}) is not below "
+                        f"{SIGNIFICANCE:g}: it cannot reject at that level"
+                    )
         cv_rmse = extrap = per = extrap_b = None
         if do_cv:
             cv_rmse, per, extrap, cv_notes = out_of_sample(
@@ -470,6 +488,7 @@ def compare_fits(
             extrap_budget=extrap_b,
             rejected=None,
             warnings=st_notes,
+            undecided=undecided,
         )
     stats = _decide(stats, do_cv)
     verdict = _verdict(fits, stats, do_cv)
@@ -482,6 +501,36 @@ def compare_fits(
         budgets=[str(b) for b in order],
         warnings=collect(notes, *(st.warnings for st in stats.values())),
     )
+
+
+def _undecided_before_test(
+    runs: RunTable, free: FitResult, spec: LawSpec, base_spec: LawSpec, block: str | None
+) -> str | None:
+    """Why a test of ``spec`` against the free fit cannot be read, before running it (None: it can).
+
+    - the free fit has a parameter the restriction fixes on a bound of its box: the data do
+      not locate the free law there (the estimate is the box's edge, not a measurement), so
+      neither the bootstrap nor the chi-square reference of the statistic holds (Andrews 2000,
+      "Inconsistency of the bootstrap when a parameter is on the boundary", Econometrica 68(2));
+    - fewer than 2 cells beyond the free law's parameters (:func:`~phifit.bootstrap.wild.too_few_clusters`).
+    """
+    tested = [n for n in spec.fixed if n not in base_spec.fixed]
+    on_bound = [n for n in tested if n in free.at_bounds]
+    if on_bound:
+        values = ", ".join(f"{n} = {free.params[n]:.3g}" for n in on_bound if free.params.get(n) is not None)
+        return (
+            f"the free fit's {', '.join(on_bound)} sits on the bound of its search box ({values}): "
+            "the data do not locate the free law, so no test against it can be read"
+        )
+    n_free = int(effective_spec(runs, base_spec)[0].free_mask.sum())
+    codes, label = runs.cells(block)
+    n_cells = int(codes.max()) + 1
+    if too_few_clusters(n_cells, n_free):
+        return (
+            f"{n_cells} {label} blocks for the free law's {n_free} parameters: it all but interpolates "
+            "the block means, so no test against it can be read"
+        )
+    return None
 
 
 def _on_bound(spec: LawSpec) -> list[str]:
@@ -503,7 +552,7 @@ def _decide(stats: dict[str, FitStats], use_cv: bool) -> dict[str, FitStats]:
         if label == "free":
             out[label] = st
             continue
-        significant = st.p_value is not None and st.p_value < SIGNIFICANCE
+        significant = st.p_value is not None and st.p_value < SIGNIFICANCE and not st.undecided
         if use_cv and st.cv_rmse is not None and free.cv_rmse is not None:
             rejected = significant and st.cv_rmse >= free.cv_rmse
         else:
@@ -526,7 +575,8 @@ def _verdict(fits: dict[str, FitResult], stats: dict[str, FitStats], use_cv: boo
     phi = fits["free"].params.get("phi")
     free_text = f"phi free ({phi:.3f})" if phi is not None else "the free fit"
     rejected = [lbl for lbl, st in stats.items() if lbl != "free" and st.rejected]
-    kept = [lbl for lbl, st in stats.items() if lbl != "free" and not st.rejected]
+    undecided = [lbl for lbl, st in stats.items() if lbl != "free" and st.undecided]
+    kept = [lbl for lbl, st in stats.items() if lbl != "free" and not st.rejected and not st.undecided]
 
     def evidence(lbls: list[str]) -> str:
         ps = _join([f"p = {p_text(stats[lbl].p_value)}".replace("= <", "< ") for lbl in lbls])
@@ -560,7 +610,15 @@ def _verdict(fits: dict[str, FitResult], stats: dict[str, FitStats], use_cv: boo
             else "the data do not distinguish it from the free fit"
         )
         parts.append(f"{_readable(lbl)} is not rejected ({why}): {evidence([lbl])}")
-    if not use_cv:
+    reasons: dict[str, list[str]] = {}
+    for lbl in undecided:
+        reasons.setdefault(stats[lbl].undecided or "", []).append(lbl)
+    for reason, lbls in reasons.items():
+        names = _join([_readable(lbl) for lbl in lbls])
+        ps = [p_text(stats[lbl].p_value) for lbl in lbls if stats[lbl].p_value is not None]
+        seen = f" (p = {', '.join(ps)}, not read as evidence)" if ps else ""
+        parts.append(f"{names} {'is' if len(lbls) == 1 else 'are'} undecided: {reason}{seen}")
+    if not use_cv and (rejected or kept):
         parts.append("decided by the test alone (no out-of-sample error: it needs >= 3 budgets and cv on)")
     return ". ".join(parts) + "."
 

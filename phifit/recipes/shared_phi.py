@@ -26,11 +26,12 @@ import numpy as np
 import pandas as pd
 
 from .. import defaults
-from ..bootstrap.wild import Refit, WildTest, wild_cluster_statistics, wild_test_result
+from ..bootstrap.wild import Refit, WildTest, too_few_clusters, wild_cluster_statistics, wild_test_result
 from ..cautions import Caution, caution
 from ..fitters.likelihood import APPROXIMATE, SIGNIFICANCE, GaussianScore, LRTest, lr_test
 from ..fitters.objective import DELTA, loss_terms
 from ..fitters.per_recipe_phi import JointOptions, fit_joint, grouped_law, joint_log_loss
+from ..law import DEFAULT_BOUNDS
 from ..result import FitResult
 from ..runs.table import RunTable
 from ..serialize import JsonIO, to_plain
@@ -210,11 +211,14 @@ def fit_recipes_jointly(
             "assuming independent runs"
         )
         p_value = lr.p_value
-    verdict = (
-        f"phi differs between recipes: a shared phi is rejected ({text})"
-        if p_value < SIGNIFICANCE
-        else f"a shared phi is not rejected ({text})"
-    )
+    undecided = _undecided(joint, table, names, wild)
+    if undecided:
+        verdict = f"undecided: {undecided} ({text}, not read as evidence)"
+        warnings.append(caution("recipes", "undecided", f"shared phi: undecided: {undecided}"))
+    elif p_value < SIGNIFICANCE:
+        verdict = f"phi differs between recipes: a shared phi is rejected ({text})"
+    else:
+        verdict = f"a shared phi is not rejected ({text})"
     return JointFit(
         fit=joint,
         shared=shared,
@@ -226,6 +230,27 @@ def fit_recipes_jointly(
         warnings=warnings,
         wild=wild,
     )
+
+
+def _undecided(joint: FitResult, table: RunTable, names: list[str], wild: WildTest | None) -> str | None:
+    """Why the test of a shared phi cannot be read (None: it can): a recipe's phi on a bound
+    of its box (the data do not locate it), too few (budget, r) cells for the per-recipe law's
+    5 + G parameters, or a wild test whose smallest attainable p is not below 5%."""
+    lo, hi = DEFAULT_BOUNDS["phi"]
+    phis = joint.extras.get("phi") or {}
+    on_bound = [nm for nm in names if phis.get(nm) is not None and not lo + 1e-6 < phis[nm] < hi - 1e-6]
+    if on_bound:
+        return (
+            f"the phi of {', '.join(on_bound)} sits on the bound of its search box "
+            f"({', '.join(f'{phis[nm]:.3g}' for nm in on_bound)}): the data do not locate it"
+        )
+    codes, _ = table.cells(None)
+    n_cells, n_free = int(codes.max()) + 1, 5 + len(names)
+    if too_few_clusters(n_cells, n_free):
+        return f"{n_cells} (budget, r) cells for the per-recipe law's {n_free} parameters"
+    if wild is not None and not wild.resolves(SIGNIFICANCE):
+        return f"the wild test's smallest attainable p ({wild.min_p:.2g}) is not below {SIGNIFICANCE:g}"
+    return None
 
 
 def _wild_joint_test(

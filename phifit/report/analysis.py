@@ -375,7 +375,16 @@ def analyse(
     )
     free_fit = fit  # the comparison's free fit: the point estimate, without the bootstrap's intervals
     boot = None
-    if options.n_boot and all(name in fit.unidentified for name in fit.fixed):
+    phi_on_bound = fit.phi is not None and "phi" in fit.at_bounds
+    if options.n_boot and phi_on_bound:
+        note(
+            "phi_on_bound",
+            f"phi sits on the bound of its search box (phi = {fit.phi:.3g}): the table does not locate "
+            "phi, and the bootstrap of an estimate on its boundary is not a valid interval (Andrews 2000, "
+            "Econometrica 68(2)), so none was run; the diagnostics' profile bounds phi from one side",
+            phi=fit.phi,
+        )
+    elif options.n_boot and all(name in fit.unidentified for name in fit.fixed):
         workers = defaults.resolve_workers(options.n_jobs)
         say(f"block bootstrap ({options.n_boot} replicates, {workers} workers)")
         boot = _timed(

@@ -46,6 +46,10 @@ def caution_list(cautions, css: str = "notes", *, with_source: bool = False) -> 
 
 
 # ----------------------------------------------------------- rows read from other results
+#: The per-fit statistics a comparison row carries.
+ROW_KEYS = ("r2", "rmse", "objective", "aic", "bic", "lr_p_value", "cv_rmse", "rejected", "undecided")
+
+
 def comparison_rows(comparison: Any) -> list[dict[str, Any]]:
     """[{label, r2, objective, params, ...}] from a Comparison's dict (free fit first)."""
     if comparison is None:
@@ -63,10 +67,7 @@ def comparison_rows(comparison: Any) -> list[dict[str, Any]]:
         rows.append(
             {
                 "label": str(label),
-                **{
-                    k: f.get(k)
-                    for k in ("r2", "rmse", "objective", "aic", "bic", "lr_p_value", "cv_rmse", "rejected")
-                },
+                **{k: f.get(k) for k in ROW_KEYS},
                 "params": f.get("params", {}),
                 "fixed": f.get("fixed", {}),
             }
@@ -112,10 +113,13 @@ def phi_interval_kind(a: Analysis) -> str:
     )
 
 
-def restriction_verdicts(comparison: Any) -> list[tuple[str, bool | None, str]]:
-    """(restriction, rejected, evidence) for phi = 0 and phi = 1, read from the comparison's
+def restriction_verdicts(comparison: Any) -> list[tuple[str, str, str]]:
+    """(restriction, verdict, evidence) for phi = 0 and phi = 1, read from the comparison's
     per-restriction statistics: its test (the wild cluster bootstrap when the comparison ran
-    one, else the likelihood ratio) and the leave-one-budget-out RMSE against the free fit's."""
+    one, else the likelihood ratio) and the leave-one-budget-out RMSE against the free fit's.
+    The verdict is "rejected", "not rejected", "undecided" (the comparison says why no test
+    can be read, e.g. the free fit's phi on its bound; the evidence then leads with the
+    reason) or "not tested"."""
     if comparison is None:
         return []
     stats = getattr(comparison, "stats", {}) or {}
@@ -132,8 +136,23 @@ def restriction_verdicts(comparison: Any) -> list[tuple[str, bool | None, str]]:
             evidence = [f"likelihood-ratio p = {p_text(st.lr_p_value)}"]
         if st.cv_rmse is not None and free is not None and free.cv_rmse is not None:
             evidence.append(f"held-out-budget RMSE {st.cv_rmse:.4f} vs {free.cv_rmse:.4f} nats with φ free")
-        out.append((label.replace("phi", "φ ").replace("=", "= "), st.rejected, "; ".join(evidence)))
+        undecided = getattr(st, "undecided", None)
+        if undecided:
+            verdict = "undecided"
+            evidence = [undecided, *(f"{e}, not read as evidence" for e in evidence[:1])]
+        else:
+            verdict = "not tested" if st.rejected is None else ("rejected" if st.rejected else "not rejected")
+        out.append((label.replace("phi", "φ ").replace("=", "= "), verdict, "; ".join(evidence)))
     return out
+
+
+#: How the headline marks each verdict.
+VERDICT_HTML = {
+    "rejected": '<span class="bad">rejected</span>',
+    "not rejected": '<span class="ok">not rejected</span>',
+    "undecided": "<b>undecided</b>",
+    "not tested": "not tested",
+}
 
 
 def top_warnings(a: Analysis, n: int = 4) -> list[str]:
@@ -237,16 +256,17 @@ def section_headline(a: Analysis) -> str:
                 text += f" (BCa {T.interval(bca, lambda v: T.fixed(v, 3), bounds)})"
             if n_boot and n_failed / n_boot >= MARK_FAILED_SHARE:
                 text += f" <b>approximate</b>: {n_failed} of {n_boot} bootstrap replicates failed"
+        elif "phi" in fit.at_bounds:
+            text += (
+                " <b>on the bound of its search box</b>: the table does not locate φ, so no bootstrap "
+                "interval was run (the profile under Influence bounds it from one side)"
+            )
         else:
             text += " (no interval: bootstrap off)"
         items.append(text)
     verdicts = restriction_verdicts(a.comparison)
-    for label, rejected, evidence in verdicts:
-        word = (
-            "not tested"
-            if rejected is None
-            else ('<span class="bad">rejected</span>' if rejected else '<span class="ok">not rejected</span>')
-        )
+    for label, verdict, evidence in verdicts:
+        word = VERDICT_HTML[verdict]
         items.append(f"<b>{T.esc(label)}</b>: {word} ({T.esc(evidence)})")
     if not verdicts and fit.phi is not None:
         items.append("φ = 0 and φ = 1: not tested (no restricted-fit comparison).")
@@ -462,6 +482,8 @@ def section_comparison(a: Analysis, fig: Fig) -> str:
         verdict = (
             ""
             if r["rejected"] is None
+            else "<b>undecided</b>"
+            if r.get("undecided")
             else ('<span class="bad">rejected</span>' if r["rejected"] else "not rejected")
         )
         table_rows.append(

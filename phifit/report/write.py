@@ -213,10 +213,11 @@ def headline(a: Analysis) -> str:
                 f" ({S.pct(fit.ci_level)} percentile "
                 f"{T.interval_text(iv[0], iv[1], T.param_bounds(fit, 'phi'))})"
             )
+        elif fit.phi is not None and "phi" in fit.at_bounds:
+            phi += " (on the bound of its search box: not located by the table; no interval)"
         lines.append(f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats")
-    for label, rejected, evidence in S.restriction_verdicts(a.comparison):
-        word = "not tested" if rejected is None else ("rejected" if rejected else "not rejected")
-        lines.append(f"{label}: {word} ({evidence})".replace("φ", "phi"))
+    for label, verdict, evidence in S.restriction_verdicts(a.comparison):
+        lines.append(f"{label}: {verdict} ({evidence})".replace("φ", "phi"))
     warns = a.cautions_from(level="warning")
     n_note = len(a.cautions_from(level="note"))
     if warns:
