@@ -130,3 +130,67 @@ def test_compare_on_a_non_looped_table(tmp_path, capsys):
     assert "phi=0" not in labels and "phi=1" not in labels
     assert data["fits"]["alpha=0.6"]["rejected"] is True
     assert data["fits"][f"alpha={REFERENCE_PARAMS['alpha']:g}"]["rejected"] is False
+
+
+def _section(html: str, name: str) -> str:
+    """The body of one section of the report page."""
+    return html.split(f'<section id="{name}">')[1].split("</section>")[0]
+
+
+@pytest.fixture(scope="module")
+def digitized_r1_report(tmp_path_factory):
+    """The r = 1 runs of the digitized study table (with budgets: isoFLOP and frontier too)."""
+    from pathlib import Path
+
+    from phifit.runs import load_runs
+
+    frame = load_runs(Path(__file__).parents[1] / "data" / "looped_study_runs_digitized.csv").frame
+    out = tmp_path_factory.mktemp("nonlooped_r1") / "rep"
+    options = AnalysisOptions(n_boot=30, n_starts=30, n_wild=0)
+    build_report(table_from_frame(frame[frame["r"] == 1].reset_index(drop=True)), out, options=options)
+    return (out / "index.html").read_text()
+
+
+@pytest.fixture(scope="module")
+def looped_report_html(tmp_path_factory):
+    """A small looped table's page, to check its wording is kept."""
+    out = tmp_path_factory.mktemp("looped") / "rep"
+    frame = simulate("paper", noise=0.004, seed=5)
+    build_report(table_from_frame(frame), out, options=AnalysisOptions(n_boot=20, n_starts=20, n_wild=0))
+    return (out / "index.html").read_text()
+
+
+def test_non_looped_bootstrap_section_shows_the_exponents(chinchilla_report):
+    out, files = chinchilla_report
+    html = (out / "index.html").read_text()
+    assert "Bootstrap distribution of φ" not in html and "Bootstrap distribution of the exponents" in html
+    boot = _section(html, "bootstrap")
+    assert "φ" not in boot and "bootstrap_exponents" in files.figures
+    for label in ("α (parameter exponent)", "β (data exponent)", "a = β/(α+β)"):
+        assert label in boot
+    data = json.loads((out / "results.json").read_text())
+    lo, hi = data["derived"]["allocation"]["ci"]["a"]
+    assert f"[{lo:.3f}, {hi:.3f}]" in boot
+
+
+def test_non_looped_page_shows_nothing_per_r(digitized_r1_report):
+    html = digitized_r1_report
+    data = _section(html, "data")
+    assert "runs per r" not in data and "(budget, r) cells" not in data and "runs per budget" in data
+    assert "'budget,r' blocks" not in html and "'budget' blocks" in _section(html, "law")
+    frontier = _section(html, "frontier")
+    assert "L*(r=" not in frontier and "r = 1" not in frontier and "Gap ranges" not in frontier
+    assert "one panel per r" not in _section(html, "isoflop")
+    residuals = _section(html, "residuals")
+    assert "Per r" not in residuals and "by r" not in residuals and "log_n_eff" not in residuals
+    assert "Influence, identifiability and consistency" not in html
+    assert "φ is not identified" not in html and "no looped runs" in _section(html, "equivalence")
+
+
+def test_looped_page_keeps_its_phi_wording(looped_report_html):
+    html = looped_report_html
+    assert "Bootstrap distribution of φ" in html and "share of replicates with φ ≤ 0" in html
+    data = _section(html, "data")
+    assert "runs per r" in data and "(budget, r) cells" in data
+    assert "Per r (the study's Table 7)" in _section(html, "residuals")
+    assert "Influence, identifiability and consistency" in html and "Gap ranges" in html

@@ -466,7 +466,7 @@ def test_tables_without_phi_or_budgets_get_a_report_that_says_what_is_missing(tm
         w for w in data["warnings"] if w.get("kind") == "non_looped"
     ).items()
     assert "influence" not in files.figures and "isoflop" not in files.figures
-    assert "No isoFLOP curves" in html and "No equivalence table" in html
+    assert "No isoFLOP curves" in html and "No equivalent sizes" in html and "no looped runs" in html
     labelled = frame.copy()
     labelled["budget"] = labelled["budget"].map(lambda c: f"C{c:.0e}")  # labels, not FLOPs
     files = build_report(

@@ -179,6 +179,15 @@ class Analysis(JsonIO):
             if (not sources or c.source in sources) and (level is None or c.level == level)
         ]
 
+    @property
+    def non_looped(self) -> bool:
+        """True for a non-looped table (no analysed run with r > 1 and N_rec > 0): its law is
+        Chinchilla's and its page speaks of N, D, alpha and beta, never of phi or of r.  A
+        reloaded Analysis (no tables) is non-looped when it holds an allocation."""
+        if self.runs is None:
+            return self.allocation is not None
+        return non_looped(self.runs)
+
     def recipe_counts(self) -> dict[str, int] | None:
         """Runs per recipe of the input table, when its ``variant`` column holds several."""
         if self.table is None:

@@ -178,8 +178,10 @@ def isoflop_figure(
     curves: Sequence[Mapping[str, Any]],
     *,
     title: str = "isoFLOP curves: runs and the fitted law",
+    looped: bool = True,
 ) -> Figure:
-    """One panel per r: loss vs unique parameters, one colour per budget, fitted curves.
+    """One panel per r: loss vs unique parameters, one colour per budget, fitted curves
+    (``looped=False``, a non-looped table: one panel, not titled by r).
 
     ``points``: {"r", "budget", "n_unique", "loss"} per run; ``curves``: the cells of
     :class:`phifit.frontier.IsoflopCurves` ({budget, r, n_unique, loss}).
@@ -220,7 +222,8 @@ def isoflop_figure(
                     zorder=2,
                 )
         _log_x(ax)
-        ax.set_title(f"r = {rv}")
+        if looped:
+            ax.set_title(f"r = {rv}")
         ax.set_xlabel("unique non-embedding parameters N (log)")
         if k % cols == 0:
             ax.set_ylabel(LOSS_LABEL)
@@ -347,6 +350,43 @@ def frontier_figure(
     return fig
 
 
+@_styled
+def chinchilla_frontier_figure(
+    points: Mapping[str, Sequence[Any]],
+    curve: Mapping[str, Any],
+    *,
+    compute_source: str | None = None,
+) -> Figure:
+    """A non-looped table's frontier: loss vs training compute, the runs and the law's
+    compute-optimal loss L*(C) (one panel; with a single r there is no gap to draw).
+
+    ``points``: {"compute", "loss"} per run; ``curve``: a Frontier dict over a dense grid
+    of budgets (its one ``l_star`` line is drawn)."""
+    fig = _figure(5.6, 4.3)
+    ax = fig.subplots()
+    ax.scatter(
+        np.asarray(points["compute"], float),
+        np.asarray(points["loss"], float),
+        s=14,
+        color=color_for(0),
+        marker=marker_for(0),
+        alpha=0.55,
+        edgecolor="none",
+        zorder=2,
+        label="runs",
+    )
+    for line in list(curve["l_star"].values())[:1]:
+        ax.plot(curve["budgets"], line, color=color_for(0), linewidth=1.6, label="law: L*(C)", zorder=3)
+    _log_x(ax)
+    where = f"\nruns placed by {compute_source}" if compute_source else ""
+    ax.set_xlabel(f"training compute C (FLOPs, log){where}")
+    ax.set_ylabel(LOSS_LABEL)
+    ax.set_title("runs and the compute-optimal frontier L*(C)")
+    ax.legend(frameon=False)
+    _style(ax)
+    return fig
+
+
 def _key(mapping: Mapping | None, r: int):
     """Look up r in a dict keyed by int or by str (after a JSON round trip)."""
     if not mapping:
@@ -414,11 +454,45 @@ def bootstrap_figure(
     return fig
 
 
+@_styled
+def exponent_bootstrap_figure(
+    panels: Sequence[Mapping[str, Any]], *, level: float = defaults.LEVEL
+) -> Figure:
+    """Histograms of the bootstrap distributions of a non-looped table's exponents, one
+    panel each: ``panels`` holds {"label", "draws", "estimate", "interval"} (the interval
+    may be None), e.g. alpha, beta and the allocation exponent a = beta / (alpha + beta)."""
+    pct = f"{100 * level:g}%"
+    fig = _figure(3.0 * max(1, len(panels)) + 0.4, 3.0)
+    axes = np.atleast_1d(fig.subplots(1, max(1, len(panels))))
+    n_draws = 0
+    for ax, panel in zip(axes, panels):
+        x = np.asarray([v for v in panel["draws"] if v is not None and math.isfinite(v)], float)
+        n_draws = max(n_draws, len(x))
+        bins = max(10, min(60, int(math.sqrt(len(x)) * 2))) if len(x) else 10
+        ax.hist(x, bins=bins, color=OKABE_ITO[2], edgecolor="white", linewidth=0.4)
+        ax.axvline(
+            panel["estimate"], color=OKABE_ITO[0], linewidth=1.5, label=f"estimate {panel['estimate']:.3f}"
+        )
+        iv = panel.get("interval")
+        if iv is not None and None not in iv:
+            for end in iv:
+                ax.axvline(end, color=OKABE_ITO[5], linestyle="--", linewidth=1.2)
+            ax.plot([], [], color=OKABE_ITO[5], linestyle="--", label=f"{pct} [{iv[0]:.3f}, {iv[1]:.3f}]")
+        ax.set_xlabel(panel["label"])
+        ax.legend(frameon=False, fontsize=7)
+        _style(ax)
+    axes[0].set_ylabel("bootstrap resamples")
+    fig.suptitle(f"block bootstrap of the exponents ({n_draws} resamples)")
+    return fig
+
+
 # ---------------------------------------------------------------------------- residuals
 @_styled
-def residual_figure(res: Mapping[str, Any]) -> Figure:
+def residual_figure(res: Mapping[str, Any], *, looped: bool = True) -> Figure:
     """Six panels from a ResidualDiagnostics dict: residuals vs fitted, vs log N_eff,
-    vs log D, by r, by budget, and the normal QQ plot of the log residuals."""
+    vs log D, by r, by budget, and the normal QQ plot of the log residuals.  With
+    ``looped=False`` (a non-looped table: N_eff is N, and there is one r) the size axis
+    is N, the runs carry no r legend and the by-r panel is left out."""
     r = np.asarray(res["r"], int)
     resid = np.asarray(res["resid"], float)
     r_values = sorted(set(r.tolist()))
@@ -429,7 +503,7 @@ def residual_figure(res: Mapping[str, Any]) -> Figure:
         (np.asarray(res["predicted"], float), "fitted loss L̂ (nats/token)", False),
         (
             np.exp(np.asarray(res["log_n_eff"], float)),
-            "effective size N_eff = N_once + r^φ N_rec (log)",
+            "effective size N_eff = N_once + r^φ N_rec (log)" if looped else "unique parameters N (log)",
             True,
         ),
         (np.exp(np.asarray(res["log_tokens"], float)), "training tokens D (log)", True),
@@ -445,7 +519,7 @@ def residual_figure(res: Mapping[str, Any]) -> Figure:
                 marker=marker_for(idx[rv]),
                 edgecolor="none",
                 alpha=0.8,
-                label=f"r = {rv}",
+                label=f"r = {rv}" if looped else None,
             )
         ax.axhline(0, color="0.3", linewidth=0.8)
         if log:
@@ -453,9 +527,10 @@ def residual_figure(res: Mapping[str, Any]) -> Figure:
         ax.set_xlabel(label)
         ax.set_ylabel(RESID_LABEL)
         _style(ax)
-    axes[0][0].legend(frameon=False, fontsize=7)
+    if looped:
+        axes[0][0].legend(frameon=False, fontsize=7)
     axes[0][0].set_title("vs fitted values")
-    axes[0][1].set_title("vs effective size")
+    axes[0][1].set_title("vs effective size" if looped else "vs parameters")
     axes[0][2].set_title("vs training tokens")
 
     ax = axes[1][0]
@@ -470,6 +545,7 @@ def residual_figure(res: Mapping[str, Any]) -> Figure:
     ax.set_ylabel(RESID_LABEL)
     ax.set_title("by r (bar: mean; red: flagged)")
     _style(ax)
+    ax.set_visible(looped)
 
     ax = axes[1][1]
     if res.get("budget") is not None:

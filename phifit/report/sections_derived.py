@@ -16,12 +16,21 @@ from .sections_fit import Fig, caution_list, pct
 
 
 def section_isoflop(a: Analysis, fig: Fig) -> str:
-    return fig(
-        "isoflop",
-        "isoFLOP curves per r with the fitted law",
-        "Loss vs unique parameters on each isoFLOP budget, one panel per r; lines: the "
-        "fitted joint law at D = C / F along the architectures of the table.",
-    ) or T.missing("No isoFLOP curves: the table has no numeric 'budget' column.")
+    if a.non_looped:
+        alt, caption = (
+            "isoFLOP curves with the fitted law",
+            "Loss vs unique parameters on each isoFLOP budget; lines: the fitted law at "
+            "D = C / F along the architectures of the table.",
+        )
+    else:
+        alt, caption = (
+            "isoFLOP curves per r with the fitted law",
+            "Loss vs unique parameters on each isoFLOP budget, one panel per r; lines: the "
+            "fitted joint law at D = C / F along the architectures of the table.",
+        )
+    return fig("isoflop", alt, caption) or T.missing(
+        "No isoFLOP curves: the table has no numeric 'budget' column."
+    )
 
 
 def section_frontier(a: Analysis, fig: Fig) -> str:
@@ -33,6 +42,8 @@ def section_frontier(a: Analysis, fig: Fig) -> str:
         )
     if f is None:
         return T.missing("No frontier: the table has no looped runs.")
+    if a.non_looped:
+        return section_frontier_non_looped(a, fig)
     level = pct(f.level)
     bands = f"bands: bootstrap {level} percentile intervals at the table's budgets" if f.gap_interval else ""
     html = fig(
@@ -96,7 +107,42 @@ def section_frontier(a: Analysis, fig: Fig) -> str:
     return html
 
 
+def section_frontier_non_looped(a: Analysis, fig: Fig) -> str:
+    """A non-looped table's frontier: L*(C) at the table's budgets and its scaling exponents
+    along the table's architectures (one r: no gap between recurrences to show)."""
+    f = a.frontier
+    html = fig(
+        "frontier",
+        "loss vs compute and the compute-optimal frontier",
+        "Runs and the law's compute-optimal frontier L*(C).",
+    )
+    family = f.family.replace("per r, ", "").replace(" at that r", "")
+    html += (
+        "<p>Frontier: for each budget C, the architecture minimising the predicted loss "
+        f"subject to C = F · D; architectures {T.esc(family)}.</p>"
+    )
+    html += caution_list(a.cautions_from("frontier"), "warnings")
+    line = f.l_star[f.base_r]
+    html += T.table(["C (FLOPs)", "L*"], [[T.num(c, 3), T.fixed(line[i])] for i, c in enumerate(f.budgets)])
+    exp_rows = [
+        ["along the table's architectures", f"{e['n']:.2f}", f"{e['d']:.2f}"] for e in f.exponents.values()
+    ]
+    if exp_rows:
+        html += "<h3>Compute-optimal scaling under the law</h3>"
+        html += T.table(["", "N* ∝ C^a: a", "D* ∝ C^b: b"], exp_rows)
+        html += (
+            "<p>Read off the frontier above, with F per token from the table; the allocation in the "
+            "fitted-law section assumes C = 6ND instead.</p>"
+        )
+    return html
+
+
 def section_equivalence(a: Analysis) -> str:
+    if a.equivalence is None and a.non_looped:
+        return T.missing(
+            "No equivalent sizes: they translate a looped model into a non-looped one, and this "
+            "table has no looped runs."
+        )
     if a.equivalence is None:
         return T.missing("No equivalence table: φ is not identified.")
     html = (

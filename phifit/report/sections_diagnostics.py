@@ -29,50 +29,83 @@ def profile_band(a: Analysis) -> tuple[Sequence[float] | None, str]:
     return None, ""
 
 
+def influence_title(a: Analysis) -> str:
+    """The influence section's heading: a non-looped table has only the identifiability part
+    (influence and consistency are of phi)."""
+    return "Identifiability" if a.non_looped else "Influence, identifiability and consistency"
+
+
 def section_residuals(a: Analysis, fig: Fig) -> str:
     res = a.diagnostics.residuals
-    html = fig(
-        "residuals",
-        "residual panels",
-        "Residuals (actual − predicted, nats) vs fitted loss, effective size and tokens, "
-        "by r and by budget, and the normal QQ plot of the log residuals.",
+    caption = (
+        "Residuals (actual − predicted, nats) vs fitted loss, unique parameters and tokens, "
+        "by budget, and the normal QQ plot of the log residuals."
+        if a.non_looped
+        else "Residuals (actual − predicted, nats) vs fitted loss, effective size and tokens, "
+        "by r and by budget, and the normal QQ plot of the log residuals."
     )
+    html = fig("residuals", "residual panels", caption)
+    html += _pooled_table(res) if a.non_looped else _per_r_table(res)
+    html += _per_budget_table(res)
+    html += "<h3>Residual tests (log residuals)</h3>"
+    html += _tests_table(res, non_looped=a.non_looped)
+    html += caution_list(res.flags, "warnings")
+    return html
 
-    def row(label: str, g) -> list[str]:
-        return [
-            label,
-            str(g.n),
-            T.fixed(g.mean, 4, signed=True),
-            T.fixed(g.max_abs, 4),
-            T.fixed(g.rmse, 4),
-            T.fixed(g.t, 1),
-        ]
 
-    html += "<h3>Per r (the study's Table 7)</h3>"
+def _row(label: str, g) -> list[str]:
+    """A residual-summary row: label, n, mean, max |resid|, RMSE, t."""
+    return [
+        label,
+        str(g.n),
+        T.fixed(g.mean, 4, signed=True),
+        T.fixed(g.max_abs, 4),
+        T.fixed(g.rmse, 4),
+        T.fixed(g.t, 1),
+    ]
+
+
+def _per_r_table(res) -> str:
+    """The per-r residual table (the study's Table 7) and its flag rule."""
+    html = "<h3>Per r (the study's Table 7)</h3>"
     html += T.table(
         ["", "n", "mean", "max |resid|", "RMSE", "t = mean / SE"],
-        [row(f"r = {g.group}", g) for g in res.by_r] + [row("pooled", res.pooled)],
+        [_row(f"r = {g.group}", g) for g in res.by_r] + [_row("pooled", res.pooled)],
         flags=[g.flagged for g in res.by_r] + [False],
     )
     rule = res.offset_rule
-    html += (
+    return html + (
         f"<p>Flag rule: r is systematically off when |mean| &gt; {rule['k']:g} SE and "
         f"|mean| &gt; max({rule['floor']:g} nats, {rule['rel_floor']:g} × pooled RMSE) = "
         f"{rule['threshold']:.4f} nats.</p>"
     )
-    if res.by_budget:
-        html += "<h3>Per budget</h3>"
-        html += T.table(
-            ["C", "n", "mean", "max |resid|", "RMSE"],
-            [row(budget_label(g.group), g)[:5] for g in res.by_budget],
-        )
-    html += "<h3>Residual tests (log residuals)</h3>"
-    html += T.table(
+
+
+def _pooled_table(res) -> str:
+    """The residual summary over all runs (a non-looped table's one r, so no per-r rows)."""
+    return "<h3>All runs</h3>" + T.table(
+        ["", "n", "mean", "max |resid|", "RMSE", "t = mean / SE"], [_row("all runs", res.pooled)]
+    )
+
+
+def _per_budget_table(res) -> str:
+    """The per-budget residual table ('' without budgets)."""
+    if not res.by_budget:
+        return ""
+    return "<h3>Per budget</h3>" + T.table(
+        ["C", "n", "mean", "max |resid|", "RMSE"],
+        [_row(budget_label(g.group), g)[:5] for g in res.by_budget],
+    )
+
+
+def _tests_table(res, *, non_looped: bool) -> str:
+    """The residual tests; on a non-looped table the size regressor log N_eff is log N."""
+    return T.table(
         ["test", "against", "statistic", "p-value", "result", "note"],
         [
             [
                 T.esc(t.name),
-                T.esc(t.against),
+                T.esc("log_n" if non_looped and t.against == "log_n_eff" else t.against),
                 T.num(t.statistic, 4),
                 T.num(t.pvalue, 3),
                 '<span class="ok">pass</span>' if t.passed else '<span class="bad">reject</span>',
@@ -83,13 +116,16 @@ def section_residuals(a: Analysis, fig: Fig) -> str:
         left=2,
         left_last=True,
     )
-    html += caution_list(res.flags, "warnings")
-    return html
 
 
 def section_influence(a: Analysis, fig: Fig) -> str:
     d = a.diagnostics
-    html = ""
+    html = (
+        "<p>Influence and consistency are measured on φ, which does not enter a non-looped "
+        "table's law; the identifiability of its parameters follows.</p>"
+        if a.non_looped
+        else ""
+    )
     if d.influence is not None:
         infl = d.influence
         html += fig(

@@ -226,6 +226,46 @@ def not_estimated(fit: FitResult) -> list[str]:
     return out
 
 
+def block_label(a: Analysis, block: Any) -> str:
+    """The bootstrap's block key as the page names it: on a non-looped table every run has
+    r = 1, so a (budget, r) block is a budget."""
+    text = str(block)
+    return text.replace(",r", "") if a.non_looped else text
+
+
+def exponent_quantities(a: Analysis) -> list[dict[str, Any]]:
+    """What the bootstrap estimates of a non-looped table, in reading order: alpha and beta
+    (those with a percentile interval) and the allocation exponent a = beta / (alpha + beta)
+    (when the allocation has an interval).  Each {"name", "symbol", "label", "estimate",
+    "ci", "bca"}; ``name`` is the parameter (or "a") the draws are read from."""
+    fit, alloc = a.fit, a.allocation
+    out = []
+    for name, symbol in (("alpha", "α"), ("beta", "β")):
+        if (fit.ci or {}).get(name) is not None:
+            out.append(
+                {
+                    "name": name,
+                    "symbol": symbol,
+                    "label": f"{symbol} ({'parameter' if name == 'alpha' else 'data'} exponent)",
+                    "estimate": fit.params[name],
+                    "ci": fit.ci[name],
+                    "bca": (fit.ci_bca or {}).get(name),
+                }
+            )
+    if alloc is not None and alloc.ci.get("a") is not None:
+        out.append(
+            {
+                "name": "a",
+                "symbol": "a",
+                "label": "a = β/(α+β) (N* ∝ C^a)",
+                "estimate": alloc.a,
+                "ci": alloc.ci["a"],
+                "bca": None,
+            }
+        )
+    return out
+
+
 # ---------------------------------------------------------------------------- sections
 def section_headline(a: Analysis) -> str:
     """The answer first: phi with its interval (and what kind), the verdicts on phi = 0 and
@@ -313,13 +353,14 @@ def section_data(a: Analysis) -> str:
                 ),
             ]
         )
-    rows += [
-        ["runs", str(d["n_runs"])],
-        ["runs per r", T.esc(", ".join(f"r={k}: {v}" for k, v in d["runs_per_r"].items()))],
-    ]
+    rows.append(["runs", str(d["n_runs"])])
+    if not a.non_looped:  # one r: the per-r count is the run count, and a cell is a budget
+        rows.append(["runs per r", T.esc(", ".join(f"r={k}: {v}" for k, v in d["runs_per_r"].items()))])
     if "runs_per_budget" in d:
         per_budget = ", ".join(f"{budget_label(k)}: {v}" for k, v in d["runs_per_budget"].items())
-        rows += [["runs per budget", T.esc(per_budget)], ["(budget, r) cells", str(d["n_cells"])]]
+        rows.append(["runs per budget", T.esc(per_budget)])
+        if not a.non_looped:
+            rows.append(["(budget, r) cells", str(d["n_cells"])])
     if "runs_per_variant" in d:
         rows.append(
             ["runs per variant", T.esc(", ".join(f"{k}: {v}" for k, v in d["runs_per_variant"].items()))]
@@ -354,7 +395,7 @@ def section_law(a: Analysis) -> str:
     )
     intervals = (
         f"Intervals: {level} block bootstrap over {T.esc(boot.get('n_blocks', '?'))} "
-        f"'{T.esc(boot.get('block', '?'))}' blocks ({T.esc(boot.get('n', 0))} replicates)"
+        f"'{T.esc(block_label(a, boot.get('block', '?')))}' blocks ({T.esc(boot.get('n', 0))} replicates)"
         if boot
         else "No intervals (no bootstrap)"
     )
@@ -422,7 +463,60 @@ def section_law(a: Analysis) -> str:
     return html
 
 
+def bootstrap_title(a: Analysis) -> str:
+    """The bootstrap section's heading: of phi, or of a non-looped table's exponents."""
+    return "Bootstrap distribution of the exponents" if a.non_looped else "Bootstrap distribution of φ"
+
+
+def section_bootstrap_exponents(a: Analysis, fig: Fig) -> str:
+    """A non-looped table's bootstrap: the distributions of alpha, beta and the allocation
+    exponent a = beta / (alpha + beta), with their intervals (phi does not enter its law)."""
+    b, fit = a.bootstrap, a.fit
+    if b is None:
+        why = "turned off." if not a.options.n_boot else "a parameter is held fixed."
+        return T.missing(f"No bootstrap: {why}")
+    quantities = exponent_quantities(a)
+    if not quantities:
+        return T.missing(
+            f"The {b.n_boot}-replicate block bootstrap gave no interval for the exponents."
+        ) + caution_list(a.cautions_from("bootstrap"))
+    level = pct(fit.ci_level)
+    html = fig(
+        "bootstrap_exponents",
+        "bootstrap distributions of the exponents",
+        f"α and β refitted on {b.n_boot - b.n_failed} block-bootstrap resamples of the {b.n_blocks} "
+        f"'{T.esc(block_label(a, b.block))}' blocks (a = β/(α+β) from each resample's pair); "
+        f"dashed: {level} percentile interval.",
+    )
+    rows = [_exponent_row(fit, q) for q in quantities]
+    html += T.table(["", "estimate", f"{level} percentile", f"{level} BCa"], rows, left=1)
+    html += (
+        f"<p>{b.n_boot} replicates ({b.n_failed} failed). D* ∝ C<sup>b</sup> with b = 1 − a; "
+        "the intervals of E, A and B are in the fitted-law table.</p>"
+    )
+    html += caution_list(a.cautions_from("bootstrap"))
+    return html
+
+
+def _exponent_row(fit: FitResult, q: dict[str, Any]) -> list[str]:
+    """One row of the exponents' bootstrap table: label, estimate, percentile and BCa
+    interval (an end on the search box says so; the allocation exponent has no box)."""
+
+    def three(v):
+        return T.fixed(v, 3)
+
+    box = None if q["name"] == "a" else T.param_bounds(fit, q["name"])
+    return [
+        T.esc(q["label"]),
+        three(q["estimate"]),
+        T.interval(q["ci"], three, box),
+        T.interval(q["bca"], three, box),
+    ]
+
+
 def section_bootstrap(a: Analysis, fig: Fig) -> str:
+    if a.non_looped:
+        return section_bootstrap_exponents(a, fig)
     b, fit = a.bootstrap, a.fit
     if b is None:
         why = "turned off." if not a.options.n_boot else "φ is held fixed."

@@ -29,7 +29,9 @@ distribution of phi; restricted-fit comparison; residuals; influence, identifiab
 and consistency; the equivalence table; and, when their inputs exist, the Bayesian
 posterior (``bayes=True``), the Δφ between recipes (a ``variant`` column) and a plan of
 what a design can measure of phi with the table as the pilot (``AnalysisOptions.plan``,
-``--plan``).
+``--plan``).  A non-looped table's page (:attr:`Analysis.non_looped`) speaks of its own law:
+the bootstrap section shows alpha, beta and the allocation exponent instead of phi, the
+influence section only identifiability, and nothing is listed or drawn per r.
 
 A folder is written only when it is absent, empty, or holds a previous phifit report
 (its ``results.json`` says ``"generator": "phifit"``), unless ``force=True``.
@@ -235,8 +237,15 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
     out = []
     if a.isoflop is not None:
         data = {k: pts[k] for k in ("r", "budget", "n_unique", "loss")}
-        out.append(("isoflop", plots.isoflop_figure(data, a.isoflop.cells)))
-    if a.frontier is not None and a.frontier_curve is not None:
+        out.append(("isoflop", plots.isoflop_figure(data, a.isoflop.cells, looped=not a.non_looped)))
+    if a.frontier_curve is not None and a.non_looped:
+        fig = plots.chinchilla_frontier_figure(
+            {k: pts[k] for k in ("compute", "loss")},
+            a.frontier_curve.to_dict(),
+            compute_source=pts.get("compute_source"),
+        )
+        out.append(("frontier", fig))
+    elif a.frontier is not None and a.frontier_curve is not None:
         fig = plots.frontier_figure(
             {k: pts[k] for k in ("r", "compute", "loss")},
             a.frontier_curve.to_dict(),
@@ -255,10 +264,12 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
             bounds=T.param_bounds(fit, "phi"),
         )
         out.append(("bootstrap_phi", fig))
+    if a.bootstrap is not None and a.non_looped and S.exponent_quantities(a):
+        out.append(("bootstrap_exponents", _exponent_figure(a, plots)))
     cmp_rows = S.comparison_rows(a.comparison)
     if cmp_rows:
         out.append(("comparison", plots.comparison_figure(cmp_rows)))
-    out.append(("residuals", plots.residual_figure(diag.residuals.to_dict())))
+    out.append(("residuals", plots.residual_figure(diag.residuals.to_dict(), looped=not a.non_looped)))
     if diag.influence is not None:
         out.append(("influence", plots.influence_figure(diag.influence.to_dict())))
     ident = diag.identifiability
@@ -287,6 +298,26 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
     return out
 
 
+def _exponent_figure(a: Analysis, plots) -> Any:
+    """The non-looped table's bootstrap figure: one histogram per estimated exponent
+    (alpha, beta, and the allocation exponent a read from each replicate's alpha and beta)."""
+    from ..frontier import allocation_exponents
+
+    boot = a.bootstrap
+    draws = {name: boot.params[name][~boot.failed] for name in ("alpha", "beta")}
+    draws["a"] = allocation_exponents(draws["alpha"], draws["beta"])[0]
+    panels = [
+        {
+            "label": q["label"],
+            "draws": draws[q["name"]].tolist(),
+            "estimate": q["estimate"],
+            "interval": q["ci"],
+        }
+        for q in S.exponent_quantities(a)
+    ]
+    return plots.exponent_bootstrap_figure(panels, level=a.fit.ci_level)
+
+
 # --------------------------------------------------------------------------------- HTML
 def render_html(a: Analysis, pngs: dict[str, bytes], figures: dict[str, dict[str, str]]) -> str:
     """The report page (sections in reading order)."""
@@ -301,10 +332,10 @@ def render_html(a: Analysis, pngs: dict[str, bytes], figures: dict[str, dict[str
         ("law", "Fitted law", S.section_law(a)),
         ("isoflop", "isoFLOP curves", R.section_isoflop(a, fig)),
         ("frontier", "Compute-optimal frontier", R.section_frontier(a, fig)),
-        ("bootstrap", "Bootstrap distribution of φ", S.section_bootstrap(a, fig)),
+        ("bootstrap", S.bootstrap_title(a), S.section_bootstrap(a, fig)),
         ("comparison", "Restricted fits", S.section_comparison(a, fig)),
         ("residuals", "Residuals", D.section_residuals(a, fig)),
-        ("influence", "Influence, identifiability and consistency", D.section_influence(a, fig)),
+        ("influence", D.influence_title(a), D.section_influence(a, fig)),
         ("equivalence", "Equivalent sizes", R.section_equivalence(a)),
     ]
     if a.options.bayes:
