@@ -274,3 +274,40 @@ def test_a_table_from_before_the_notes_column_is_still_extended(tmp_path: Path) 
     assert runlog.append_row(out, row) is True
     got = rows(out)
     assert [r["run_id"] for r in got] == ["x", "y"] and "notes" not in got[0]
+
+
+def test_a_table_and_row_files_from_before_bits_per_byte_are_still_read_and_extended(tmp_path: Path) -> None:
+    """A table (and a sidecar row file) written before the ``bits_per_byte`` column keeps its header when
+    new runs join it; a new table merges the old row file with an empty cell; phifit reads both tables."""
+    old_header = runlog.PRE_BITS_COLUMNS
+    old_row = {c: "1" for c in old_header} | {"run_id": "x", "loss": "2.5", "notes": ""}
+    out = tmp_path / "old.csv"
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=old_header, lineterminator="\n")
+        w.writeheader()
+        w.writerow(old_row)
+    new_row = {c: 1 for c in runlog.COLUMNS} | {
+        "run_id": "y",
+        "loss": 2.0,
+        "bits_per_byte": 2.0 / math.log(2),
+    }
+    assert runlog.append_row(out, new_row) is True
+    got = rows(out)
+    assert [r["run_id"] for r in got] == ["x", "y"] and "bits_per_byte" not in got[0]
+
+    fresh = tmp_path / "fresh.csv"
+    old_file = runlog.run_paths(fresh, "x").row
+    old_file.parent.mkdir(parents=True)
+    with old_file.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=old_header, lineterminator="\n")
+        w.writeheader()
+        w.writerow(old_row)
+    assert runlog.finish_run(fresh, new_row) is True
+    merged = {r["run_id"]: r for r in rows(fresh)}
+    assert list(merged["y"]) == list(runlog.COLUMNS) and merged["x"]["bits_per_byte"] == ""
+    assert float(merged["y"]["bits_per_byte"]) == 2.0 / math.log(2)
+
+    table = pytest.importorskip("phifit.runs.table")
+    for path in (out, fresh):
+        frame = table.load_runs(path).frame
+        assert sorted(frame["loss"]) == [2.0, 2.5]

@@ -4,6 +4,7 @@
     steps  = round(budget / (F * tokens_per_step)),  tokens D = steps * tokens_per_step
     lr(t)  = lr * (1 - (1 - final_lr_frac) * t / steps)      # linear decay, no warmup (the study: 1.0 -> 0.1)
     loss   = mean cross-entropy in nats per token on the fixed held-out set (data.py), measured at the end
+    bits_per_byte = loss / (ln 2 * bytes_per_token)   # bytes_per_token of the held-out targets; 1 for bytes
 
 What a long run keeps (nanoGPT's train.py habits): an evaluation every ``eval_every`` steps written to the
 run's log (``curves.py``: train and validation loss, tokens and FLOPs so far), a checkpoint every
@@ -35,7 +36,7 @@ import torch.nn.functional as F
 
 from .config import MIN_STEPS, TrainConfig
 from .curves import EvalLog
-from .data import BatchSampler, TokenData, load_token_data
+from .data import BatchSampler, TokenData, bits_per_byte, load_token_data
 from .flops import flops_per_token, tokens_for_budget
 from .model import LoopedGPT
 from .optim import optimizers_for
@@ -47,9 +48,13 @@ class DivergedError(RuntimeError):
 
 @dataclass
 class RunResult:
-    """What a finished run measured. ``loss`` is the validation loss in nats per token."""
+    """What a finished run measured. ``loss`` is the validation loss in nats per token; ``bits_per_byte`` the
+    same loss as bits per byte of the held-out text, ``loss / (ln 2 * bytes_per_token)`` with
+    ``bytes_per_token`` the mean UTF-8 bytes of the scored validation tokens (1 for the byte tokenizer, so
+    ``loss / ln 2``)."""
 
     loss: float
+    bits_per_byte: float
     train_loss: float  # running mean (EMA 0.9) of the training loss at the end, rank 0's batches
     tokens: int
     steps: int
@@ -456,12 +461,14 @@ def train(
                 "(lower the learning rate)"
             )
         wall_s = wall_s0 + time.perf_counter() - t_start
+        bpb = bits_per_byte(val_loss, data.bytes_per_token(val_batches))
         say(
-            f"done: val loss {val_loss:.4f} nats/token | train loss {train_loss:.4f} | "
+            f"done: val loss {val_loss:.4f} nats/token ({bpb:.4f} bits/byte) | train loss {train_loss:.4f} | "
             f"{tokens / train_s:,.0f} tok/s | {wall_s:.1f} s"
         )
         return RunResult(
             loss=val_loss,
+            bits_per_byte=bpb,
             train_loss=train_loss,
             tokens=tokens,
             steps=steps,
