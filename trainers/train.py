@@ -250,7 +250,7 @@ def read_checkpoint_file(path: str | os.PathLike) -> Any:
         if refused is not None:
             raise ValueError(
                 f"{path}: refused: the file pickles a type a phifit checkpoint never holds ({refused}); "
-                "nothing from it was run. Delete it, or train with --restart"
+                "nothing from it was run. Delete it (phifit train: or pass --restart)"
             ) from None
         raise ValueError(
             f"{path}: not a readable phifit checkpoint ({type(err).__name__}: {_load_error_detail(err)})"
