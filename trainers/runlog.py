@@ -1,14 +1,16 @@
 """Run CSV rows: deterministic run ids, and atomic appends of finished runs only. No torch here.
 
 Columns: the phifit run-table contract first (``run_id, r, n_once, n_rec, tokens, loss, flops, budget, size,
-variant, seed``), then the configuration and measurements of the run (``CONFIG_COLUMNS``).
+variant, seed``) with ``bits_per_byte`` beside ``loss`` (``loss / (ln 2 * bytes_per_token)``, the validation
+loss in bits per byte of held-out text; ``loss / ln 2`` for the byte tokenizer), then the configuration and
+measurements of the run (``CONFIG_COLUMNS``), then ``notes``.
 
 Atomicity: ``append_row`` takes an exclusive lock on a sidecar ``<csv>.lock`` file, re-reads the CSV, writes
 the old content plus the new line to a temporary file in the same directory, fsyncs it and ``os.replace``s it
 over the CSV. A reader, or a sweep killed at any instant, sees either the old file or the new one, never a
 half-written line. An existing file is only ever extended: a file whose header is not exactly the phifit
 trainer columns is refused with a ``ValueError`` and left untouched. (A table written before the ``notes``
-column existed is still extended, with its own header.)
+or the ``bits_per_byte`` column existed is still extended, with its own header; so are such row files.)
 
 Many writers, several machines (``finish_run``): a finished run first writes its row to a file of its own,
 ``<csv>.d/rows/<run_id>.csv`` (temporary file, fsync, ``os.replace``), then merges every row file into the CSV
@@ -109,9 +111,26 @@ CONFIG_COLUMNS = (
     "torch_version",
     "finished_at",
 )
+#: the loss in bits per byte of held-out text: loss / (ln 2 * bytes per token); loss / ln 2 for bytes
+BITS_COLUMN = "bits_per_byte"
 NOTES_COLUMN = "notes"  # warnings about the run (a short run), '; '-separated; empty for most runs
-COLUMNS = CORE_COLUMNS + CONFIG_COLUMNS + (NOTES_COLUMN,)
+_AFTER_LOSS = CORE_COLUMNS.index("loss") + 1
+COLUMNS = (
+    CORE_COLUMNS[:_AFTER_LOSS]
+    + (BITS_COLUMN,)
+    + CORE_COLUMNS[_AFTER_LOSS:]
+    + CONFIG_COLUMNS
+    + (NOTES_COLUMN,)
+)
+PRE_BITS_COLUMNS = CORE_COLUMNS + CONFIG_COLUMNS + (NOTES_COLUMN,)  # before bits_per_byte; still extended
 LEGACY_COLUMNS = CORE_COLUMNS + CONFIG_COLUMNS  # tables written before the notes column; still extended
+#: Headers an existing table or row file may have (any order): the current one, then older ones.
+KNOWN_HEADERS = (COLUMNS, PRE_BITS_COLUMNS, LEGACY_COLUMNS)
+
+
+def known_header(header: list[str] | tuple[str, ...]) -> bool:
+    """Whether ``header`` holds exactly the columns of one of ``KNOWN_HEADERS`` (in any order)."""
+    return sorted(header) in [sorted(h) for h in KNOWN_HEADERS]
 
 
 def sidecar(path: str | os.PathLike) -> Path:
@@ -229,7 +248,7 @@ def check_compatible(path: str | os.PathLike) -> list[str] | None:
     header = _header(p)
     if header is None:
         return None
-    if sorted(header) not in (sorted(COLUMNS), sorted(LEGACY_COLUMNS)):
+    if not known_header(header):
         missing = [c for c in COLUMNS if c not in header]
         extra = [c for c in header if c not in COLUMNS]
         raise ValueError(
@@ -359,7 +378,7 @@ def read_row_files(path: str | os.PathLike) -> dict[str, dict[str, str]]:
     for f in sorted(folder.glob("*.csv")):
         with f.open(newline="", encoding="utf-8") as fh:
             got = list(csv.DictReader(fh))
-        if len(got) != 1 or sorted(got[0]) != sorted(COLUMNS) or got[0]["run_id"] != f.stem:
+        if len(got) != 1 or not known_header(list(got[0])) or got[0]["run_id"] != f.stem:
             raise ValueError(
                 f"{f}: not a phifit row file (expected the header {COLUMNS[0]}, ... and one row whose run_id "
                 "is the file name); move it away and run again"
@@ -398,6 +417,7 @@ def make_row(cfg: Any, result: Any, run_id: str, finished_at: str, torch_version
         "n_rec": result.n_rec,
         "tokens": result.tokens,
         "loss": result.loss,
+        "bits_per_byte": result.bits_per_byte,
         "flops": result.flops,
         "budget": format_budget(cfg.budget) if cfg.budget is not None else "",
         "size": m.d_model,

@@ -4,6 +4,7 @@
     steps  = round(budget / (F * tokens_per_step)),  tokens D = steps * tokens_per_step
     lr(t)  = lr * (1 - (1 - final_lr_frac) * t / steps)      # linear decay, no warmup (the study: 1.0 -> 0.1)
     loss   = mean cross-entropy in nats per token on the fixed held-out set (data.py), measured at the end
+    bits_per_byte = loss / (ln 2 * bytes_per_token)   # bytes_per_token of the held-out targets; 1 for bytes
 
 What a long run keeps (nanoGPT's train.py habits): an evaluation every ``eval_every`` steps written to the
 run's log (``curves.py``: train and validation loss, tokens and FLOPs so far), a checkpoint every
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +36,7 @@ import torch.nn.functional as F
 
 from .config import MIN_STEPS, TrainConfig
 from .curves import EvalLog
-from .data import BatchSampler, TokenData, load_token_data
+from .data import BatchSampler, TokenData, bits_per_byte, load_token_data
 from .flops import flops_per_token, tokens_for_budget
 from .model import LoopedGPT
 from .optim import optimizers_for
@@ -46,9 +48,13 @@ class DivergedError(RuntimeError):
 
 @dataclass
 class RunResult:
-    """What a finished run measured. ``loss`` is the validation loss in nats per token."""
+    """What a finished run measured. ``loss`` is the validation loss in nats per token; ``bits_per_byte`` the
+    same loss as bits per byte of the held-out text, ``loss / (ln 2 * bytes_per_token)`` with
+    ``bytes_per_token`` the mean UTF-8 bytes of the scored validation tokens (1 for the byte tokenizer, so
+    ``loss / ln 2``)."""
 
     loss: float
+    bits_per_byte: float
     train_loss: float  # running mean (EMA 0.9) of the training loss at the end, rank 0's batches
     tokens: int
     steps: int
@@ -162,6 +168,39 @@ class Progress:
 CHECKPOINT_VERSION = 1
 
 
+def checkpoint_state(
+    identity: dict[str, Any],
+    step: int,
+    model: torch.nn.Module,
+    optimizers: list[torch.optim.Optimizer],
+    sampler: BatchSampler,
+    ema: torch.Tensor,
+    *,
+    train_s: float,
+    wall_s: float,
+) -> dict[str, Any]:
+    """What a checkpoint holds, in plain types only (all ``torch.load(..., weights_only=True)`` reads):
+
+    ``version`` and ``step`` (int), ``identity`` (the run's configuration through JSON: str, int, float,
+    bool, None, lists, dicts), ``model`` (state dict of tensors), ``optimizers`` (their state dicts: tensors,
+    numbers, bools, None, tuples such as AdamW's betas), ``sampler`` and ``torch_rng`` (the batch sampler's
+    and torch's CPU generator states, uint8 tensors), ``ema`` (a 0-d tensor), ``train_s`` and ``wall_s``
+    (float). The data order depends on these two generators only (no numpy or ``random`` state is used).
+    """
+    return {
+        "version": CHECKPOINT_VERSION,
+        "identity": json_safe(identity),
+        "step": step,
+        "model": model.state_dict(),
+        "optimizers": [opt.state_dict() for opt in optimizers],
+        "sampler": sampler.gen.get_state(),
+        "torch_rng": torch.get_rng_state(),
+        "ema": ema.detach().cpu(),
+        "train_s": train_s,
+        "wall_s": wall_s,
+    }
+
+
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
     """``torch.save`` to a temporary file beside ``path``, fsync, ``os.replace``: a kill never leaves half a
     checkpoint, only the previous one."""
@@ -179,12 +218,49 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
             os.unlink(tmp)
 
 
-def load_checkpoint(path: str | os.PathLike, identity: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint of the run with this ``identity``; ``ValueError`` naming the file for anything else."""
+def _load_error_detail(err: BaseException) -> str:
+    """The informative line of a ``torch.load`` error: torch's weights-only boilerplate (the advice to load
+    with ``weights_only=False``, the pointer to its documentation) left out."""
+    boilerplate = ("weights only load failed", "please file an issue", "check the documentation")
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    kept = [ln for ln in lines if not ln.lower().startswith(boilerplate)]
+    return kept[0] if kept else (lines[0] if lines else type(err).__name__)
+
+
+def _refused_global(err: BaseException) -> str | None:
+    """The line of a ``torch.load(..., weights_only=True)`` error that names the pickled global (class or
+    function) it refused, or None when the load failed otherwise (a truncated or non-torch file)."""
+    if not (isinstance(err, pickle.UnpicklingError) and "weights only load failed" in str(err).lower()):
+        return None
+    return next((ln.strip() for ln in str(err).splitlines() if "GLOBAL" in ln), None)
+
+
+def read_checkpoint_file(path: str | os.PathLike) -> Any:
+    """The object a checkpoint file holds, read with ``torch.load(..., weights_only=True)``.
+
+    A phifit checkpoint holds only tensors, numbers, strings, None and dicts / lists / tuples of them (see
+    ``checkpoint_state``), so nothing is allow-listed. Any other pickled global (a class, a function such as
+    ``os.system``) is refused by torch's restricted unpickler as soon as the file names it, before anything
+    from the file is constructed or called: ``ValueError`` naming the file and the global.
+    """
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # a truncated or foreign file
-        raise ValueError(f"{path}: not a readable phifit checkpoint ({type(err).__name__}: {err})") from None
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:
+        refused = _refused_global(err)
+        if refused is not None:
+            raise ValueError(
+                f"{path}: refused: the file pickles a type a phifit checkpoint never holds ({refused}); "
+                "nothing from it was run. Delete it (phifit train: or pass --restart)"
+            ) from None
+        raise ValueError(
+            f"{path}: not a readable phifit checkpoint ({type(err).__name__}: {_load_error_detail(err)})"
+        ) from None
+
+
+def load_checkpoint(path: str | os.PathLike, identity: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint of the run with this ``identity``; ``ValueError`` naming the file for anything else
+    (a foreign pickled object is refused unread: ``read_checkpoint_file``)."""
+    state = read_checkpoint_file(path)
     if not isinstance(state, dict) or state.get("version") != CHECKPOINT_VERSION:
         raise ValueError(f"{path}: not a phifit checkpoint (version {CHECKPOINT_VERSION})")
     if state.get("identity") != json_safe(identity):
@@ -357,18 +433,16 @@ def train(
                 if ckpt_path is not None and ckpt_every and done % ckpt_every == 0 and rank == 0:
                     save_checkpoint(
                         ckpt_path,
-                        {
-                            "version": CHECKPOINT_VERSION,
-                            "identity": json_safe(identity),
-                            "step": done,
-                            "model": raw.state_dict(),
-                            "optimizers": [opt.state_dict() for opt in optimizers],
-                            "sampler": sampler.gen.get_state(),
-                            "torch_rng": torch.get_rng_state(),
-                            "ema": ema.detach().cpu(),
-                            "train_s": train_s0 + time.perf_counter() - t0 - eval_s,
-                            "wall_s": wall_s0 + time.perf_counter() - t_start,
-                        },
+                        checkpoint_state(
+                            identity,
+                            done,
+                            raw,
+                            optimizers,
+                            sampler,
+                            ema,
+                            train_s=train_s0 + time.perf_counter() - t0 - eval_s,
+                            wall_s=wall_s0 + time.perf_counter() - t_start,
+                        ),
                     )
                 eval_s += time.perf_counter() - t_aside
             if stop_after is not None and done >= stop_after and done < steps:
@@ -387,12 +461,14 @@ def train(
                 "(lower the learning rate)"
             )
         wall_s = wall_s0 + time.perf_counter() - t_start
+        bpb = bits_per_byte(val_loss, data.bytes_per_token(val_batches))
         say(
-            f"done: val loss {val_loss:.4f} nats/token | train loss {train_loss:.4f} | "
+            f"done: val loss {val_loss:.4f} nats/token ({bpb:.4f} bits/byte) | train loss {train_loss:.4f} | "
             f"{tokens / train_s:,.0f} tok/s | {wall_s:.1f} s"
         )
         return RunResult(
             loss=val_loss,
+            bits_per_byte=bpb,
             train_loss=train_loss,
             tokens=tokens,
             steps=steps,
