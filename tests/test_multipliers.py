@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -81,3 +83,50 @@ def test_groups_put_r1_with_the_first_looped_r():
     assert set(codes[runs.r == 1]) == {0} and set(codes[runs.r == 8]) == {2}
     no_base = as_runs(frame[frame["r"] > 1])
     assert "r = 1" in r_groups(no_base)[2]
+
+
+# -- the command line ---------------------------------------------------------------------------
+def test_cli_compare_json_has_the_lack_of_fit_test(tmp_path, capsys):
+    from phifit.cli.main import main
+
+    runs, out = tmp_path / "runs.csv", tmp_path / "cmp.json"
+    simulate("paper", params={"phi": PHI}, noise=0.002, cell_noise=0.001, seed=3).to_csv(runs, index=False)
+    argv = ["compare", str(runs), "--starts", "50", "--no-cv", "--wild", "39", "--bootstrap", "40"]
+    assert main([*argv, "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Free multipliers" in text and "lack of fit of r^phi" in text and "m_r" in text
+    data = json.loads(out.read_text())
+    mult = data["multipliers"]
+    assert mult["r"] == [2.0, 4.0, 8.0] and len(mult["multiplier"]) == 3 and len(mult["multiplier_ci"]) == 3
+    assert 0 < mult["p_value"] <= 1 and mult["n_wild"] == 39 and mult["n_boot"] == 40
+    assert MultiplierFit.from_dict(mult).to_dict() == mult
+
+
+def test_cli_diagnose_prints_the_multiplier_table(tmp_path, capsys):
+    from phifit.cli.main import main
+
+    runs, out = tmp_path / "runs.csv", tmp_path / "diag.json"
+    simulate("paper", params={"phi": PHI}, noise=0.002, seed=3).to_csv(runs, index=False)
+    argv = ["diagnose", str(runs), "--starts", "50"]
+    assert (
+        main(
+            [
+                *argv,
+                "--skip",
+                "influence,consistency",
+                "--bootstrap",
+                "30",
+                "--wild",
+                "19",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "Free multipliers" in text and "r^phi" in text
+    assert json.loads(out.read_text())["multipliers"]["n_boot"] == 30
+    from phifit.cli.diagnose import SKIPPABLE
+
+    assert "multipliers" in SKIPPABLE
