@@ -130,3 +130,26 @@ def test_cli_diagnose_prints_the_multiplier_table(tmp_path, capsys):
     from phifit.cli.diagnose import SKIPPABLE
 
     assert "multipliers" in SKIPPABLE
+
+
+# -- the report ---------------------------------------------------------------------------------
+def test_report_shows_the_multipliers_and_leads_with_the_misfit(tmp_path):
+    from phifit.report.analysis import Analysis, AnalysisOptions
+    from phifit.report.write import build_report
+
+    frame = simulate("paper", params={"phi": PHI}, noise=0.002, cell_noise=0.001, seed=3)
+    frame.loc[frame["r"] == 8, "loss"] *= 1.02
+    options = AnalysisOptions(n_boot=40, n_starts=50, n_wild=59, n_jobs=1)
+    files = build_report(as_runs(frame), tmp_path / "rep", options=options)
+    page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    assert 'id="multipliers"' in page and "multipliers" in files.figures
+    assert (tmp_path / "rep" / "figures" / "multipliers.png").stat().st_size > 5_000
+    assert "r^φ does not hold" in page
+    # the headline says first that r^phi does not describe the recurrences, with the m_r
+    first = files.headline.splitlines()[0]
+    assert first.startswith("r^phi does not describe this table's recurrences") and "m_8 = " in first
+    results = json.loads((tmp_path / "rep" / "results.json").read_text(encoding="utf-8"))
+    mult = results["multipliers"]
+    assert mult["rejected"] is True and mult["n_boot"] == 40 and mult["n_wild"] == 59
+    again = Analysis.from_dict(results)
+    assert again.multipliers.to_dict() == MultiplierFit.from_dict(mult).to_dict()

@@ -402,9 +402,13 @@ def _bootstrap_cautions(n_failed: int, n_boot: int, reasons: dict[str, int]) -> 
             "the uncertainty)"
         )
         return [caution(SOURCE, "intervals_withheld", text, n_failed=n_failed, n_boot=n_boot, share=share)]
-    approx = " and the intervals are approximate" if share >= MARK_FAILED_SHARE else ""
+    marked = share >= MARK_FAILED_SHARE
+    approx = " and the intervals are approximate" if marked else ""
     text = f"free multipliers: {n_failed} of {n_boot} cell-bootstrap refits failed ({why}){approx}"
-    return [caution(SOURCE, "failed_replicates", text, n_failed=n_failed, n_boot=n_boot, share=share)]
+    level = "warning" if marked else "note"  # under 1%: moves an end by less than its MC error
+    return [
+        caution(SOURCE, "failed_replicates", text, level=level, n_failed=n_failed, n_boot=n_boot, share=share)
+    ]
 
 
 # -- the lack-of-fit test ----------------------------------------------------------------------
