@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import Formatter, LogFormatterSciNotation, LogLocator
+from matplotlib.ticker import Formatter, LogFormatterSciNotation, LogLocator, NullFormatter
 
 from .. import defaults
 from .html import interval_text
@@ -808,6 +808,11 @@ def multiplier_figure(
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks([1, *[float(row["r"]) for row in rows]], ["1", *[f"{float(row['r']):g}" for row in rows]])
+    lo, hi = ax.get_ylim()
+    ticks = [t for t in (0.5, 0.75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 6, 8, 12, 16) if lo <= t <= hi]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylim(lo, hi)
     ax.set_xlabel("recurrences r")
     ax.set_ylabel("effective multiplier m_r of N_rec")
     test = "" if p_value is None else f" (lack of fit of r^φ: p = {p_value:.2g})"
