@@ -6,6 +6,11 @@ and largest-budget extrapolation RMSE, and a verdict line.  ``--json OUT`` write
 ``fits: {"free": ..., "phi=0": ..., "phi=1": ...}`` (each a fit JSON plus ``aic, bic,
 lr_stat, lr_p_value, cv_rmse``) and ``verdict``.
 
+A looped table with three or more r also gets the lack-of-fit test of r^phi against one free
+multiplier per r (:mod:`phifit.diagnostics.multipliers`): the m_r with their cell-bootstrap
+intervals and the wild cluster bootstrap p-value, printed after the comparison and written as
+``multipliers`` in the JSON (``--no-multipliers`` skips it).
+
 A non-looped table (no run with r > 1 and n_rec > 0) has no phi to restrict: there only the
 ``--fix`` restrictions of E, A, alpha, B or beta are compared, and without one the command
 exits 2 saying so (:func:`non_looped_fixes`).
@@ -86,6 +91,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="clusters of the wild bootstrap: default (budget, r) cells when a budget column exists",
     )
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=defaults.N_BOOT,
+        metavar="N",
+        help=f"cell-bootstrap replicates of the free multipliers' intervals (default {defaults.N_BOOT}; "
+        "0: no intervals)",
+    )
+    p.add_argument(
+        "--no-multipliers",
+        action="store_true",
+        help="skip the lack-of-fit test of r^phi against one free multiplier per r",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     add_parallel_arguments(p)
     add_bayes_arguments(p)
@@ -145,8 +163,28 @@ def run(args: argparse.Namespace) -> int:
             block=args.block,
             **parallel,
         )
+    multipliers = None
+    if args.method != "bayes" and not args.no_multipliers and not non_looped(runs):
+        from ..diagnostics.multipliers import fit_multipliers
+
+        multipliers = fit_multipliers(
+            runs,
+            free,
+            method=args.method,
+            n_boot=args.bootstrap,
+            n_wild=args.wild,
+            seed=args.seed,
+            n_starts=args.starts,
+            **parallel,
+        )
     print(comparison.summary())
+    if multipliers is not None:
+        print()
+        print(multipliers.summary())
     if args.json:
-        write_json(args.json, json.dumps(comparison.to_dict(), indent=2, allow_nan=False))
+        out = comparison.to_dict()
+        if multipliers is not None:
+            out["multipliers"] = multipliers.to_dict()
+        write_json(args.json, json.dumps(out, indent=2, allow_nan=False))
         print(f"\nwrote {args.json}")
     return 0

@@ -1,14 +1,17 @@
 """``phifit diagnose``: the residual tests, per-r and per-budget offsets, identifiability and
 influence of a fit, as text (the same numbers the HTML report shows).
 
-    phifit diagnose RUNS.csv [--method huber|lsq] [--fix NAME=VALUE] [--skip influence,consistency]
-                             [--significance 0.01] [--json OUT]
+    phifit diagnose RUNS.csv [--method huber|lsq] [--fix NAME=VALUE] [--significance 0.01] [--json OUT]
+                             [--skip influence,consistency,multipliers]
 
 Fits the table (Huber by default), then runs :func:`phifit.diagnostics.diagnose`: residuals
 per r and per budget with the systematic-offset rule, Jarque-Bera, Breusch-Pagan and trend
 tests on log residuals, the conditioning and correlations of the fit with the profile of
-phi, leave-one-run/cell-out influence on phi and phi on subsets (budget halves, pairs of r).
-``--json OUT`` writes ``{"fit": fit JSON, "diagnostics": ...}``.
+phi, leave-one-run/cell-out influence on phi and phi on subsets (budget halves, pairs of r),
+and the free multipliers m_r (one per looped r, with cell-bootstrap intervals) against r^phi
+with the wild cluster bootstrap test of r^phi (:mod:`phifit.diagnostics.multipliers`;
+``--skip multipliers`` leaves it out).
+``--json OUT`` writes ``{"fit": fit JSON, "diagnostics": ..., "multipliers": ...}``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ._common import (
     write_json,
 )
 
-SKIPPABLE = ("influence", "consistency")
+SKIPPABLE = ("influence", "consistency", "multipliers")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,7 +64,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--skip",
         metavar="WHAT[,WHAT]",
         default=None,
-        help="skip the slower refit-based checks: influence, consistency",
+        help="skip the slower refit-based checks: influence, consistency, multipliers",
+    )
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=defaults.N_BOOT,
+        metavar="N",
+        help=f"cell-bootstrap replicates of the free multipliers m_r (default {defaults.N_BOOT}; "
+        "0: no intervals)",
+    )
+    p.add_argument(
+        "--wild",
+        type=int,
+        default=defaults.N_WILD,
+        metavar="N",
+        help="wild cluster bootstrap replicates of the lack-of-fit test of r^phi "
+        f"(default {defaults.N_WILD}; 0: no test)",
     )
     p.add_argument("--json", metavar="OUT", help="write the fit and its diagnostics as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
@@ -87,7 +106,26 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.json, args.force)
     runs = load_recipe_runs(args, show=False)  # the table's cautions go to [[Notes]]
     result = fit(runs, method=args.method, fix=parse_fix(args.fix), n_starts=args.starts, seed=args.seed)
-    diag = diagnose(runs, result, significance=args.significance, seed=args.seed, skip=skip)
+    diag = diagnose(
+        runs,
+        result,
+        significance=args.significance,
+        seed=args.seed,
+        skip=[s for s in skip if s != "multipliers"],
+    )
+    multipliers = None
+    if "multipliers" not in skip and not result.fixed and runs.phi_identifiable:
+        from ..diagnostics.multipliers import fit_multipliers
+
+        multipliers = fit_multipliers(
+            runs,
+            result,
+            method=args.method,
+            n_boot=args.bootstrap,
+            n_wild=args.wild,
+            seed=args.seed,
+            n_starts=args.starts,
+        )
     phi = "n/a" if result.phi is None else f"{result.phi:.4f}"
     fixed = f", fixed {', '.join(f'{k} = {v:g}' for k, v in result.fixed.items())}" if result.fixed else ""
     print(
@@ -97,7 +135,12 @@ def run(args: argparse.Namespace) -> int:
     )
     print()
     print(diag.summary())
-    cautions = collect(runs.warnings, result.warnings, diag.warnings)
+    if multipliers is not None:
+        print()
+        print(multipliers.summary())
+    cautions = collect(
+        runs.warnings, result.warnings, diag.warnings, None if multipliers is None else multipliers.warnings
+    )
     if cautions:
         print()
         print("[[Notes]]")
@@ -109,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             "kind": "diagnostics",
             "fit": result.to_dict(),
             "diagnostics": diag.to_dict(),
+            "multipliers": None if multipliers is None else multipliers.to_dict(),
             "warnings": [c.to_dict() for c in cautions],
         }
         write_json(args.json, json.dumps(to_plain(out), indent=2, allow_nan=False))

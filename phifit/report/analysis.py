@@ -9,7 +9,10 @@ computed here that they compute):
 2. the Huber fit (:func:`phifit.fitters.huber.fit_huber`), then the block bootstrap
    (:func:`phifit.bootstrap.block_bootstrap`) attached to it (its intervals at
    ``FitResult.ci_level``);
-3. restricted fits (:func:`phifit.compare.compare_fits`) when phi is identifiable;
+3. restricted fits (:func:`phifit.compare.compare_fits`) when phi is identifiable, and the
+   free multipliers m_r against r^phi with the lack-of-fit test of r^phi
+   (:func:`phifit.diagnostics.multipliers.fit_multipliers`, the same ``n_boot`` and ``n_wild``,
+   refitted in this process);
 4. diagnostics (:func:`phifit.diagnostics.diagnose`);
 5. derived quantities: the equivalence table and the study's example
    (:mod:`phifit.equivalence`), the compute-optimal frontier at the table's budgets (with
@@ -40,6 +43,7 @@ from ..bootstrap.block import block_bootstrap
 from ..cautions import Caution, caution, collect
 from ..compare.restricted import compare_fits
 from ..diagnostics.diagnose import Diagnostics, diagnose
+from ..diagnostics.multipliers import fit_multipliers
 from ..equivalence import Equivalence, EquivalenceTable, equivalence_table, paper_example
 from ..fitters.huber import HuberOptions, fit_huber
 from ..fitters.parallel import check_backend
@@ -153,6 +157,7 @@ class Analysis(JsonIO):
     diagnostics: Diagnostics
     bootstrap: Any | None = None
     comparison: Any | None = None
+    multipliers: Any | None = None
     recipes: Any | None = None
     bayes: FitResult | None = None
     bayes_draws: dict[str, Any] | None = None
@@ -236,6 +241,7 @@ class Analysis(JsonIO):
                 "fit": self.fit.to_dict(),
                 "bootstrap": boot,
                 "comparison": d(self.comparison),
+                "multipliers": d(self.multipliers),
                 "diagnostics": self.diagnostics.to_dict(),
                 "derived": derived,
                 "recipes": d(self.recipes),
@@ -251,6 +257,7 @@ class Analysis(JsonIO):
         type; the tables are not in the file (see the class docstring)."""
         from ..bootstrap.result import BootstrapResult
         from ..compare.restricted import Comparison
+        from ..diagnostics.multiplier_result import MultiplierFit
         from ..plan.design import PlanResult
         from ..recipes.delta import RecipeComparison
 
@@ -267,6 +274,7 @@ class Analysis(JsonIO):
             diagnostics=Diagnostics.from_dict(data["diagnostics"]),
             bootstrap=load(BootstrapResult, data.get("bootstrap")),
             comparison=load(Comparison, data.get("comparison")),
+            multipliers=load(MultiplierFit, data.get("multipliers")),
             recipes=load(RecipeComparison, data.get("recipes")),
             bayes=load(FitResult, data.get("bayes")),
             equivalence=load(EquivalenceTable, derived.get("equivalence")),
@@ -439,6 +447,26 @@ def analyse(
             **options.parallel,
         )
 
+    multipliers = None
+    if main_runs.phi_identifiable and not fit.fixed:
+        say(
+            f"free multipliers m_r against r^phi ({options.n_boot} cell-bootstrap replicates, "
+            f"{options.n_wild} wild replicates of the lack-of-fit test)"
+        )
+        multipliers = _timed(
+            timings,
+            "multipliers",
+            fit_multipliers,
+            main_runs,
+            free_fit,
+            n_boot=options.n_boot,
+            n_wild=options.n_wild,
+            seed=options.seed,
+            level=options.level,
+            n_starts=options.n_starts,
+            n_jobs=1,  # ~10 s of refits on the study's table: less than worker start-up costs
+        )
+
     say("diagnostics: residuals, leave-one-out influence, the phi profile")
     diag = _timed(timings, "diagnostics", diagnose, main_runs, fit, seed=options.seed)
 
@@ -544,6 +572,7 @@ def analyse(
         fit.warnings,  # the bootstrap's too, once attached
         None if boot is None else boot.warnings,
         None if comparison is None else comparison.warnings,
+        None if multipliers is None else multipliers.warnings,
         None if recipes is None else recipes.warnings,  # the joint fit's included
         _diagnostic_cautions(diag),
         None if front is None else front.warnings,
@@ -560,6 +589,7 @@ def analyse(
         diagnostics=diag,
         bootstrap=boot,
         comparison=comparison,
+        multipliers=multipliers,
         recipes=recipes,
         plan=plan,
         bayes=bayes,

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import Formatter, LogFormatterSciNotation, LogLocator
+from matplotlib.ticker import Formatter, LogFormatterSciNotation, LogLocator, NullFormatter
 
 from .. import defaults
 from .html import interval_text
@@ -41,6 +41,7 @@ __all__ = [
     "posterior_figure",
     "recipes_figure",
     "comparison_figure",
+    "multiplier_figure",
     "save_figure",
     "figure_bytes",
 ]
@@ -836,6 +837,63 @@ def comparison_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
     ax.set_ylim(len(others) - 0.4, -0.6)
     ax.set_xlabel(f"R² (raw nats) minus the free fit's R² = {base:.4f}")
     ax.set_title("loss of fit when φ is held fixed (0 = as good as φ free)")
+    _style(ax)
+    return fig
+
+
+@_styled
+def multiplier_figure(
+    rows: Sequence[Mapping[str, Any]],
+    phi: float,
+    *,
+    phi_draws: Sequence[float] | None = None,
+    level: float = defaults.LEVEL,
+    p_value: float | None = None,
+) -> Figure:
+    """The effective multiplier m_r of each looped r (one free multiplier per r, N_eff = N_once +
+    m_r N_rec) against r on log-log axes, with its bootstrap interval, and the law's r^phi (a line
+    of slope phi through m_1 = 1); with ``phi_draws`` (the law's bootstrap draws of phi) the band
+    of r^phi between their (1 - level)/2 and (1 + level)/2 quantiles.  ``rows``: r, m, m_ci."""
+    fig = _figure(5.6, 3.8)
+    ax = fig.subplots()
+    r_max = max(float(row["r"]) for row in rows)
+    grid = np.geomspace(1.0, r_max * 1.15, 64)
+    if phi_draws is not None:
+        draws = np.asarray([d for d in phi_draws if d is not None and np.isfinite(d)], dtype=float)
+        if len(draws) >= 2:
+            lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
+            ax.fill_between(
+                grid,
+                grid**lo,
+                grid**hi,
+                color=color_for(0),
+                alpha=0.18,
+                linewidth=0,
+                label=f"r^φ, {100 * level:g}% bootstrap band of φ",
+            )
+    ax.plot(grid, grid**phi, color=color_for(0), linewidth=1.4, label=f"law: r^φ, φ = {phi:.3f}")
+    ax.scatter([1.0], [1.0], color="0.3", marker="s", s=24, zorder=3, label="r = 1: m = 1 (definition)")
+    for i, row in enumerate(rows):
+        col = color_for(i + 1)
+        r, m = float(row["r"]), float(row["m"])
+        iv = row.get("m_ci")
+        if iv is not None and None not in iv:
+            ax.errorbar([r], [m], yerr=[[m - iv[0]], [iv[1] - m]], color=col, capsize=3, linewidth=1.4)
+        ax.scatter([r], [m], color=col, marker=marker_for(i + 1), s=40, zorder=4)
+        ax.annotate(f"m = {m:.2f}", (r, m), xytext=(6, -3), textcoords="offset points", fontsize=7)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks([1, *[float(row["r"]) for row in rows]], ["1", *[f"{float(row['r']):g}" for row in rows]])
+    lo, hi = ax.get_ylim()
+    ticks = [t for t in (0.5, 0.75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 6, 8, 12, 16) if lo <= t <= hi]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("recurrences r")
+    ax.set_ylabel("effective multiplier m_r of N_rec")
+    test = "" if p_value is None else f" (lack of fit of r^φ: p = {p_value:.2g})"
+    ax.set_title("one free multiplier per r against r^φ" + test, fontsize=9)
+    ax.legend(fontsize=7, frameon=False, loc="upper left")
     _style(ax)
     return fig
 

@@ -208,3 +208,45 @@ def _coordinate(name: str) -> str:
 
 def _finite(x: Any) -> bool:
     return x is not None and math.isfinite(float(x))
+
+
+def section_multipliers(a: Analysis, fig: Fig) -> str:
+    """The free multipliers m_r against r^phi: the figure, the table and the lack-of-fit test."""
+    mult = a.multipliers
+    if mult is None:
+        return T.missing("No free-multiplier check: phi is not identifiable from these runs.")
+    if not mult.testable:
+        return T.missing(f"r^φ cannot be tested against free multipliers: {mult.reason}.")
+    html = fig(
+        "multipliers",
+        "effective multiplier per r against r^phi",
+        "One free multiplier per recurrence count, N_eff = N_once + m_r N_rec (m_1 = 1; E, A, α, B, "
+        "β shared), against the law's r^φ (log-log axes: r^φ is a straight line of slope φ). Bars: "
+        f"{pct(mult.level)} percentile intervals of m_r from the (budget, r) cell bootstrap"
+        + ("; band: r^φ over the law's bootstrap draws of φ." if a.bootstrap is not None else "."),
+    )
+    rows = [
+        [
+            f"r = {row['r']:g}",
+            T.fixed(row["m"], 3),
+            T.interval(row["m_ci"], lambda v: T.fixed(v, 3)) or "withheld",
+            T.fixed(row["r_phi"], 3),
+            T.fixed(row["phi_r"], 3),
+            T.interval(row["phi_r_ci"], lambda v: T.fixed(v, 3)) or "withheld",
+        ]
+        for row in mult.rows()
+    ]
+    html += T.table(["", "m_r", f"{pct(mult.level)} interval", "r^φ", "φ_r", "interval of φ_r"], rows)
+    test = (
+        f"Lack of fit of r^φ: T = {mult.statistic:.3g} (drop of the Huber objective from one φ to one "
+        f"φ per r), restricted wild cluster bootstrap p = {mult.p_value:.2g} ({mult.wild.n_ok} of "
+        f"{mult.wild.n_boot} replicates, signs per {T.esc(mult.wild.block)} cell)."
+        if mult.wild is not None
+        else "Lack of fit of r^φ: not tested (wild bootstrap off)."
+    )
+    html += (
+        f"<p>{test} {T.esc(mult.verdict)}. Cell bootstrap: {mult.n_boot} replicates, "
+        f"{mult.n_failed} failed.</p>"
+    )
+    html += caution_list(mult.warnings) if mult.warnings else ""
+    return html

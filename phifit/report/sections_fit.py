@@ -267,11 +267,33 @@ def exponent_quantities(a: Analysis) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------- sections
+def misfit_line(a: Analysis) -> str | None:
+    """Plain text, when the lack-of-fit test rejects r^phi (p < 0.05): that r^phi does not
+    describe the table's recurrences, with the m_r that show it; None otherwise."""
+    mult = a.multipliers
+    if mult is None or not mult.testable or not mult.rejected:
+        return None
+    shown = "; ".join(
+        f"m_{row['r']:g} = {row['m']:.2f}"
+        + ("" if None in row["m_ci"] else f" [{row['m_ci'][0]:.2f}, {row['m_ci'][1]:.2f}]")
+        + f" vs r^phi = {row['r_phi']:.2f}"
+        for row in mult.rows()
+    )
+    return (
+        f"r^phi does not describe this table's recurrences (lack-of-fit wild cluster bootstrap "
+        f"p = {mult.p_value:.2g}): one free multiplier per r gives {shown}; phi = {mult.phi:.3f} "
+        "summarises a law that does not hold here"
+    )
+
+
 def section_headline(a: Analysis) -> str:
     """The answer first: phi with its interval (and what kind), the verdicts on phi = 0 and
     phi = 1, Δφ per recipe, R² and RMSE, and the top warnings."""
     fit = a.fit
     items = [f"<b>Not estimated</b>: {T.esc(text)}" for text in not_estimated(fit)]
+    misfit = misfit_line(a)
+    if misfit is not None:  # first: phi below summarises a law that does not hold
+        items.insert(0, f'<span class="bad"><b>r^φ does not hold</b></span>: {T.esc(misfit)}')
     if a.allocation is not None:
         items += non_looped_lines(a, html=True)
     elif fit.phi is None:

@@ -17,7 +17,9 @@ Folder layout::
 ``results.json["warnings"]`` is :attr:`Analysis.cautions`, every caution of every step
 ({source, kind, level, message, values}); the page lists them under "Data and warnings".
 
-The page opens with the answer (:func:`phifit.report_sections.section_headline`): phi with
+The page opens with the answer (:func:`phifit.report_sections.section_headline`); when the
+lack-of-fit test rejects r^phi against one free multiplier per r, that comes first (phi then
+summarises a law that does not hold); then phi with
 its interval and what kind it is, the verdicts on phi = 0 and phi = 1, Δφ per recipe,
 R² / RMSE and the top warnings; for a non-looped table, its exponents α, β, E and the
 compute-optimal allocation with their intervals instead of φ.  An interval end on the box searched prints as
@@ -25,13 +27,14 @@ compute-optimal allocation with their intervals instead of φ.  An interval end 
 
 Sections: data summary and cautions; fitted law with intervals; isoFLOP curves;
 compute-optimal frontier and gaps (law and per-cell parabola minima); bootstrap
-distribution of phi; restricted-fit comparison; residuals; influence, identifiability
-and consistency; the equivalence table; and, when their inputs exist, the Bayesian
-posterior (``bayes=True``), the Δφ between recipes (a ``variant`` column) and a plan of
-what a design can measure of phi with the table as the pilot (``AnalysisOptions.plan``,
-``--plan``).  A non-looped table's page (:attr:`Analysis.non_looped`) speaks of its own law:
-the bootstrap section shows alpha, beta and the allocation exponent instead of phi, the
-influence section only identifiability, and nothing is listed or drawn per r.
+distribution of phi; restricted-fit comparison; the free multipliers m_r against r^phi;
+residuals; influence, identifiability and consistency; the equivalence table; and, when
+their inputs exist, the Bayesian posterior (``bayes=True``), the Δφ between recipes (a
+``variant`` column) and a plan of what a design can measure of phi with the table as the
+pilot (``AnalysisOptions.plan``, ``--plan``).  A non-looped table's page
+(:attr:`Analysis.non_looped`) speaks of its own law: the bootstrap section shows alpha, beta
+and the allocation exponent instead of phi, the influence section only identifiability, and
+nothing is listed or drawn per r.
 
 A folder is written only when it is absent, empty, or holds a previous phifit report
 (its ``results.json`` says ``"generator": "phifit"``), unless ``force=True``.
@@ -204,6 +207,9 @@ def headline(a: Analysis) -> str:
     (:func:`phifit.report.sections_fit.non_looped_lines`)."""
     fit = a.fit
     lines = [f"not estimated: {text}".replace("·", " ").replace("β", "beta") for text in S.not_estimated(fit)]
+    misfit = S.misfit_line(a)
+    if misfit is not None:  # first: phi summarises a law that does not hold
+        lines.insert(0, misfit)
     if a.allocation is not None:  # non-looped: the law's exponents and allocation lead
         lines += S.non_looped_lines(a, html=False)
         lines.append(f"R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats")
@@ -266,6 +272,14 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
         out.append(("bootstrap_phi", fig))
     if a.bootstrap is not None and a.non_looped and S.exponent_quantities(a):
         out.append(("bootstrap_exponents", _exponent_figure(a, plots)))
+    mult = a.multipliers
+    if mult is not None and mult.testable and fit.phi is not None:
+        boot = a.bootstrap
+        draws = None if boot is None else boot.params["phi"][~boot.failed].tolist()
+        fig = plots.multiplier_figure(
+            mult.rows(), mult.phi, phi_draws=draws, level=mult.level, p_value=mult.p_value
+        )
+        out.append(("multipliers", fig))
     cmp_rows = S.comparison_rows(a.comparison)
     if cmp_rows:
         out.append(("comparison", plots.comparison_figure(cmp_rows)))
@@ -334,6 +348,7 @@ def render_html(a: Analysis, pngs: dict[str, bytes], figures: dict[str, dict[str
         ("frontier", "Compute-optimal frontier", R.section_frontier(a, fig)),
         ("bootstrap", S.bootstrap_title(a), S.section_bootstrap(a, fig)),
         ("comparison", "Restricted fits", S.section_comparison(a, fig)),
+        ("multipliers", "Is one φ enough? Free multipliers per r", D.section_multipliers(a, fig)),
         ("residuals", "Residuals", D.section_residuals(a, fig)),
         ("influence", D.influence_title(a), D.section_influence(a, fig)),
         ("equivalence", "Equivalent sizes", R.section_equivalence(a)),

@@ -1,0 +1,457 @@
+"""Is one phi enough?  One free multiplier per recurrence count against the law's r^phi.
+
+The law values r passes of the recurrent block by one exponent:
+
+    N_eff = N_once + r^phi N_rec.
+
+The **free-multiplier law** gives every looped r its own effective multiplier,
+
+    N_eff = N_once + m_r N_rec,   m_1 = 1,   m_r = r^phi_r  (r > 1),
+
+with E, A, alpha, B, beta shared.  It is the grouped law of
+:mod:`phifit.fitters.per_recipe_phi` with one group per looped r (one phi_r each): r = 1 runs
+have log r = 0, so no phi moves them; they join the group of the smallest looped r, and they
+are the anchor m_1 = 1 (without them the m_r only trade against A, since N_once << N_rec).
+Both laws are fitted by :func:`~phifit.fitters.per_recipe_phi.fit_joint` (same objective, box
+and starts): the **one-phi** law (the null, whose phi draws the r^phi curve) and the free one.
+
+- **Intervals of m_r**: the (budget, r) cell bootstrap of the law's phi
+  (:mod:`phifit.bootstrap.block`, the same weights for the same seed and replicate count):
+  each replicate redraws the cells with replacement, and the free-multiplier law is refitted
+  to the weighted table (objective sum_i w_i rho(log L_hat_i - log L_i)) from its estimate and
+  from the one-phi solution on the batched LM, rows it leaves unconverged finished by its
+  active-set LM and then by the least-squares polish.  A replicate fails when its table lacks
+  the r = 1 runs or every looped run of some r (m_r not identified), or when its refit does
+  not converge; failures are counted by reason, and no interval is given when more than
+  :data:`~phifit.bootstrap.result.MAX_FAILED_SHARE` of them failed.  Percentile intervals
+  of phi_r, and of m_r = r^phi_r (the same replicates: the map is monotone).
+- **Lack of fit of r^phi**: the restricted wild cluster bootstrap
+  (:mod:`phifit.bootstrap.wild`) of T = F_one_phi - F_free, tables rebuilt from the one-phi
+  fit with one Rademacher sign per (budget, r) cell, both laws refitted, p = (1 + #{T* >= T}) /
+  (1 + B'), as for "one phi for every recipe" (:mod:`phifit.recipes.shared_phi`).  A small p
+  says no single exponent describes how the value of a recurrence grows with r: phi is then
+  a summary of a law that does not hold for this table.
+
+It needs r = 1 runs and at least two looped r (three distinct r): with r in {1, 2} the free
+multiplier *is* the r^phi fit, and the result says it cannot be tested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import defaults
+from ..bootstrap.block import draw_weights
+from ..bootstrap.result import MARK_FAILED_SHARE, MAX_FAILED_SHARE, intervals_withheld
+from ..bootstrap.wild import Refit, WildTest, wild_cluster_statistics, wild_test_result
+from ..cautions import Caution, caution
+from ..fitters.likelihood import SIGNIFICANCE, p_text
+from ..fitters.lm import batched_weighted_lm
+from ..fitters.objective import DELTA, loss_terms
+from ..fitters.parallel import check_backend, parallel_map
+from ..fitters.per_recipe_phi import GroupedLaw, JointOptions, fit_joint
+from ..fitters.polish import polish_residuals
+from ..intervals import bootstrap_interval
+from ..law import Design
+from ..result import FitResult
+from ..runs.table import RunTable, as_runs
+from .multiplier_result import SOURCE, MultiplierFit
+
+#: Iterations of the active-set finish of bootstrap refits the first LM left unconverged.
+FINISH_ITER = 3_000
+#: Bootstrap replicates refitted together (one task of a worker).
+CHUNK = 250
+
+
+class GroupedModel:
+    """``model(x)`` of a grouped law on one design, as plain data that pickles to workers
+    (the grouped law's closure is built lazily in each process)."""
+
+    def __init__(self, recipes: tuple[str, ...], groups: np.ndarray, design: Design) -> None:
+        self.recipes, self.groups, self.design = tuple(recipes), np.asarray(groups), design
+        self._fn = None
+
+    def __call__(self, x: np.ndarray):
+        if self._fn is None:
+            self._fn = GroupedLaw(recipes=self.recipes, groups=self.groups).model(self.design)
+        return self._fn(x)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"recipes": self.recipes, "groups": self.groups, "design": self.design}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["recipes"], state["groups"], state["design"])
+
+
+def r_groups(runs: RunTable) -> tuple[list[float], np.ndarray, str]:
+    """The looped r values, each run's group (its r's index; r = 1 runs: the first group's) and
+    why the table cannot test r^phi ("" when it can)."""
+    r = np.asarray(runs.r, dtype=float)
+    looped = (r > 1) & (np.asarray(runs.n_rec) > 0)
+    values = sorted(float(v) for v in np.unique(r[looped]))
+    base = np.isclose(r, 1.0)
+    reason = ""
+    if len(values) < 2:
+        reason = (
+            f"only {len(values)} looped r value(s) ({', '.join(f'{v:g}' for v in values) or 'none'}): with "
+            "one looped r the free multiplier is the r^phi fit itself; it needs three distinct r"
+        )
+    elif not base.any():
+        reason = "no r = 1 runs: the anchor m_1 = 1 is missing, so the m_r are not identified"
+    elif np.any(~looped & ~base):
+        reason = "runs with r > 1 and no recurrent parameters: the free multipliers need N_rec > 0"
+    if reason:
+        return values, np.zeros(len(r), dtype=int), reason
+    codes = np.zeros(len(r), dtype=int)
+    for g, v in enumerate(values):
+        codes[np.isclose(r, v)] = g
+    return values, codes, ""
+
+
+def fit_multipliers(
+    runs: RunTable,
+    law: FitResult | None = None,
+    *,
+    method: str = "huber",
+    n_boot: int = defaults.N_BOOT,
+    n_wild: int = defaults.N_WILD,
+    seed: int = defaults.SEED,
+    level: float = defaults.LEVEL,
+    n_starts: int = defaults.N_STARTS,
+    n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
+) -> MultiplierFit:
+    """Fit one multiplier per looped r, bootstrap it by cells, and test r^phi (module docstring).
+
+    ``law``: a fit of the one-phi law to ``runs`` whose parameters warm-start both fits
+    (optional); ``n_boot`` cell-bootstrap replicates of the m_r (0: no intervals); ``n_wild``
+    wild cluster bootstrap replicates of the lack-of-fit test (0: no test; else >= 19);
+    ``n_jobs``, ``backend``, ``scheduler``: where the refits run (:mod:`phifit.fitters.parallel`).
+    """
+    runs = as_runs(runs)
+    check_backend(backend, scheduler)
+    if n_wild and n_wild < 19:
+        raise ValueError(f"n_wild must be 0 (off) or >= 19 for a p-value at the 5% level, got {n_wild}")
+    if n_boot < 0 or n_boot == 1:
+        raise ValueError(f"n_boot must be 0 (off) or >= 2, got {n_boot}")
+    values, codes, reason = r_groups(runs)
+    if reason:
+        return _untestable(runs, values, reason, level, seed)
+    names = tuple(f"{v:g}" for v in values)
+    labels = np.array(names)[codes]
+    warm = [] if law is None else [law.theta]
+    kw: dict[str, Any] = {
+        "recipes": names,
+        "method": method,
+        "options": JointOptions(n_starts=n_starts, seed=seed),
+    }
+    null = fit_joint(runs, labels, shared_phi=True, starts=warm, **kw)
+    free = fit_joint(runs, labels, starts=[*warm, null.theta], **kw)
+    delta = DELTA if method == "huber" else np.inf
+    x0 = np.asarray(null.extras["x"], dtype=float)
+    x1 = np.asarray(free.extras["x"], dtype=float)
+    x0_in_1 = np.concatenate([x0[:5], np.repeat(x0[5], len(names))])
+    model0 = GroupedModel(("shared",), np.zeros(len(runs), dtype=int), runs.design)
+    model1 = GroupedModel(names, codes, runs.design)
+    law1 = GroupedLaw(recipes=names, groups=codes)
+    law0 = GroupedLaw(recipes=("shared",), groups=np.zeros(len(runs), dtype=int))
+    parallel = {"n_jobs": n_jobs, "backend": backend, "scheduler": scheduler}
+
+    warnings: list[Caution] = [
+        caution(SOURCE, w.kind, f"free-multiplier fit: {w.message}", level=w.level, **dict(w.values))
+        for w in free.warnings
+    ]
+    phi_draws = np.full((0, len(names)), np.nan)
+    reasons: dict[str, int] = {}
+    n_failed = 0
+    if n_boot:
+        phi_draws, reasons = _cell_bootstrap(
+            runs, codes, model1, law1, (x1, x0_in_1), delta, n_boot, seed, parallel
+        )
+        n_failed = int(sum(reasons.values()))
+        warnings += _bootstrap_cautions(n_failed, n_boot, reasons)
+    withheld = not n_boot or intervals_withheld(n_failed, n_boot)
+    phi_ci = []
+    for g in range(len(names)):
+        iv = bootstrap_interval(phi_draws[:, g], level=level, mc_seed=seed) if not withheld else None
+        phi_ci.append([None, None] if iv is None else [float(iv.lo), float(iv.hi)])
+    m_ci = [[None if e is None else float(v**e) for e in pair] for v, pair in zip(values, phi_ci)]
+
+    y = runs.log_loss
+    y0 = model0(x0[None, :])[0][0]
+    statistic = float(
+        loss_terms(y0 - y, delta).sum() - loss_terms(model1(x1[None, :])[0][0] - y, delta).sum()
+    )
+    statistic = max(statistic, 0.0)
+    wild = None
+    if n_wild:
+        wild = _wild_test(
+            runs,
+            y,
+            y0,
+            model0,
+            model1,
+            law0,
+            law1,
+            (x0,),
+            (x0_in_1, x1),
+            delta,
+            statistic,
+            n_wild,
+            seed,
+            parallel,
+        )
+        warnings += [
+            caution(SOURCE, w.kind, w.message, level=w.level, **dict(w.values)) for w in wild.warnings
+        ]
+    phis = [float(v) for v in x1[5:]]
+    mult = [float(v**p) for v, p in zip(values, phis)]
+    phi = float(null.params["phi"])
+    verdict = _verdict(values, mult, phi, wild)
+    return MultiplierFit(
+        r=list(values),
+        phi_r=phis,
+        multiplier=mult,
+        phi_r_ci=phi_ci,
+        multiplier_ci=m_ci,
+        phi=phi,
+        free_params={k: float(v) for k, v in free.params.items() if k != "phi"},
+        statistic=statistic,
+        wild=wild,
+        n_boot=int(n_boot),
+        n_failed=n_failed,
+        failure_reasons=reasons,
+        level=float(level),
+        n_runs=len(runs),
+        testable=True,
+        reason="",
+        verdict=verdict,
+        seed=int(seed),
+        warnings=warnings,
+    )
+
+
+def _untestable(runs: RunTable, values: list[float], reason: str, level: float, seed: int) -> MultiplierFit:
+    return MultiplierFit(
+        r=list(values),
+        phi_r=[],
+        multiplier=[],
+        phi_r_ci=[],
+        multiplier_ci=[],
+        phi=None,
+        free_params={},
+        statistic=None,
+        wild=None,
+        n_boot=0,
+        n_failed=0,
+        failure_reasons={},
+        level=float(level),
+        n_runs=len(runs),
+        testable=False,
+        reason=reason,
+        verdict=f"r^phi cannot be tested against free multipliers: {reason}",
+        seed=int(seed),
+        warnings=[
+            caution(
+                SOURCE, "untestable", f"r^phi not tested against free multipliers: {reason}", level="note"
+            )
+        ],
+    )
+
+
+def _verdict(values: Sequence[float], mult: Sequence[float], phi: float, wild: WildTest | None) -> str:
+    shown = ", ".join(f"m_{v:g} = {m:.3g} (r^phi {v**phi:.3g})" for v, m in zip(values, mult))
+    if wild is None:
+        return f"not tested (no wild bootstrap): {shown}"
+    p = wild.p_value
+    if p == p and p < SIGNIFICANCE:
+        return (
+            f"r^phi does not describe these recurrences: one multiplier per r fits better "
+            f"(wild cluster bootstrap p = {p_text(p)}); {shown}; phi = {phi:.3f} summarises a law "
+            f"that does not hold here"
+        )
+    return (
+        f"r^phi is not rejected against one multiplier per r "
+        f"(wild cluster bootstrap p = {p_text(p)}); {shown}"
+    )
+
+
+# -- the cell bootstrap ------------------------------------------------------------------------
+def _cell_bootstrap(
+    runs: RunTable,
+    codes: np.ndarray,
+    model: GroupedModel,
+    law: GroupedLaw,
+    starts: tuple[np.ndarray, ...],
+    delta: float,
+    n_boot: int,
+    seed: int,
+    parallel: dict[str, Any],
+) -> tuple[np.ndarray, dict[str, int]]:
+    """(n_boot, G) phi_r per replicate (NaN where it failed) and the failures by reason."""
+    cells, _ = runs.cells(None)
+    # the block bootstrap's first stream: the same resampled tables as the law's bootstrap
+    stream = np.random.SeedSequence(seed).spawn(3)[0]
+    weights = draw_weights(cells, n_boot, np.random.default_rng(stream))
+    present = weights > 0
+    base = np.isclose(np.asarray(runs.r, dtype=float), 1.0)
+    looped = ~base
+    ident = present[:, base].any(axis=1)
+    for g in range(len(law.recipes)):
+        ident &= present[:, looped & (codes == g)].any(axis=1)
+    rows = np.flatnonzero(ident)
+    y = runs.log_loss
+    chunks = [rows[i : i + CHUNK] for i in range(0, len(rows), CHUNK)]
+    tasks = ((model, law.lower, law.upper, starts, y, weights[ch], delta) for ch in chunks)
+    done = list(parallel_map(refit_weighted_rows, tasks, **parallel)) if chunks else []
+    k = len(law.lower)
+    x = np.full((n_boot, k), np.nan)
+    obj = np.full(n_boot, np.nan)
+    conv = np.zeros(n_boot, dtype=bool)
+    for ch, (xc, oc, cc) in zip(chunks, done):
+        x[ch], obj[ch], conv[ch] = xc, oc, cc
+    finite = np.isfinite(obj)
+    failure = {
+        "m_r not identifiable in the resampled table (no r = 1 runs, or no runs of some r)": ~ident,
+        "objective not finite": ident & ~finite,
+        "did not converge": ident & finite & ~conv,
+    }
+    failed = np.zeros(n_boot, dtype=bool)
+    for mask in failure.values():
+        failed |= mask
+    phis = x[:, 5:].copy()
+    phis[failed] = np.nan
+    return phis, {k: int(v.sum()) for k, v in failure.items() if v.any()}
+
+
+def refit_weighted_rows(
+    model: GroupedModel,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    starts: tuple[np.ndarray, ...],
+    y: np.ndarray,
+    weights: np.ndarray,
+    delta: float,
+    max_iter: int = 300,
+    finish_iter: int = FINISH_ITER,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Refit a grouped law to weighted tables ``weights`` (m, n): best of ``starts`` on the batched
+    LM, unconverged rows finished by the active-set LM, then by the least-squares polish (run i
+    entering w_i times).  Returns x (m, k), objective (m,), converged (m,)."""
+    m = len(weights)
+    best_x = best_obj = best_conv = None
+    for start in starts:
+        x0 = np.tile(np.asarray(start, dtype=float), (m, 1))
+        end = batched_weighted_lm(model, x0, y, weights, lower, upper, delta=delta, max_iter=max_iter)
+        obj = np.where(np.isfinite(end.objective), end.objective, np.inf)
+        if best_x is None:
+            best_x, best_obj, best_conv = end.x.copy(), obj, end.converged.copy()
+            continue
+        better = obj < best_obj * (1 - 1e-12)
+        best_x[better], best_obj[better], best_conv[better] = (
+            end.x[better],
+            obj[better],
+            end.converged[better],
+        )
+    rows = np.flatnonzero(~best_conv & np.isfinite(best_obj))
+    if len(rows):
+        lm = batched_weighted_lm(
+            model,
+            best_x[rows],
+            y,
+            weights[rows],
+            lower,
+            upper,
+            delta=delta,
+            max_iter=finish_iter,
+            active_set=True,
+        )
+        lower_obj = np.isfinite(lm.objective) & (lm.objective <= best_obj[rows])
+        best_x[rows[lower_obj]], best_obj[rows[lower_obj]] = lm.x[lower_obj], lm.objective[lower_obj]
+        best_conv[rows[lm.converged & lower_obj]] = True
+    for i in np.flatnonzero(~best_conv & np.isfinite(best_obj)):
+
+        def fun(x):
+            return model(x[None, :])[0][0] - y
+
+        def jac(x):
+            return model(x[None, :])[1][0].T
+
+        sol = polish_residuals(fun, jac, best_x[i], lower, upper, delta, weights=weights[i])
+        if sol is None or sol.status <= 0:
+            continue
+        obj = float(np.sum(weights[i] * loss_terms(fun(sol.x), delta)))
+        if obj <= best_obj[i] * (1 + 1e-9):
+            best_x[i], best_obj[i], best_conv[i] = sol.x, obj, True
+    return best_x, best_obj, best_conv
+
+
+def _bootstrap_cautions(n_failed: int, n_boot: int, reasons: dict[str, int]) -> list[Caution]:
+    if not n_failed:
+        return []
+    why = "; ".join(f"{k}: {v}" for k, v in reasons.items())
+    share = n_failed / n_boot
+    if intervals_withheld(n_failed, n_boot):
+        text = (
+            f"free multipliers: {n_failed} of {n_boot} cell-bootstrap refits failed ({why}): no interval "
+            f"of m_r is given (more than {MAX_FAILED_SHARE:.0%} failed; the survivors would understate "
+            "the uncertainty)"
+        )
+        return [caution(SOURCE, "intervals_withheld", text, n_failed=n_failed, n_boot=n_boot, share=share)]
+    marked = share >= MARK_FAILED_SHARE
+    approx = " and the intervals are approximate" if marked else ""
+    text = f"free multipliers: {n_failed} of {n_boot} cell-bootstrap refits failed ({why}){approx}"
+    level = "warning" if marked else "note"  # under 1%: moves an end by less than its MC error
+    return [
+        caution(SOURCE, "failed_replicates", text, level=level, n_failed=n_failed, n_boot=n_boot, share=share)
+    ]
+
+
+# -- the lack-of-fit test ----------------------------------------------------------------------
+def _wild_test(
+    runs: RunTable,
+    y: np.ndarray,
+    y0: np.ndarray,
+    model0: GroupedModel,
+    model1: GroupedModel,
+    law0: GroupedLaw,
+    law1: GroupedLaw,
+    starts0: tuple[np.ndarray, ...],
+    starts1: tuple[np.ndarray, ...],
+    delta: float,
+    observed: float,
+    n_wild: int,
+    seed: int,
+    parallel: dict[str, Any],
+) -> WildTest:
+    """The restricted wild cluster bootstrap of one phi against one phi per r, signs per
+    (budget, r) cell of ``runs``."""
+    codes, label = runs.cells(None)
+    stats, ok = wild_cluster_statistics(
+        y=y,
+        null_pred=y0,
+        codes=codes,
+        null=Refit(model0, law0.lower, law0.upper, starts0),
+        alternative=Refit(model1, law1.lower, law1.upper, starts1),
+        delta=delta,
+        n_boot=n_wild,
+        rng=np.random.default_rng(seed),
+        **parallel,
+    )
+    return wild_test_result(
+        "one phi for every r",
+        observed,
+        stats,
+        ok,
+        block=label,
+        n_blocks=int(codes.max()) + 1,
+        seed=seed,
+        source=SOURCE,
+    )
+
+
+__all__ = ["GroupedModel", "MultiplierFit", "fit_multipliers", "r_groups", "refit_weighted_rows"]
