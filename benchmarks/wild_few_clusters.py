@@ -8,7 +8,8 @@ design (the 44 baseline runs of ``data/cpu_small_runs.csv``, their fitted law, l
 each with every correction of :mod:`phifit.bootstrap.wild` from the same seed:
 
 - weights: Rademacher signs or Webb's six points;
-- residuals: raw, rescaled by sqrt(G / (G - k0)), or CR2 leverage-adjusted.
+- residuals: raw, rescaled by sqrt(G / (G - k0)), only their cell means rescaled so, or CR2
+  leverage-adjusted.
 
 ``--phi 0`` measures size (rejections at 5% of a true restriction), ``--phi 0.583`` power
 (the CPU table's own fit).  One JSON line per table in ``--out`` (resumable); ``--summary``
@@ -36,6 +37,7 @@ VARIANTS = {
     "rademacher raw": ("rademacher", "none"),
     "rademacher rescaled": ("rademacher", "rescale"),
     "rademacher CR2": ("rademacher", "cr2"),
+    "rademacher means rescaled": ("rademacher", "rescale-means"),
     "webb rescaled": ("webb", "rescale"),
     "webb CR2": ("webb", "cr2"),
 }

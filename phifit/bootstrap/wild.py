@@ -233,8 +233,13 @@ def _refit(
 WEIGHTS = ("rademacher", "webb")
 _WEBB = np.array([-math.sqrt(1.5), -1.0, -math.sqrt(0.5), math.sqrt(0.5), 1.0, math.sqrt(1.5)])
 #: Residual adjustments before the sign flips (see :func:`adjusted_residuals`).
-ADJUSTMENTS = ("none", "rescale", "cr2")
-ADJUST_TEXT = {"none": "raw", "rescale": "rescaled by sqrt(G / (G - k0))", "cr2": "CR2 leverage-adjusted"}
+ADJUSTMENTS = ("none", "rescale", "rescale-means", "cr2")
+ADJUST_TEXT = {
+    "none": "raw",
+    "rescale": "rescaled by sqrt(G / (G - k0))",
+    "rescale-means": "cell means rescaled by sqrt(G / (G - k0))",
+    "cr2": "CR2 leverage-adjusted",
+}
 #: The default adjustment, chosen by ``benchmarks/wild_few_clusters.py`` (module docstring).
 DEFAULT_ADJUST = "rescale"
 
@@ -287,6 +292,9 @@ def adjusted_residuals(
     - ``"none"``: e as it is;
     - ``"rescale"``: e * sqrt(G / (G - k0)) (the small-sample factor of CR1 variance
       estimators, applied to the residuals);
+    - ``"rescale-means"``: only each cell's mean residual ebar_c is rescaled,
+      e_i <- e_i + (sqrt(G / (G - k0)) - 1) ebar_c(i): the fit absorbs the noise the cells share
+      (G cell means against k0 parameters), hardly the deviations within a cell (n runs);
     - ``"cr2"``: per cluster g, e_g <- W_g^-1/2 (I - H_gg)^-1/2 W_g^1/2 e_g with H the hat
       matrix W^1/2 J (J^T W J)^-1 J^T W^1/2 of the null fit's Jacobian J and IRLS weights W
       (Bell and McCaffrey 2002; MacKinnon, Nielsen and Webb 2023, "Fast and reliable
@@ -297,10 +305,15 @@ def adjusted_residuals(
     n_clusters = int(codes.max()) + 1
     x0 = np.asarray(null.starts[0], dtype=float)
     k0 = x0.size
-    if adjust == "rescale":
-        if n_clusters <= k0:
-            return resid * math.sqrt(n_clusters)  # no cluster-level freedom left; the largest factor
-        return resid * math.sqrt(n_clusters / (n_clusters - k0))
+    if adjust in ("rescale", "rescale-means"):
+        # no cluster-level freedom left (G <= k0): the largest factor
+        factor = math.sqrt(n_clusters) if n_clusters <= k0 else math.sqrt(n_clusters / (n_clusters - k0))
+        if adjust == "rescale":
+            return resid * factor
+        means = np.bincount(codes, weights=resid, minlength=n_clusters) / np.bincount(
+            codes, minlength=n_clusters
+        )
+        return resid + (factor - 1.0) * means[codes]
     if adjust != "cr2":
         raise ValueError(f"unknown residual adjustment {adjust!r}; expected one of {', '.join(ADJUSTMENTS)}")
     _, jac_t = null.model(x0[None, :])
