@@ -69,6 +69,13 @@ def test_rescaled_residuals_carry_the_factor_sqrt_g_over_g_minus_k0():
     assert k0 == 5 and codes.max() + 1 == 12
     scaled = adjusted_residuals(resid, codes, refit, 1e-3, "rescale")
     np.testing.assert_allclose(scaled, resid * math.sqrt(12 / 7), rtol=1e-12)
+    # only the cell means: their means scale by the factor, deviations within a cell stay
+    means = adjusted_residuals(resid, codes, refit, 1e-3, "rescale-means")
+    cell_mean = lambda e: np.bincount(codes, weights=e) / np.bincount(codes)  # noqa: E731
+    np.testing.assert_allclose(cell_mean(means), cell_mean(resid) * math.sqrt(12 / 7), rtol=1e-10)
+    np.testing.assert_allclose(
+        means - cell_mean(means)[codes], resid - cell_mean(resid)[codes], rtol=1e-10, atol=1e-15
+    )
     assert adjusted_residuals(resid, codes, refit, 1e-3, "none") is resid
     # CR2: each cell's residuals change, their leverage-adjusted scale is at least the raw one
     cr2 = adjusted_residuals(resid, codes, refit, 1e-3, "cr2")
@@ -79,12 +86,12 @@ def test_the_rescaled_test_spreads_its_null_wider_and_says_how_it_was_built():
     table, free, null = _cpu_like_table(12)
     raw = wild_cluster_test(table, free, null, n_boot=99, seed=3, n_jobs=1, adjust="none")
     scaled = wild_cluster_test(table, free, null, n_boot=99, seed=3, n_jobs=1)
-    assert scaled.adjust == "rescale" and scaled.weights == "rademacher" and raw.adjust == "none"
-    # same signs, residuals scaled by 1.31: the null distribution of T* moves up
+    assert scaled.adjust == "rescale-means" and scaled.weights == "rademacher" and raw.adjust == "none"
+    # same signs, cell means scaled by 1.31: the null distribution of T* moves up
     assert scaled.null_quantiles["90%"] > raw.null_quantiles["90%"]
     assert scaled.p_value >= raw.p_value
     assert scaled.min_p == pytest.approx(1 / 100) and scaled.resolves()
-    assert "smallest attainable p" in scaled.summary() and "rescaled" in scaled.summary()
+    assert "smallest attainable p" in scaled.summary() and "cell means rescaled" in scaled.summary()
     back = WildTest.from_dict(scaled.to_dict())
     assert back.to_dict() == scaled.to_dict()
     # a result saved before these fields existed reloads as the raw Rademacher test
