@@ -8,8 +8,9 @@ design (the 44 baseline runs of ``data/cpu_small_runs.csv``, their fitted law, l
 each with every correction of :mod:`phifit.bootstrap.wild` from the same seed:
 
 - weights: Rademacher signs or Webb's six points;
-- residuals: raw, rescaled by sqrt(G / (G - k0)), only their cell means rescaled so, or CR2
-  leverage-adjusted.
+- residuals: raw, rescaled by sqrt(G / (G - k0)), only their cell means rescaled so, only
+  their cell means divided by sqrt(1 - h_c) (the default; h_c the null fit's share of a shift
+  common to the cell), or CR2 leverage-adjusted.
 
 ``--phi 0`` measures size (rejections at 5% of a true restriction), ``--phi 0.583`` power
 (the CPU table's own fit).  One JSON line per table in ``--out`` (resumable); ``--summary``
@@ -38,10 +39,11 @@ VARIANTS = {
     "rademacher rescaled": ("rademacher", "rescale"),
     "rademacher CR2": ("rademacher", "cr2"),
     "rademacher means rescaled": ("rademacher", "rescale-means"),
+    "rademacher cell leverage": ("rademacher", "cell-leverage"),
     "webb rescaled": ("webb", "rescale"),
     "webb CR2": ("webb", "cr2"),
 }
-DEFAULT_VARIANTS = ["rademacher raw", "rademacher rescaled", "rademacher CR2"]
+DEFAULT_VARIANTS = ["rademacher raw", "rademacher cell leverage"]
 NOISE, CELL_NOISE = 0.013, 0.010
 
 

@@ -77,6 +77,15 @@ def test_rescaled_residuals_carry_the_factor_sqrt_g_over_g_minus_k0():
         means - cell_mean(means)[codes], resid - cell_mean(resid)[codes], rtol=1e-10, atol=1e-15
     )
     assert adjusted_residuals(resid, codes, refit, 1e-3, "none") is resid
+    # cell leverage: h_c = 1_c' H 1_c / n_c in [0, 1], summing to at most k0; means scale by 1/sqrt(1 - h_c)
+    lev = adjusted_residuals(resid, codes, refit, 1e-3, "cell-leverage")
+    _, jac_t = model(null.theta[spec.free_mask][None, :])
+    jac = jac_t[0].T
+    hat = jac @ np.linalg.pinv(jac.T @ jac) @ jac.T
+    h = np.array([hat[np.ix_(codes == g, codes == g)].mean() * (codes == g).sum() for g in range(12)])
+    assert np.all((h > 0) & (h < 1)) and h.sum() < k0
+    np.testing.assert_allclose(cell_mean(lev), cell_mean(resid) / np.sqrt(1 - h), rtol=1e-9)
+    np.testing.assert_allclose(lev - cell_mean(lev)[codes], resid - cell_mean(resid)[codes], atol=1e-15)
     # CR2: each cell's residuals change, their leverage-adjusted scale is at least the raw one
     cr2 = adjusted_residuals(resid, codes, refit, 1e-3, "cr2")
     assert np.linalg.norm(cr2) >= np.linalg.norm(resid) * (1 - 1e-9)
@@ -86,12 +95,12 @@ def test_the_rescaled_test_spreads_its_null_wider_and_says_how_it_was_built():
     table, free, null = _cpu_like_table(12)
     raw = wild_cluster_test(table, free, null, n_boot=99, seed=3, n_jobs=1, adjust="none")
     scaled = wild_cluster_test(table, free, null, n_boot=99, seed=3, n_jobs=1)
-    assert scaled.adjust == "rescale-means" and scaled.weights == "rademacher" and raw.adjust == "none"
-    # same signs, cell means scaled by 1.31: the null distribution of T* moves up
+    assert scaled.adjust == "cell-leverage" and scaled.weights == "rademacher" and raw.adjust == "none"
+    # same signs, cell means scaled up by 1 / sqrt(1 - h_c): the null distribution of T* moves up
     assert scaled.null_quantiles["90%"] > raw.null_quantiles["90%"]
     assert scaled.p_value >= raw.p_value
     assert scaled.min_p == pytest.approx(1 / 100) and scaled.resolves()
-    assert "smallest attainable p" in scaled.summary() and "cell means rescaled" in scaled.summary()
+    assert "smallest attainable p" in scaled.summary() and "sqrt(1 - h_c)" in scaled.summary()
     back = WildTest.from_dict(scaled.to_dict())
     assert back.to_dict() == scaled.to_dict()
     # a result saved before these fields existed reloads as the raw Rademacher test

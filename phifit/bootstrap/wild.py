@@ -15,14 +15,17 @@ Davidson and MacKinnon 2010; Roodman et al. 2019, "Fast and wild", Stata J. 19(1
    keep their residuals together, so noise shared within a cell is kept): Rademacher signs
    +-1, or Webb's six points +-sqrt(1/2), +-1, +-sqrt(3/2) below ``MIN_CELLS`` cells, where
    2^G sign patterns are too few (Webb 2023, "Reworking wild bootstrap-based inference for
-   clustered errors", Can. J. Econ. 56(3)).  Each cell's mean residual is rescaled,
-   e~_i = e_i + (sqrt(G / (G - k0)) - 1) ebar_c(i), with k0 the null law's free parameters:
-   a fit of k0 parameters to G cells absorbs about k0 / G of the noise the cells share (their
-   means), hardly any of the deviations within a cell, and flipping raw residuals generates
-   too little shared noise.  ``benchmarks/wild_few_clusters.py`` measures the choices side by
-   side on the 12-cell CPU design with cell-shared noise (true phi = 0): raw residuals reject
-   in ~12% of tables at 5%, CR2 leverage-adjusted ones as often, all residuals rescaled in
-   ~1-3% (too few), the cell means rescaled in ~3-5%; :data:`DEFAULT_ADJUST`.
+   clustered errors", Can. J. Econ. 56(3)).  Each cell's mean residual is first divided by
+   sqrt(1 - h_c), with h_c the share of a shift common to the cell's runs that the null fit
+   absorbs (:func:`adjusted_residuals`, ``"cell-leverage"``): a fit absorbs part of the noise
+   the cells share, hardly any of the deviations within a cell, and flipping raw residuals
+   regenerates too little shared noise.  ``benchmarks/wild_few_clusters.py`` measures the
+   choices side by side on the 12-cell CPU design with cell-shared noise (true phi = 0):
+   raw residuals reject in ~11% of tables at 5%, CR2 leverage-adjusted ones (run level,
+   Huber weights) as often, every residual or every cell mean rescaled by sqrt(G / (G - k0))
+   in ~1-3% (too few: the law's k0 parameters also fit the shapes within cells, so they
+   absorb less than k0 / G of the cell-level noise); ``benchmarks/bootstrap_coverage.py``
+   (condition ``small-cell-shared``) measures the default.
 3. Refit both laws to every table (the null from its estimate, the free law from the null
    solution and from its own estimate, on the batched engine; rows it leaves unconverged
    are finished together by its active-set LM, the least-squares polish only as a fallback)
@@ -235,15 +238,18 @@ def _refit(
 WEIGHTS = ("rademacher", "webb")
 _WEBB = np.array([-math.sqrt(1.5), -1.0, -math.sqrt(0.5), math.sqrt(0.5), 1.0, math.sqrt(1.5)])
 #: Residual adjustments before the sign flips (see :func:`adjusted_residuals`).
-ADJUSTMENTS = ("none", "rescale", "rescale-means", "cr2")
+ADJUSTMENTS = ("none", "rescale", "rescale-means", "cell-leverage", "cr2")
 ADJUST_TEXT = {
     "none": "raw",
     "rescale": "rescaled by sqrt(G / (G - k0))",
     "rescale-means": "cell means rescaled by sqrt(G / (G - k0))",
+    "cell-leverage": "cell means divided by sqrt(1 - h_c) (h_c: the null fit's share of a cell-wide shift)",
     "cr2": "CR2 leverage-adjusted",
 }
+#: Floor of 1 - h in the leverage adjustments (a cell the null fit all but absorbs).
+MIN_ONE_MINUS_LEVERAGE = 0.05
 #: The default adjustment, chosen by ``benchmarks/wild_few_clusters.py`` (module docstring).
-DEFAULT_ADJUST = "rescale-means"
+DEFAULT_ADJUST = "cell-leverage"
 
 
 def choose_weights(n_clusters: int, weights: str = "auto") -> str:
@@ -297,6 +303,12 @@ def adjusted_residuals(
     - ``"rescale-means"``: only each cell's mean residual ebar_c is rescaled,
       e_i <- e_i + (sqrt(G / (G - k0)) - 1) ebar_c(i): the fit absorbs the noise the cells share
       (G cell means against k0 parameters), hardly the deviations within a cell (n runs);
+    - ``"cell-leverage"`` (the default): each cell's mean residual ebar_c is divided by
+      sqrt(1 - h_c), h_c = 1_c^T H 1_c / n_c the share of a shift common to the cell's n_c runs
+      that the null fit absorbs (H = J (J^T J)^-1 J^T, J the null law's Jacobian at its fit):
+      e_i <- e_i + (1 / sqrt(1 - h_c(i)) - 1) ebar_c(i).  The HC2 correction with the cell
+      shift as the observation; on the 12-cell CPU design the h_c sum to ~2.2, not k0 = 5,
+      since the law's parameters are also spent on the shapes within cells;
     - ``"cr2"``: per cluster g, e_g <- W_g^-1/2 (I - H_gg)^-1/2 W_g^1/2 e_g with H the hat
       matrix W^1/2 J (J^T W J)^-1 J^T W^1/2 of the null fit's Jacobian J and IRLS weights W
       (Bell and McCaffrey 2002; MacKinnon, Nielsen and Webb 2023, "Fast and reliable
@@ -316,6 +328,18 @@ def adjusted_residuals(
             codes, minlength=n_clusters
         )
         return resid + (factor - 1.0) * means[codes]
+    if adjust == "cell-leverage":
+        _, jac_t = null.model(x0[None, :])
+        jac = jac_t[0].T  # (n, k0)
+        hat = jac @ np.linalg.pinv(jac.T @ jac) @ jac.T
+        counts = np.bincount(codes, minlength=n_clusters)
+        means = np.bincount(codes, weights=resid, minlength=n_clusters) / counts
+        shift = np.zeros(n_clusters)
+        for g in range(n_clusters):
+            rows = codes == g
+            shift[g] = hat[np.ix_(rows, rows)].sum() / counts[g]
+        factor = 1.0 / np.sqrt(np.clip(1.0 - shift, MIN_ONE_MINUS_LEVERAGE, 1.0))
+        return resid + ((factor - 1.0) * means)[codes]
     if adjust != "cr2":
         raise ValueError(f"unknown residual adjustment {adjust!r}; expected one of {', '.join(ADJUSTMENTS)}")
     _, jac_t = null.model(x0[None, :])

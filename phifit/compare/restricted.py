@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from .. import defaults
-from ..bootstrap.wild import WildTest, too_few_clusters, wild_cluster_test
+from ..bootstrap.wild import ADJUST_TEXT, WildTest, too_few_clusters, wild_cluster_test
 from ..cautions import Caution, caution, collect
 from ..fitters.common import effective_spec
 from ..fitters.likelihood import (
@@ -213,9 +213,12 @@ class Comparison(JsonIO):
             )
         wild = [st.wild for st in self.stats.values() if st.wild is not None]
         if wild:
+            w = wild[0]
+            floor = f", smallest attainable p {w.min_p:.2g}" if w.min_p is not None else ""
             lines.append(
-                f"    wild p: restricted wild cluster bootstrap, {wild[0].n_boot} replicates, signs per "
-                f"{wild[0].block} block ({wild[0].n_blocks} blocks); chi2 p: {CHI2_LABEL}"
+                f"    wild p: restricted wild cluster bootstrap, {w.n_boot} replicates, {w.weights} weights "
+                f"per {w.block} block ({w.n_blocks} blocks), residuals {ADJUST_TEXT.get(w.adjust, w.adjust)}"
+                f"{floor}; chi2 p: {CHI2_LABEL}"
             )
         else:
             lines.append(f"    chi2 p: {CHI2_LABEL}")
