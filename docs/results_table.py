@@ -59,9 +59,20 @@ def interval_text_(lo: float, hi: float, box) -> str:
 def _verdict(fit: dict | None) -> str:
     if not fit or fit.get("rejected") is None:
         return "not tested"
+    if fit.get("undecided"):
+        return "undecided"
     p = fit.get("wild_p_value")
     word = "rejected" if fit["rejected"] else "not rejected"
     return word if p is None else f"{word} (p = {p:.2g})"
+
+
+def _lack_of_fit(results: dict) -> str:
+    """The lack-of-fit test of r^phi against free multipliers m_r (its wild p-value)."""
+    mult = results.get("multipliers") or {}
+    p = mult.get("p_value")
+    if p is None:
+        return "not tested"
+    return f"{'rejected' if p < 0.05 else 'not rejected'} (p = {p:.2g})"
 
 
 def row(results: dict, report: str, *, link: bool = True) -> str:
@@ -81,15 +92,16 @@ def row(results: dict, report: str, *, link: bool = True) -> str:
     name = f"[`{report}`](reports/{report}/)" if link else f"`{report}`"
     return (
         f"| {name} | `{results['source']}` | {runs} | {phi_text} | {interval} "
-        f"| {fit['r2']:.4f} | {_verdict(fits.get('phi=0'))} | {_verdict(fits.get('phi=1'))} |"
+        f"| {fit['r2']:.4f} | {_verdict(fits.get('phi=0'))} | {_verdict(fits.get('phi=1'))} "
+        f"| {_lack_of_fit(results)} |"
     )
 
 
 def table(root: Path = ROOT, *, link: bool = True) -> str:
     """The markdown table of every shipped report under ``root/reports``."""
     lines = [
-        "| report | run table | runs | phi | 95% interval | R² | phi = 0 | phi = 1 |",
-        "|---|---|---|---|---|---|---|---|",
+        "| report | run table | runs | phi | 95% interval | R² | phi = 0 | phi = 1 | r^phi (lack of fit) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for path in _reports(root):
         results = json.loads(path.read_text(encoding="utf-8"))
