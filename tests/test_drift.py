@@ -140,3 +140,26 @@ def test_drift_on_the_bound_is_undecided():
     assert res.on_bound and res.rejected is None
     assert res.verdict.startswith("undecided")
     assert any(w.kind == "at_bound" for w in res.warnings)
+
+
+# -- phifit diagnose ----------------------------------------------------------------------------
+def test_cli_diagnose_prints_the_drift_and_writes_it_to_json(tmp_path, capsys):
+    from phifit.cli.diagnose import SKIPPABLE
+    from phifit.cli.main import main
+
+    runs, out = tmp_path / "runs.csv", tmp_path / "diag.json"
+    _drifting().to_csv(runs, index=False)
+    argv = ["diagnose", str(runs), "--starts", "50", "--skip", "influence,consistency,multipliers"]
+    assert main([*argv, "--bootstrap", "30", "--wild", "19", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Drift of phi with compute" in text and "test of phi_1 = 0" in text
+    assert "Free multipliers" not in text
+    drift = json.loads(out.read_text())["drift"]
+    assert drift["n_boot"] == 30 and drift["n_wild"] == 19 and drift["phi_1"] > 0.05
+    assert DriftFit.from_dict(drift).to_dict() == drift
+    assert "drift" in SKIPPABLE
+    assert (
+        main(["diagnose", str(runs), "--starts", "50", "--skip", "influence,consistency,multipliers,drift"])
+        == 0
+    )
+    assert "Drift of phi" not in capsys.readouterr().out
