@@ -163,3 +163,24 @@ def test_cli_diagnose_prints_the_drift_and_writes_it_to_json(tmp_path, capsys):
         == 0
     )
     assert "Drift of phi" not in capsys.readouterr().out
+
+
+# -- the report ---------------------------------------------------------------------------------
+def test_report_section_reads_the_drift(tmp_path):
+    from phifit.report.analysis import Analysis, AnalysisOptions
+    from phifit.report.sections_diagnostics import drift_reading
+    from phifit.report.write import build_report
+
+    options = AnalysisOptions(n_boot=40, n_starts=50, n_wild=39, n_jobs=1)
+    build_report(as_runs(_drifting()), tmp_path / "rep", options=options)
+    page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    assert 'id="drift"' in page and "Does φ drift with scale?" in page
+    assert "φ grows with compute (p = 0.025)" in page and "φ_1 (per e-fold of C)" in page
+    assert "Separate refits of the budget halves" in page
+    results = json.loads((tmp_path / "rep" / "results.json").read_text(encoding="utf-8"))
+    drift = results["drift"]
+    assert drift["rejected"] is True and drift["n_boot"] == 40 and drift["n_wild"] == 39
+    assert Analysis.from_dict(results).drift.to_dict() == DriftFit.from_dict(drift).to_dict()
+    # the sentence of a table without a drift
+    calm = DriftFit.from_dict({**drift, "phi_1": 0.01, "wild": {**drift["wild"], "p_value": 0.4}})
+    assert drift_reading(calm) == "No evidence that φ changes with compute (p = 0.4)."
