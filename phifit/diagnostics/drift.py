@@ -242,7 +242,9 @@ def _verdict(phi_1: float, ci: list[float | None], on_bound: bool, wild: WildTes
     if wild is None:
         return f"not tested (no wild bootstrap): {per}"
     p = wild.p_value
-    if p == p and p < SIGNIFICANCE:
+    if p != p:
+        return f"not decided: no wild bootstrap replicate converged; {per}"
+    if p < SIGNIFICANCE:
         direction = "grows" if phi_1 > 0 else "falls"
         return f"phi {direction} with compute: {per} (wild cluster bootstrap p = {p_text(p)})"
     return f"no evidence that phi changes with compute: {per} (wild cluster bootstrap p = {p_text(p)})"
