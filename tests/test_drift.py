@@ -184,3 +184,13 @@ def test_report_section_reads_the_drift(tmp_path):
     # the sentence of a table without a drift
     calm = DriftFit.from_dict({**drift, "phi_1": 0.01, "wild": {**drift["wild"], "p_value": 0.4}})
     assert drift_reading(calm) == "No evidence that φ changes with compute (p = 0.4)."
+
+
+def test_interval_on_the_box_and_a_borderline_rejection_are_said(drifting):
+    data = drifting.to_dict()
+    boxed = DriftFit.from_dict({**data, "phi_1": 0.3, "phi_1_ci": [-1.0, 2.0]})
+    assert "not determined" in boxed.summary() and boxed.interval_holds_zero
+    from phifit.report.sections_diagnostics import drift_reading
+
+    assert "Borderline" in drift_reading(boxed) and "φ grows with compute" in drift_reading(boxed)
+    assert "Borderline" not in drift_reading(drifting) and drifting.interval_holds_zero is False

@@ -246,7 +246,13 @@ def _verdict(phi_1: float, ci: list[float | None], on_bound: bool, wild: WildTes
         return f"not decided: no wild bootstrap replicate converged; {per}"
     if p < SIGNIFICANCE:
         direction = "grows" if phi_1 > 0 else "falls"
-        return f"phi {direction} with compute: {per} (wild cluster bootstrap p = {p_text(p)})"
+        lo, hi = ci
+        borderline = (
+            "; borderline: the cell-bootstrap interval still includes 0"
+            if lo is not None and hi is not None and lo <= 0.0 <= hi
+            else ""
+        )
+        return f"phi {direction} with compute: {per} (wild cluster bootstrap p = {p_text(p)}){borderline}"
     return f"no evidence that phi changes with compute: {per} (wild cluster bootstrap p = {p_text(p)})"
 
 

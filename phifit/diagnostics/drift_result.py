@@ -20,6 +20,7 @@ from typing import Any
 from ..bootstrap.wild import WildTest
 from ..cautions import Caution
 from ..fitters.likelihood import SIGNIFICANCE, p_text
+from ..intervals import interval_text
 from ..serialize import JsonIO, to_plain
 
 SOURCE = "drift"
@@ -108,10 +109,18 @@ class DriftFit(JsonIO):
         """phi(C) of the drift fit at each of the table's budgets, ascending."""
         return [{"budget": b, "phi": self.phi_at(b)} for b in self.budgets]
 
-    def interval_text(self, pair: list[float | None], spec: str = ".3f") -> str:
+    @property
+    def interval_holds_zero(self) -> bool | None:
+        """Whether the interval of phi_1 includes 0 (None when withheld)."""
+        lo, hi = self.phi_1_ci
+        return None if lo is None or hi is None else bool(lo <= 0.0 <= hi)
+
+    def interval_text(self, pair: list[float | None], spec: str = ".3f", bounds: Any = None) -> str:
+        """An interval as text; with ``bounds`` (phi_1's box) an end on the box says it is not
+        determined (:func:`phifit.intervals.interval_text`)."""
         if pair[0] is None or pair[1] is None:
             return "withheld"
-        return f"[{format(pair[0], spec)}, {format(pair[1], spec)}]"
+        return interval_text(pair[0], pair[1], bounds, fmt=lambda v: format(v, spec))
 
     def summary(self) -> str:
         head = "    Drift of phi with compute: phi(C) = phi_0 + phi_1 log(C / C_ref)"
@@ -121,7 +130,7 @@ class DriftFit(JsonIO):
         lines = [
             head + f" (C_ref = {self.c_ref:.3g} FLOPs, {len(self.budgets)} budgets):",
             f"      phi_1 = {self.phi_1:+.4f} per e-fold of C, {pct} interval "
-            f"{self.interval_text(self.phi_1_ci, '+.4f')} (box [{self.phi_1_bounds[0]:g}, "
+            f"{self.interval_text(self.phi_1_ci, '+.4f', self.phi_1_bounds)} (box [{self.phi_1_bounds[0]:g}, "
             f"{self.phi_1_bounds[1]:g}])",
             f"      phi_0 = {self.phi_0:.4f} (phi at C_ref), {pct} interval "
             f"{self.interval_text(self.phi_0_ci, '.4f')}; one phi for every budget: {self.phi:.4f}",

@@ -266,10 +266,15 @@ def drift_reading(drift: Any) -> str:
         return f"No evidence that φ changes with compute ({p})."
     lo, hi = drift.budgets[0], drift.budgets[-1]
     way = "grows" if drift.phi_1 > 0 else "falls"
+    borderline = (
+        " Borderline: the cell-bootstrap interval of φ_1 still includes 0."
+        if drift.interval_holds_zero
+        else ""
+    )
     return (
         f"φ {way} with compute ({p}): by about {abs(drift.phi_1):.2g} per e-fold of C, from "
         f"{drift.phi_at(lo):.2f} at C = {budget_label(lo)} to {drift.phi_at(hi):.2f} at C = "
-        f"{budget_label(hi)}; the law's single φ is then an average over these budgets."
+        f"{budget_label(hi)}; the law's single φ is then an average over these budgets.{borderline}"
     )
 
 
@@ -292,7 +297,8 @@ def section_drift(a: Analysis) -> str:
         [
             "φ_1 (per e-fold of C)",
             T.fixed(drift.phi_1, 3, signed=True),
-            T.interval(drift.phi_1_ci, lambda v: T.fixed(v, 3, signed=True)) or "withheld",
+            T.interval(drift.phi_1_ci, lambda v: T.fixed(v, 3, signed=True), bounds=drift.phi_1_bounds)
+            or "withheld",
             test,
         ],
         [
