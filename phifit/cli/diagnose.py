@@ -2,7 +2,7 @@
 influence of a fit, as text (the same numbers the HTML report shows).
 
     phifit diagnose RUNS.csv [--method huber|lsq] [--fix NAME=VALUE] [--significance 0.01] [--json OUT]
-                             [--skip influence,consistency,multipliers]
+                             [--skip influence,consistency,multipliers,drift]
 
 Fits the table (Huber by default), then runs :func:`phifit.diagnostics.diagnose`: residuals
 per r and per budget with the systematic-offset rule, Jarque-Bera, Breusch-Pagan and trend
@@ -10,8 +10,10 @@ tests on log residuals, the conditioning and correlations of the fit with the pr
 phi, leave-one-run/cell-out influence on phi and phi on subsets (budget halves, pairs of r),
 and the free multipliers m_r (one per looped r, with cell-bootstrap intervals) against r^phi
 with the wild cluster bootstrap test of r^phi (:mod:`phifit.diagnostics.multipliers`;
-``--skip multipliers`` leaves it out).
-``--json OUT`` writes ``{"fit": fit JSON, "diagnostics": ..., "multipliers": ...}``.
+``--skip multipliers`` leaves it out), and the drift of phi with compute, phi(C) = phi_0 +
+phi_1 log(C / C_ref), with cell-bootstrap intervals and the wild cluster bootstrap test of
+phi_1 = 0 (:mod:`phifit.diagnostics.drift`; ``--skip drift`` leaves it out).
+``--json OUT`` writes ``{"fit": fit JSON, "diagnostics": ..., "multipliers": ..., "drift": ...}``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ._common import (
     write_json,
 )
 
-SKIPPABLE = ("influence", "consistency", "multipliers")
+SKIPPABLE = ("influence", "consistency", "multipliers", "drift")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,23 +66,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--skip",
         metavar="WHAT[,WHAT]",
         default=None,
-        help="skip the slower refit-based checks: influence, consistency, multipliers",
+        help="skip the slower refit-based checks: influence, consistency, multipliers, drift",
     )
     p.add_argument(
         "--bootstrap",
         type=int,
         default=defaults.N_BOOT,
         metavar="N",
-        help=f"cell-bootstrap replicates of the free multipliers m_r (default {defaults.N_BOOT}; "
-        "0: no intervals)",
+        help="cell-bootstrap replicates of the free multipliers m_r and of the drift of phi "
+        f"(default {defaults.N_BOOT}; 0: no intervals)",
     )
     p.add_argument(
         "--wild",
         type=int,
         default=defaults.N_WILD,
         metavar="N",
-        help="wild cluster bootstrap replicates of the lack-of-fit test of r^phi "
-        f"(default {defaults.N_WILD}; 0: no test)",
+        help="wild cluster bootstrap replicates of the lack-of-fit test of r^phi and of the test "
+        f"of phi_1 = 0 (default {defaults.N_WILD}; 0: no test)",
     )
     p.add_argument("--json", metavar="OUT", help="write the fit and its diagnostics as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
@@ -111,13 +113,26 @@ def run(args: argparse.Namespace) -> int:
         result,
         significance=args.significance,
         seed=args.seed,
-        skip=[s for s in skip if s != "multipliers"],
+        skip=[s for s in skip if s not in ("multipliers", "drift")],
     )
     multipliers = None
     if "multipliers" not in skip and not result.fixed and runs.phi_identifiable:
         from ..diagnostics.multipliers import fit_multipliers
 
         multipliers = fit_multipliers(
+            runs,
+            result,
+            method=args.method,
+            n_boot=args.bootstrap,
+            n_wild=args.wild,
+            seed=args.seed,
+            n_starts=args.starts,
+        )
+    drift = None
+    if "drift" not in skip and not result.fixed:
+        from ..diagnostics.drift import fit_drift
+
+        drift = fit_drift(
             runs,
             result,
             method=args.method,
@@ -138,8 +153,15 @@ def run(args: argparse.Namespace) -> int:
     if multipliers is not None:
         print()
         print(multipliers.summary())
+    if drift is not None:
+        print()
+        print(drift.summary())
     cautions = collect(
-        runs.warnings, result.warnings, diag.warnings, None if multipliers is None else multipliers.warnings
+        runs.warnings,
+        result.warnings,
+        diag.warnings,
+        None if multipliers is None else multipliers.warnings,
+        None if drift is None else drift.warnings,
     )
     if cautions:
         print()
@@ -153,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
             "fit": result.to_dict(),
             "diagnostics": diag.to_dict(),
             "multipliers": None if multipliers is None else multipliers.to_dict(),
+            "drift": None if drift is None else drift.to_dict(),
             "warnings": [c.to_dict() for c in cautions],
         }
         write_json(args.json, json.dumps(to_plain(out), indent=2, allow_nan=False))

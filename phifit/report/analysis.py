@@ -12,7 +12,9 @@ computed here that they compute):
 3. restricted fits (:func:`phifit.compare.compare_fits`) when phi is identifiable, and the
    free multipliers m_r against r^phi with the lack-of-fit test of r^phi
    (:func:`phifit.diagnostics.multipliers.fit_multipliers`, the same ``n_boot`` and ``n_wild``,
-   refitted in this process);
+   refitted in this process), and the drift of phi with compute, phi(C) = phi_0 + phi_1
+   log(C / C_ref), with its cell-bootstrap intervals and the test of phi_1 = 0
+   (:func:`phifit.diagnostics.drift.fit_drift`, the same ``n_boot`` and ``n_wild``);
 4. diagnostics (:func:`phifit.diagnostics.diagnose`);
 5. derived quantities: the equivalence table and the study's example
    (:mod:`phifit.equivalence`), the compute-optimal frontier at the table's budgets (with
@@ -43,6 +45,7 @@ from ..bootstrap.block import block_bootstrap
 from ..cautions import Caution, caution, collect
 from ..compare.restricted import compare_fits
 from ..diagnostics.diagnose import Diagnostics, diagnose
+from ..diagnostics.drift import fit_drift
 from ..diagnostics.multipliers import fit_multipliers
 from ..equivalence import Equivalence, EquivalenceTable, equivalence_table, paper_example
 from ..fitters.huber import HuberOptions, fit_huber
@@ -158,6 +161,7 @@ class Analysis(JsonIO):
     bootstrap: Any | None = None
     comparison: Any | None = None
     multipliers: Any | None = None
+    drift: Any | None = None
     recipes: Any | None = None
     bayes: FitResult | None = None
     bayes_draws: dict[str, Any] | None = None
@@ -242,6 +246,7 @@ class Analysis(JsonIO):
                 "bootstrap": boot,
                 "comparison": d(self.comparison),
                 "multipliers": d(self.multipliers),
+                "drift": d(self.drift),
                 "diagnostics": self.diagnostics.to_dict(),
                 "derived": derived,
                 "recipes": d(self.recipes),
@@ -257,6 +262,7 @@ class Analysis(JsonIO):
         type; the tables are not in the file (see the class docstring)."""
         from ..bootstrap.result import BootstrapResult
         from ..compare.restricted import Comparison
+        from ..diagnostics.drift_result import DriftFit
         from ..diagnostics.multiplier_result import MultiplierFit
         from ..plan.design import PlanResult
         from ..recipes.delta import RecipeComparison
@@ -275,6 +281,7 @@ class Analysis(JsonIO):
             bootstrap=load(BootstrapResult, data.get("bootstrap")),
             comparison=load(Comparison, data.get("comparison")),
             multipliers=load(MultiplierFit, data.get("multipliers")),
+            drift=load(DriftFit, data.get("drift")),
             recipes=load(RecipeComparison, data.get("recipes")),
             bayes=load(FitResult, data.get("bayes")),
             equivalence=load(EquivalenceTable, derived.get("equivalence")),
@@ -467,6 +474,26 @@ def analyse(
             n_jobs=1,  # ~10 s of refits on the study's table: less than worker start-up costs
         )
 
+    drift = None
+    if main_runs.phi_identifiable and not fit.fixed:
+        say(
+            f"drift of phi with compute ({options.n_boot} cell-bootstrap replicates, "
+            f"{options.n_wild} wild replicates of the test of phi_1 = 0)"
+        )
+        drift = _timed(
+            timings,
+            "drift",
+            fit_drift,
+            main_runs,
+            free_fit,
+            n_boot=options.n_boot,
+            n_wild=options.n_wild,
+            seed=options.seed,
+            level=options.level,
+            n_starts=options.n_starts,
+            n_jobs=1,  # a few seconds of refits on the study's table: less than worker start-up costs
+        )
+
     say("diagnostics: residuals, leave-one-out influence, the phi profile")
     diag = _timed(timings, "diagnostics", diagnose, main_runs, fit, seed=options.seed)
 
@@ -573,6 +600,7 @@ def analyse(
         None if boot is None else boot.warnings,
         None if comparison is None else comparison.warnings,
         None if multipliers is None else multipliers.warnings,
+        None if drift is None else drift.warnings,
         None if recipes is None else recipes.warnings,  # the joint fit's included
         _diagnostic_cautions(diag),
         None if front is None else front.warnings,
@@ -590,6 +618,7 @@ def analyse(
         bootstrap=boot,
         comparison=comparison,
         multipliers=multipliers,
+        drift=drift,
         recipes=recipes,
         plan=plan,
         bayes=bayes,

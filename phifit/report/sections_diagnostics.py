@@ -250,3 +250,81 @@ def section_multipliers(a: Analysis, fig: Fig) -> str:
     )
     html += caution_list(mult.warnings) if mult.warnings else ""
     return html
+
+
+def drift_reading(drift: Any) -> str:
+    """One plain sentence reading phi_1 and its test (the drift section and its tests)."""
+    if drift.on_bound:
+        return (
+            f"Undecided: φ_1 sits on the edge of its box ({drift.phi_1:+.2g} per e-fold of compute), so "
+            "these runs do not locate a drift of φ."
+        )
+    if drift.wild is None:
+        return "Not tested (wild bootstrap off)."
+    p = f"p = {drift.p_value:.2g}"
+    if not drift.rejected:
+        return f"No evidence that φ changes with compute ({p})."
+    lo, hi = drift.budgets[0], drift.budgets[-1]
+    way = "grows" if drift.phi_1 > 0 else "falls"
+    borderline = (
+        " Borderline: the cell-bootstrap interval of φ_1 still includes 0."
+        if drift.interval_holds_zero
+        else ""
+    )
+    return (
+        f"φ {way} with compute ({p}): by about {abs(drift.phi_1):.2g} per e-fold of C, from "
+        f"{drift.phi_at(lo):.2f} at C = {budget_label(lo)} to {drift.phi_at(hi):.2f} at C = "
+        f"{budget_label(hi)}; the law's single φ is then an average over these budgets.{borderline}"
+    )
+
+
+def section_drift(a: Analysis) -> str:
+    """Does phi drift with scale?  phi_1 of phi(C) = phi_0 + phi_1 log(C / C_ref) with its interval
+    and the wild test, one sentence reading it, and phi on the budget halves (the diagnostics')."""
+    drift = a.drift
+    if drift is None:
+        return T.missing("No drift check: φ is not identifiable from these runs.")
+    if not drift.testable:
+        return T.missing(f"A drift of φ with compute cannot be tested: {drift.reason}.")
+    html = (
+        "<p>φ with a compute-dependent term, φ(C) = φ_0 + φ_1 log(C / C_ref), C the run's budget and "
+        f"C_ref = {budget_label(drift.c_ref)} FLOPs the geometric mean of the {len(drift.budgets)} budgets "
+        f"(E, A, α, B, β shared); φ_1 is the change of φ per e-fold of compute, its box "
+        f"[{drift.phi_1_bounds[0]:g}, {drift.phi_1_bounds[1]:g}].</p>"
+    )
+    test = "not tested" if drift.wild is None else f"{drift.p_value:.2g}"
+    rows = [
+        [
+            "φ_1 (per e-fold of C)",
+            T.fixed(drift.phi_1, 3, signed=True),
+            T.interval(drift.phi_1_ci, lambda v: T.fixed(v, 3, signed=True), bounds=drift.phi_1_bounds)
+            or "withheld",
+            test,
+        ],
+        [
+            "φ_0 (φ at C_ref)",
+            T.fixed(drift.phi_0, 3),
+            T.interval(drift.phi_0_ci, lambda v: T.fixed(v, 3)) or "withheld",
+            "",
+        ],
+    ]
+    html += T.table(["", "estimate", f"{pct(drift.level)} interval", "wild p (φ_1 = 0)"], rows, left=1)
+    html += f"<p><strong>{T.esc(drift_reading(drift))}</strong></p>"
+    cons = a.diagnostics.consistency
+    halves = [] if cons is None else [x for x in cons.halves if x.get("phi") is not None]
+    detail = ", ".join(f"{drift.phi_at(b):.3f} at {budget_label(b)}" for b in drift.budgets)
+    halves_text = "; ".join(f"{T.esc(x['label'])}: φ = {x['phi']:.3f}" for x in halves)
+    html += (
+        f"<p>φ(C) of the fitted line: {detail} (one φ for every budget: {drift.phi:.3f}). "
+        + (f"Separate refits of the budget halves: {halves_text}. " if halves else "")
+        + f"Interval: (budget, r) cell bootstrap, {drift.n_boot} replicates, {drift.n_failed} failed"
+        + (
+            f"; test: restricted wild cluster bootstrap, {drift.wild.n_ok} of {drift.wild.n_boot} "
+            f"replicates, signs per {T.esc(drift.wild.block)} cell."
+            if drift.wild is not None
+            else "."
+        )
+        + "</p>"
+    )
+    html += caution_list(drift.warnings) if drift.warnings else ""
+    return html

@@ -28,6 +28,7 @@ compute-optimal allocation with their intervals instead of φ.  An interval end 
 Sections: data summary and cautions; fitted law with intervals; isoFLOP curves;
 compute-optimal frontier and gaps (law and per-cell parabola minima); bootstrap
 distribution of phi; restricted-fit comparison; the free multipliers m_r against r^phi;
+the drift of phi with compute (phi_1 of phi_0 + phi_1 log(C / C_ref) and its test);
 residuals; influence, identifiability and consistency; the equivalence table; and, when
 their inputs exist, the Bayesian posterior (``bayes=True``), the Δφ between recipes (a
 ``variant`` column) and a plan of what a design can measure of phi with the table as the
@@ -349,6 +350,7 @@ def render_html(a: Analysis, pngs: dict[str, bytes], figures: dict[str, dict[str
         ("bootstrap", S.bootstrap_title(a), S.section_bootstrap(a, fig)),
         ("comparison", "Restricted fits", S.section_comparison(a, fig)),
         ("multipliers", "Is one φ enough? Free multipliers per r", D.section_multipliers(a, fig)),
+        ("drift", "Does φ drift with scale?", D.section_drift(a)),
         ("residuals", "Residuals", D.section_residuals(a, fig)),
         ("influence", D.influence_title(a), D.section_influence(a, fig)),
         ("equivalence", "Equivalent sizes", R.section_equivalence(a)),
