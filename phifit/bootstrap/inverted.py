@@ -280,6 +280,7 @@ def phi_confidence_set(
     fine_step: float = 0.05,
     tol: float = 0.01,
     max_tests: int = 40,
+    flat_width: float = 0.1,
     adjust: str | None = None,
     weights: str = "auto",
     n_jobs: int | None = 1,
@@ -291,7 +292,8 @@ def phi_confidence_set(
     ``free``: a Huber or least-squares fit of ``runs`` with phi free.  ``block``: the clusters
     (default the (budget, r) cells).  ``coarse_step``: spacing of the first tested grid over
     phi's box; ``fine_step``: spacing of the profile; ``tol``: width of the final bracket of
-    each end; ``max_tests``: most bootstrap evaluations.  ``adjust``, ``weights``: as
+    each end (or ``flat_width`` where p stays within one replicate step of the level across the
+    bracket); ``max_tests``: most bootstrap evaluations.  ``adjust``, ``weights``: as
     :func:`phifit.bootstrap.wild.wild_cluster_statistics` takes them (``adjust`` None: its
     default).  ``n_jobs``: workers of each evaluation's refits.
     """
@@ -370,16 +372,31 @@ def phi_confidence_set(
         tested[phi0] = _Tested(result.p_value, observed, _critical(stats, ok, alpha), result.n_failed, result)
 
     def margin(phi0: float) -> float:
-        """Predicted T - c at phi_0 (<= 0: kept), log c interpolated linearly between tested
-        points (c grows by orders of magnitude across the box; a linear c overshoots between
-        them)."""
-        xs = np.array(sorted(tested))
-        cs = np.array([tested[x].critical for x in xs])
-        usable = np.isfinite(cs) & (cs > 0)
-        if not usable.any():
-            return -1.0 if cs[0] > 0 else 1.0
-        c = math.exp(float(np.interp(phi0, xs[usable], np.log(cs[usable]))))
-        return max(drop(phi0), 0.0) - c
+        """Predicted T - c at phi_0 (<= 0: kept).  Between two tested neighbours c is
+        interpolated linearly in T (the critical value grows with the drop T itself, about
+        linearly; linearly in phi_0 where T hardly changes between them); beyond the outermost
+        tested point the ratio c / T is held."""
+        t = max(drop(phi0), 0.0)
+        xs = sorted(tested)
+        ts = [tested[x].statistic for x in xs]
+        cs = [tested[x].critical for x in xs]
+        k = int(np.searchsorted(xs, phi0))
+        if k < len(xs) and xs[k] == phi0:
+            return ts[k] * (1 - 1e-9) - cs[k]
+        if k == 0 or k == len(xs):
+            near = 0 if k == 0 else len(xs) - 1
+            if not math.isfinite(cs[near]):
+                return -1.0 if cs[near] > 0 else 1.0
+            c = cs[near] * t / ts[near] if ts[near] > 0 else cs[near]
+            return t - c
+        a, b = k - 1, k
+        if not (math.isfinite(cs[a]) and math.isfinite(cs[b])):
+            return -1.0 if min(cs[a], cs[b]) > 0 else 1.0
+        if abs(ts[b] - ts[a]) > 1e-3 * max(ts[a], ts[b], 1e-300):
+            w = (t - ts[a]) / (ts[b] - ts[a])
+        else:
+            w = (phi0 - xs[a]) / (xs[b] - xs[a])
+        return t - (cs[a] + w * (cs[b] - cs[a]))
 
     def crossing(a: float, b: float) -> float:
         """The predicted boundary between tested a < b on opposite sides: the first sign
@@ -400,6 +417,14 @@ def phi_confidence_set(
                 hi = mid
         return 0.5 * (lo + hi)
 
+    def flat(a: float, b: float) -> bool:
+        """Whether a bracket is as resolved as the p-values allow: both ends within one
+        replicate step of the level and at most ``flat_width`` apart (T and c run side by
+        side there, and the crossing moves with the draws more than the search could place it)."""
+        steps = [1.0 / (1.0 + n_boot - tested[x].n_failed) for x in (a, b)]
+        near = all(abs(tested[x].p - alpha) <= 1.5 * st for x, st in zip((a, b), steps, strict=True))
+        return near and b - a <= flat_width
+
     # the box's ends are tested only where the prediction says the set may reach them: refits
     # with phi held at a bound are slow and the test there is seldom in doubt
     n_coarse = max(3, int(round((hi_box - lo_box) / coarse_step)) + 1)
@@ -414,6 +439,8 @@ def phi_confidence_set(
                 continue
             ka, kb = tested[a].keeps(alpha), tested[b].keeps(alpha)
             if ka != kb:
+                if flat(a, b):
+                    continue
                 x = crossing(a, b)
                 proposals.append(float(np.clip(x, a + tol / 2, b - tol / 2)))
                 continue
