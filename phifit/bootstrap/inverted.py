@@ -99,7 +99,7 @@ class InvertedSet(JsonIO):
     @property
     def alpha(self) -> float:
         """The test's level: phi_0 is kept when p(phi_0) >= alpha = 1 - level."""
-        return 1.0 - self.level
+        return round(1.0 - self.level, 12)
 
     @property
     def is_interval(self) -> bool:
@@ -161,7 +161,9 @@ class InvertedSet(JsonIO):
         kw["censored"] = [(bool(a), bool(b)) for a, b in data.get("censored") or []]
         kw["box"] = (float(data["box"][0]), float(data["box"][1]))
         for key in ("grid", "p_values", "statistics", "critical", "profile_grid", "profile"):
-            kw[key] = [math.nan if v is None else float(v) for v in data.get(key) or []]
+            # a critical value is infinite (JSON null) only when the test keeps every T
+            missing = math.inf if key == "critical" else math.nan
+            kw[key] = [missing if v is None else float(v) for v in data.get(key) or []]
         kw["n_failed"] = [int(v) for v in data.get("n_failed") or []]
         return cls(**kw)
 
@@ -252,7 +254,7 @@ class _Tested:
     test: wild.WildTest
 
     def keeps(self, alpha: float) -> bool:
-        return self.p >= alpha
+        return self.p >= alpha * (1 - 1e-9)  # 1 - 0.95 is a hair above 0.05
 
 
 def _critical(stats: np.ndarray, ok: np.ndarray, alpha: float) -> float:
@@ -307,7 +309,7 @@ def phi_confidence_set(
         raise ValueError(f"n_boot must be >= 19 for a p-value at the 5% level, got {n_boot}")
     if free.phi is None or "phi" in free.fixed:
         raise ValueError("the test-inverted set needs a fit with phi free")
-    alpha = 1.0 - level
+    alpha = round(1.0 - level, 12)
     adjust = wild.DEFAULT_ADJUST if adjust is None else adjust
     spec, delta = refit_settings(free)
     spec, _ = effective_spec(runs, spec)
