@@ -5,6 +5,8 @@ Modes:
 - ``phifit fit RUNS.csv``: one fit (``--method huber|lsq|bayes``, ``--fix NAME=VALUE``);
 - ``--bootstrap N [--block COL[,COL]]``: adds a block bootstrap; the JSON gains ``ci``
   (95% percentile), ``ci_bca`` and ``bootstrap: {n, n_failed, block, ...}``;
+- ``--wild-ci`` (with ``--bootstrap N``): also phi's test-inverted set (:mod:`phifit.bootstrap.inverted`),
+  printed beside the percentile interval; the JSON gains ``phi_inverted``;
 - ``--by variant --baseline NAME [--bootstrap N]``: separate fits per recipe and Delta-phi
   against the baseline refit on the same budgets (default 1000 bootstrap replicates); the
   JSON has ``fits: {variant: fit JSON}`` and ``delta_phi: {variant: {estimate, ci,
@@ -109,6 +111,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="with --by: the reference recipe (default 'baseline' or the first value)",
     )
+    p.add_argument(
+        "--wild-ci",
+        action="store_true",
+        help="with --bootstrap N: also the test-inverted set of phi (the phi_0 the restricted wild "
+        "cluster bootstrap keeps at 5%%; may be a union of pieces)",
+    )
+    p.add_argument(
+        "--wild-ci-boot",
+        type=int,
+        metavar="B",
+        default=199,
+        help="with --wild-ci: wild replicates per tested phi_0 (default 199)",
+    )
     add_recipe_argument(p)
     add_jobs_argument(p, "parallel workers for the bootstrap refits")
     add_parallel_arguments(p)
@@ -146,6 +161,10 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(
             f"--bootstrap and --by work with --method {' or '.join(BOOTSTRAP_METHODS)}, not {args.method}"
         )
+    if args.wild_ci and (args.bootstrap is None or args.by or args.fix):
+        raise ValueError("--wild-ci needs --bootstrap N, phi free and no --by")
+    if args.wild_ci and args.wild_ci_boot < 19:
+        raise ValueError(f"--wild-ci-boot must be >= 19 replicates, got {args.wild_ci_boot}")
     if args.save_posterior and args.method != "bayes":
         raise ValueError("--save-posterior needs --method bayes")
     if args.by and args.variant is not None:
@@ -217,20 +236,42 @@ def run(args: argparse.Namespace) -> int:
         alloc = allocation(result, boot if args.bootstrap is not None else None)
         print("\n[[Non-looped table: Chinchilla's law L = E + A N^-alpha + B D^-beta, phi does not enter]]")
         print("    compute-optimal allocation " + alloc.summary().replace("∝", "~"))
+    inverted = None
     if args.bootstrap is not None:
         print()
         print(boot.summary())
+        if args.wild_ci and result.phi is not None and "phi" not in result.fixed:
+            inverted = _inverted_line(runs, result, args)
     elif result.ci is None and result.loss in ("huber", "squares"):
         print(
             "\nno interval computed: add --bootstrap 1000 for percentile and BCa intervals that hold "
             "under noise shared within a (budget, r) cell"
         )
     if args.json:
-        write_json(args.json, result.to_json())
+        text = result.to_json()
+        if inverted is not None:
+            data = json.loads(text)
+            data["phi_inverted"] = inverted.to_dict()
+            text = json.dumps(data, indent=2, allow_nan=False)
+        write_json(args.json, text)
         print(f"\nwrote {args.json}")
     print()
-    print(closing_line(result.warnings))
+    print(closing_line(collect(result.warnings, inverted.warnings if inverted is not None else None)))
     return 0
+
+
+def _inverted_line(runs: RunTable, result: FitResult, args: argparse.Namespace):
+    """Print phi's test-inverted set beside its percentile interval; return the set."""
+    from ..bootstrap.inverted import phi_confidence_set
+
+    inverted = phi_confidence_set(
+        runs, result, n_boot=args.wild_ci_boot, seed=args.seed, block=args.block, n_jobs=args.n_jobs
+    )
+    iv = (result.ci or {}).get("phi")
+    pct = "none" if iv is None or None in iv else f"[{iv[0]:.3f}, {iv[1]:.3f}]"
+    print(f"\n[[phi: percentile interval {pct}; test-inverted set {inverted.interval_text()}]]")
+    print("    " + inverted.summary())
+    return inverted
 
 
 def closing_line(cautions) -> str:

@@ -176,6 +176,7 @@ class Analysis(JsonIO):
     phi_shares: dict[str, float] | None = None
     plan: Any | None = None
     allocation: Allocation | None = None
+    phi_inverted: Any | None = None
     cautions: list[Caution] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     saved: dict[str, Any] | None = None
@@ -252,6 +253,7 @@ class Analysis(JsonIO):
                 "recipes": d(self.recipes),
                 "plan": d(self.plan),
                 "bayes": d(self.bayes),
+                "phi_inverted": d(self.phi_inverted),
                 "timings": self.timings,
             }
         )
@@ -260,6 +262,7 @@ class Analysis(JsonIO):
     def from_dict(cls, data: Mapping[str, Any]) -> Analysis:
         """Rebuild from :meth:`to_dict` output (``results.json``): every result as its own
         type; the tables are not in the file (see the class docstring)."""
+        from ..bootstrap.inverted import InvertedSet
         from ..bootstrap.result import BootstrapResult
         from ..compare.restricted import Comparison
         from ..diagnostics.drift_result import DriftFit
@@ -292,6 +295,7 @@ class Analysis(JsonIO):
             isoflop=load(IsoflopCurves, derived.get("isoflop_curves")),
             plan=load(PlanResult, data.get("plan")),
             allocation=load(Allocation, derived.get("allocation")),
+            phi_inverted=load(InvertedSet, data.get("phi_inverted")),
             cautions=[Caution.from_dict(w, source="report") for w in data.get("warnings") or []],
             timings=dict(data.get("timings") or {}),
             saved={
@@ -430,6 +434,20 @@ def analyse(
     phi_shares = None
     if boot is not None and fit.phi is not None:
         phi_shares = {"le0": boot.share("phi", lambda v: v <= 0), "ge1": boot.share("phi", lambda v: v >= 1)}
+    phi_inverted = None
+    if boot is not None and fit.phi is not None and "phi" not in fit.fixed and main_runs.phi_identifiable:
+        from ..bootstrap.inverted import N_WILD_INVERT, phi_confidence_set
+
+        say(f"test-inverted set of phi ({N_WILD_INVERT} wild replicates per tested phi_0)")
+        phi_inverted = _timed(
+            timings,
+            "phi_inverted",
+            phi_confidence_set,
+            main_runs,
+            fit,
+            seed=options.seed,
+            n_jobs=options.n_jobs,
+        )
 
     comparison = None
     if main_runs.phi_identifiable:
@@ -633,6 +651,7 @@ def analyse(
         points=points,
         allocation=alloc,
         phi_shares=phi_shares,
+        phi_inverted=phi_inverted,
         cautions=cautions,
         timings=timings,
     )

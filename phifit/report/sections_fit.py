@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ..bootstrap.result import MARK_FAILED_SHARE, MAX_FAILED_SHARE
 from ..fitters.likelihood import p_text
 from ..law import PARAM_NAMES
@@ -286,6 +288,39 @@ def misfit_line(a: Analysis) -> str | None:
     )
 
 
+def interval_disagreement(a: Analysis) -> str | None:
+    """One line when phi's percentile interval and its test-inverted set disagree (the set is
+    a union, or the percentile interval holds phi = 0 while the test rejects it): what each
+    answers, with the share of resampled tables outside the set."""
+    inv, fit = getattr(a, "phi_inverted", None), a.fit
+    iv = (fit.ci or {}).get("phi")
+    if inv is None or not iv or None in iv:
+        return None
+    zero_inside = iv[0] <= 0.0 <= iv[1] and not inv.contains(0.0)
+    if len(inv.pieces) < 2 and not zero_inside:
+        return None
+    share = ""
+    if a.bootstrap is not None:
+        from ..bootstrap.inverted import outside_share
+
+        draws = a.bootstrap.params["phi"][~a.bootstrap.failed]
+        main = next(((lo, hi) for lo, hi in inv.pieces if lo <= fit.phi <= hi), None)
+        below = float(np.mean(draws < main[0])) if main is not None and len(draws) else float("nan")
+        share = (
+            f" {outside_share(draws, inv):.0%} of resampled tables put φ outside the test-inverted set"
+            + (f" ({below:.0%} below {main[0]:.2f}, a second basin)" if below > 0 else "")
+            + ";"
+        )
+    p0 = inv.p_value(0.0)
+    zero = f" φ = 0 itself is {'rejected' if not inv.contains(0.0) else 'kept'}" + (
+        f" (wild p = {p0:.3g})" if p0 is not None else ""
+    )
+    return (
+        "The percentile interval says where resampled tables put φ; the test-inverted set says which φ₀ "
+        f"the wild cluster test keeps:{share}{zero}."
+    )
+
+
 def section_headline(a: Analysis) -> str:
     """The answer first: phi with its interval (and what kind), the verdicts on phi = 0 and
     phi = 1, Δφ per recipe, R² and RMSE, and the top warnings."""
@@ -318,6 +353,10 @@ def section_headline(a: Analysis) -> str:
                 text += f" (BCa {T.interval(bca, lambda v: T.fixed(v, 3), bounds)})"
             if n_boot and n_failed / n_boot >= MARK_FAILED_SHARE:
                 text += f" <b>approximate</b>: {n_failed} of {n_boot} bootstrap replicates failed"
+            inv = getattr(a, "phi_inverted", None)
+            if inv is not None:
+                kept = "the φ₀ the wild cluster test keeps at 5%"
+                text += f"; test-inverted set ({kept}): <b>{T.esc(inv.interval_text())}</b>"
         elif "phi" in fit.at_bounds:
             text += (
                 " <b>on the bound of its search box</b>: the table does not locate φ, so no bootstrap "
@@ -326,6 +365,9 @@ def section_headline(a: Analysis) -> str:
         else:
             text += " (no interval: bootstrap off)"
         items.append(text)
+        disagree = interval_disagreement(a)
+        if disagree:
+            items.append(T.esc(disagree))
     verdicts = restriction_verdicts(a.comparison)
     for label, verdict, evidence in verdicts:
         word = VERDICT_HTML[verdict]
