@@ -347,6 +347,31 @@ def _timed(timings: dict[str, float], key: str, func: Callable, *args, **kwargs)
         timings[key] = round(time.perf_counter() - t0, 3)
 
 
+def _interval_and_tests_disagree(fit: FitResult, comparison: Any) -> str | None:
+    """Why phi's percentile interval and the wild tests of phi = 0 / phi = 1 read differently
+    (None: they agree), which is when the report computes the test-inverted set of phi
+    (:func:`phifit.bootstrap.inverted.phi_confidence_set`): a restriction rejected although the
+    interval contains it, one not rejected although the interval excludes it, or an interval
+    reaching phi's search box."""
+    iv = (fit.ci or {}).get("phi")
+    if comparison is None or not iv or None in iv:
+        return None
+    lo, hi = iv
+    box = fit.bounds.get("phi") if isinstance(fit.bounds, dict) else None
+    if box is not None and (lo <= box[0] + 1e-6 or hi >= box[1] - 1e-6):
+        return "the percentile interval reaches phi's search box"
+    for label, value in (("phi=0", 0.0), ("phi=1", 1.0)):
+        st = comparison.stats.get(label)
+        if st is None or st.undecided or st.rejected is None:
+            continue
+        inside = lo <= value <= hi
+        if st.rejected and inside:
+            return f"phi = {value:g} is rejected although the percentile interval contains it"
+        if not st.rejected and not inside:
+            return f"phi = {value:g} is not rejected although the percentile interval excludes it"
+    return None
+
+
 def analyse(
     runs: RunTable | pd.DataFrame,
     options: AnalysisOptions | None = None,
@@ -434,21 +459,6 @@ def analyse(
     phi_shares = None
     if boot is not None and fit.phi is not None:
         phi_shares = {"le0": boot.share("phi", lambda v: v <= 0), "ge1": boot.share("phi", lambda v: v >= 1)}
-    phi_inverted = None
-    if boot is not None and fit.phi is not None and "phi" not in fit.fixed and main_runs.phi_identifiable:
-        from ..bootstrap.inverted import N_WILD_INVERT, phi_confidence_set
-
-        say(f"test-inverted set of phi ({N_WILD_INVERT} wild replicates per tested phi_0)")
-        phi_inverted = _timed(
-            timings,
-            "phi_inverted",
-            phi_confidence_set,
-            main_runs,
-            fit,
-            seed=options.seed,
-            n_jobs=options.n_jobs,
-        )
-
     comparison = None
     if main_runs.phi_identifiable:
         n_budgets = main_runs.frame["budget"].nunique() if "budget" in main_runs.frame else 0
@@ -470,6 +480,22 @@ def analyse(
             n_starts=options.n_starts,
             n_wild=options.n_wild,
             **options.parallel,
+        )
+
+    phi_inverted = None
+    disagree = _interval_and_tests_disagree(fit, comparison)
+    if boot is not None and disagree and "phi" not in fit.fixed:
+        from ..bootstrap.inverted import N_WILD_INVERT, phi_confidence_set
+
+        say(f"test-inverted set of phi ({N_WILD_INVERT} wild replicates per tested phi_0): {disagree}")
+        phi_inverted = _timed(
+            timings,
+            "phi_inverted",
+            phi_confidence_set,
+            main_runs,
+            fit,
+            seed=options.seed,
+            n_jobs=options.n_jobs,
         )
 
     multipliers = None
