@@ -4,6 +4,7 @@ cannot resolve one (the free fit's phi on its bound, too few cells for the free 
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -170,3 +171,24 @@ def test_report_on_a_table_whose_phi_sits_on_its_bound_says_so_and_skips_the_boo
     assert "phi = 0: undecided" in text and "phi = 1: undecided" in text and "rejected" not in text
     html = section_headline(a)
     assert "<b>undecided</b>" in html and "not rejected" not in html
+
+
+def test_a_seven_run_table_gets_undecided_verdicts_and_an_untestable_lack_of_fit(tmp_path):
+    """7 runs in 6 (budget, r) cells (the size of the smallest real tables met): the tests of
+    phi = 0 / 1 cannot be read, and the free-multiplier law does not fit at all."""
+    from phifit.cli.main import main
+
+    frame = pd.read_csv(DATA / "looped_study_runs_digitized.csv")
+    budgets = sorted(frame["budget"].unique())
+    picks = [(budgets[0], 1, 0), (budgets[0], 2, 0), (budgets[0], 4, 0)]
+    picks += [(budgets[1], 1, 0), (budgets[1], 1, 2), (budgets[1], 2, 0), (budgets[1], 4, 0)]
+    rows = pd.concat([frame[(frame["budget"] == b) & (frame["r"] == r)].iloc[i : i + 1] for b, r, i in picks])
+    path = tmp_path / "seven.csv"
+    rows.to_csv(path, index=False)
+    out = tmp_path / "compare.json"
+    assert main(["compare", str(path), "--wild", "49", "--starts", "40", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    for label in ("phi=0", "phi=1"):
+        assert data["fits"][label]["undecided"] and not data["fits"][label]["rejected"]
+    assert "(budget, r) blocks for the free law's 6 parameters" in data["fits"]["phi=0"]["undecided"]
+    assert data["multipliers"]["testable"] is False and "7 runs" in data["multipliers"]["reason"]

@@ -530,8 +530,8 @@ def _undecided_before_test(
     n_cells = int(codes.max()) + 1
     if too_few_clusters(n_cells, n_free):
         return (
-            f"{n_cells} {label} blocks for the free law's {n_free} parameters: it all but interpolates "
-            "the block means, so no test against it can be read"
+            f"{n_cells} ({label.replace(',', ', ')}) blocks for the free law's {n_free} parameters: "
+            "it all but interpolates the block means, so no test against it can be read"
         )
     return None
 

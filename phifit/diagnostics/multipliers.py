@@ -139,6 +139,7 @@ def fit_multipliers(
     if n_boot < 0 or n_boot == 1:
         raise ValueError(f"n_boot must be 0 (off) or >= 2, got {n_boot}")
     values, codes, reason = r_groups(runs)
+    reason = reason or _too_small(runs, len(values))
     if reason:
         return _untestable(runs, values, reason, level, seed)
     names = tuple(f"{v:g}" for v in values)
@@ -233,6 +234,25 @@ def fit_multipliers(
         seed=int(seed),
         warnings=warnings,
     )
+
+
+def _too_small(runs: RunTable, n_looped: int) -> str:
+    """Why the table is too small for the free-multiplier law ("" when it is not): it has
+    5 + n_looped parameters, and needs more runs than that and, for the wild test, at least 2
+    (budget, r) cells beyond them (:func:`phifit.bootstrap.wild.too_few_clusters`)."""
+    from ..bootstrap.wild import too_few_clusters
+
+    n_free = 5 + n_looped
+    if len(runs) <= n_free:
+        return f"{len(runs)} runs for the free-multiplier law's {n_free} parameters: it needs more runs"
+    codes, label = runs.cells(None)
+    n_cells = int(codes.max()) + 1
+    if too_few_clusters(n_cells, n_free):
+        return (
+            f"{n_cells} ({label.replace(',', ', ')}) blocks for the free-multiplier law's {n_free} "
+            "parameters: it all but interpolates the block means, so no test of r^phi against it can be read"
+        )
+    return ""
 
 
 def _untestable(runs: RunTable, values: list[float], reason: str, level: float, seed: int) -> MultiplierFit:
