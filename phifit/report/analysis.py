@@ -347,6 +347,12 @@ def _timed(timings: dict[str, float], key: str, func: Callable, *args, **kwargs)
         timings[key] = round(time.perf_counter() - t0, 3)
 
 
+#: The report's budget for the test-inverted set: 99 replicates per tested phi_0 (smallest
+#: attainable p 0.01), at most 12 tested phi_0, ends placed to 0.25 where p hovers at the level
+#: (``phifit fit --wild-ci`` spends more: :func:`phifit.bootstrap.inverted.phi_confidence_set`).
+REPORT_INVERT = {"n_boot": 99, "max_tests": 12, "flat_width": 0.25}
+
+
 def _interval_and_tests_disagree(fit: FitResult, comparison: Any) -> str | None:
     """Why phi's percentile interval and the wild tests of phi = 0 / phi = 1 read differently
     (None: they agree), which is when the report computes the test-inverted set of phi
@@ -485,9 +491,12 @@ def analyse(
     phi_inverted = None
     disagree = _interval_and_tests_disagree(fit, comparison)
     if boot is not None and disagree and "phi" not in fit.fixed:
-        from ..bootstrap.inverted import N_WILD_INVERT, phi_confidence_set
+        from ..bootstrap.inverted import phi_confidence_set
 
-        say(f"test-inverted set of phi ({N_WILD_INVERT} wild replicates per tested phi_0): {disagree}")
+        say(
+            f"test-inverted set of phi ({REPORT_INVERT['n_boot']} wild replicates per tested phi_0, at most "
+            f"{REPORT_INVERT['max_tests']} phi_0): {disagree}"
+        )
         phi_inverted = _timed(
             timings,
             "phi_inverted",
@@ -496,6 +505,7 @@ def analyse(
             fit,
             seed=options.seed,
             n_jobs=options.n_jobs,
+            **REPORT_INVERT,
         )
 
     multipliers = None
