@@ -347,10 +347,11 @@ def _timed(timings: dict[str, float], key: str, func: Callable, *args, **kwargs)
         timings[key] = round(time.perf_counter() - t0, 3)
 
 
-#: The report's budget for the test-inverted set: 99 replicates per tested phi_0 (smallest
-#: attainable p 0.01), at most 12 tested phi_0, ends placed to 0.25 where p hovers at the level
-#: (``phifit fit --wild-ci`` spends more: :func:`phifit.bootstrap.inverted.phi_confidence_set`).
-REPORT_INVERT = {"n_boot": 99, "max_tests": 12, "flat_width": 0.25}
+#: The report's budget for the test-inverted set: the comparison's own replicates and seed per
+#: tested phi_0 (so the set and the tests of phi = 0 / phi = 1 agree where both are tested), at
+#: most 8 tested phi_0, ends placed to 0.25 where p hovers at the level (``phifit fit
+#: --wild-ci`` searches further: :func:`phifit.bootstrap.inverted.phi_confidence_set`).
+REPORT_INVERT = {"max_tests": 8, "flat_width": 0.25}
 
 
 def _interval_and_tests_disagree(fit: FitResult, comparison: Any) -> str | None:
@@ -490,11 +491,11 @@ def analyse(
 
     phi_inverted = None
     disagree = _interval_and_tests_disagree(fit, comparison)
-    if boot is not None and disagree and "phi" not in fit.fixed:
+    if boot is not None and disagree and "phi" not in fit.fixed and options.n_wild:
         from ..bootstrap.inverted import phi_confidence_set
 
         say(
-            f"test-inverted set of phi ({REPORT_INVERT['n_boot']} wild replicates per tested phi_0, at most "
+            f"test-inverted set of phi ({options.n_wild} wild replicates per tested phi_0, at most "
             f"{REPORT_INVERT['max_tests']} phi_0): {disagree}"
         )
         phi_inverted = _timed(
@@ -505,6 +506,7 @@ def analyse(
             fit,
             seed=options.seed,
             n_jobs=options.n_jobs,
+            n_boot=options.n_wild,
             **REPORT_INVERT,
         )
 
