@@ -489,10 +489,14 @@ def phi_confidence_set(
             j += 1
         lo = xs[0] if i == 0 else min(max(crossing(xs[i - 1], xs[i]), xs[i - 1] + 1e-12), xs[i])
         hi = xs[-1] if j == len(xs) - 1 else max(min(crossing(xs[j], xs[j + 1]), xs[j + 1] - 1e-12), xs[j])
-        pieces.append((float(lo), float(hi)))
-        censored.append((i == 0 and xs[0] <= lo_box, j == len(xs) - 1 and xs[-1] >= hi_box))
-        if i == 0 and xs[0] > lo_box or j == len(xs) - 1 and xs[-1] < hi_box:
+        open_lo, open_hi = i == 0 and xs[0] > lo_box, j == len(xs) - 1 and xs[-1] < hi_box
+        if (open_lo or open_hi) and not exhausted:
             raise RuntimeError("the search left a kept end untested")  # the loop above tests it
+        # a search stopped by max_tests may leave a kept outermost point short of the box: the
+        # set reaches at least that far, and is reported as running to the box, censored
+        lo, hi = (lo_box if open_lo else lo), (hi_box if open_hi else hi)
+        pieces.append((float(lo), float(hi)))
+        censored.append((i == 0 and lo <= lo_box, j == len(xs) - 1 and hi >= hi_box))
         i = j + 1
 
     best_profile = min(profile.value.values())
