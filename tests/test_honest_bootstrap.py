@@ -107,6 +107,8 @@ def _analysis(fit_result):
         comparison=None,
         allocation=None,
         recipes=None,
+        multipliers=None,
+        phi_inverted=None,
         cautions_from=lambda level=None: [c for c in fit_result.warnings if level in (None, c.level)],
     )
 
