@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import defaults
-from ..cautions import Caution, collect
+from ..cautions import Caution, caution, collect
 from ..intervals import INTERVAL_KINDS, Interval, bootstrap_interval, censored_ends, interval_text
 from ..law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM
 from ..result import FitResult
@@ -46,6 +46,41 @@ def intervals_withheld(n_failed: int, n_boot: int) -> bool:
     """Whether so many replicates failed (more than :data:`MAX_FAILED_SHARE`) that no
     interval is given."""
     return failed_share(n_failed, n_boot) > MAX_FAILED_SHARE
+
+
+def failed_refit_cautions(
+    source: str, subject: str, quantities: str, n_failed: int, n_boot: int, reasons: Mapping[str, int]
+) -> list[Caution]:
+    """The cautions of a cell bootstrap of a side analysis (``subject``: e.g. "free multipliers";
+    ``quantities``: what its intervals are of, e.g. "m_r") whose refits failed ``n_failed`` of
+    ``n_boot`` times, for ``reasons`` {why: count}: intervals withheld beyond
+    :data:`MAX_FAILED_SHARE` (:func:`intervals_withheld`), marked approximate from
+    :data:`MARK_FAILED_SHARE`, a note below it (under 1% moves an end by less than its
+    Monte-Carlo error)."""
+    if not n_failed:
+        return []
+    why = "; ".join(f"{k}: {v}" for k, v in reasons.items())
+    share = n_failed / n_boot
+    head = f"{subject}: {n_failed} of {n_boot} cell-bootstrap refits failed ({why})"
+    if intervals_withheld(n_failed, n_boot):
+        text = (
+            f"{head}: no interval of {quantities} is given (more than {MAX_FAILED_SHARE:.0%} failed; the "
+            "survivors would understate the uncertainty)"
+        )
+        return [caution(source, "intervals_withheld", text, n_failed=n_failed, n_boot=n_boot, share=share)]
+    marked = share >= MARK_FAILED_SHARE
+    text = head + (" and the intervals are approximate" if marked else "")
+    return [
+        caution(
+            source,
+            "failed_replicates",
+            text,
+            level="warning" if marked else "note",
+            n_failed=n_failed,
+            n_boot=n_boot,
+            share=share,
+        )
+    ]
 
 
 def natural_params(thetas: np.ndarray) -> dict[str, np.ndarray]:

@@ -44,7 +44,7 @@ import numpy as np
 
 from .. import defaults
 from ..bootstrap.block import draw_weights
-from ..bootstrap.result import MARK_FAILED_SHARE, MAX_FAILED_SHARE, intervals_withheld
+from ..bootstrap.result import failed_refit_cautions, intervals_withheld
 from ..bootstrap.wild import Refit, WildTest, wild_cluster_statistics, wild_test_result
 from ..cautions import Caution, caution
 from ..fitters.likelihood import SIGNIFICANCE, p_text
@@ -151,7 +151,7 @@ def fit_drift(
             runs, budget, model1, (lo1, hi1), (x1,), delta, n_boot, seed, parallel
         )
         n_failed = int(sum(reasons.values()))
-        warnings += _bootstrap_cautions(n_failed, n_boot, reasons)
+        warnings += failed_refit_cautions(SOURCE, "drift of phi", "phi_0 or phi_1", n_failed, n_boot, reasons)
     withheld = not n_boot or intervals_withheld(n_failed, n_boot)
     cis = []
     for j in range(2):
@@ -326,27 +326,6 @@ def _cell_bootstrap(
     phis = x[:, 5:7].copy()
     phis[failed] = np.nan
     return phis, {k: int(v.sum()) for k, v in failure.items() if v.any()}
-
-
-def _bootstrap_cautions(n_failed: int, n_boot: int, reasons: dict[str, int]) -> list[Caution]:
-    if not n_failed:
-        return []
-    why = "; ".join(f"{k}: {v}" for k, v in reasons.items())
-    share = n_failed / n_boot
-    if intervals_withheld(n_failed, n_boot):
-        text = (
-            f"drift of phi: {n_failed} of {n_boot} cell-bootstrap refits failed ({why}): no interval of "
-            f"phi_0 or phi_1 is given (more than {MAX_FAILED_SHARE:.0%} failed; the survivors would "
-            "understate the uncertainty)"
-        )
-        return [caution(SOURCE, "intervals_withheld", text, n_failed=n_failed, n_boot=n_boot, share=share)]
-    marked = share >= MARK_FAILED_SHARE
-    approx = " and the intervals are approximate" if marked else ""
-    text = f"drift of phi: {n_failed} of {n_boot} cell-bootstrap refits failed ({why}){approx}"
-    level = "warning" if marked else "note"
-    return [
-        caution(SOURCE, "failed_replicates", text, level=level, n_failed=n_failed, n_boot=n_boot, share=share)
-    ]
 
 
 # -- the test of phi_1 = 0 ---------------------------------------------------------------------

@@ -45,7 +45,7 @@ import numpy as np
 
 from .. import defaults
 from ..bootstrap.block import draw_weights
-from ..bootstrap.result import MARK_FAILED_SHARE, MAX_FAILED_SHARE, intervals_withheld
+from ..bootstrap.result import failed_refit_cautions, intervals_withheld
 from ..bootstrap.wild import Refit, WildTest, wild_cluster_statistics, wild_test_result
 from ..cautions import Caution, caution
 from ..fitters.likelihood import SIGNIFICANCE, p_text
@@ -174,7 +174,7 @@ def fit_multipliers(
             runs, codes, model1, law1, (x1, x0_in_1), delta, n_boot, seed, parallel
         )
         n_failed = int(sum(reasons.values()))
-        warnings += _bootstrap_cautions(n_failed, n_boot, reasons)
+        warnings += failed_refit_cautions(SOURCE, "free multipliers", "m_r", n_failed, n_boot, reasons)
     withheld = not n_boot or intervals_withheld(n_failed, n_boot)
     phi_ci = []
     for g in range(len(names)):
@@ -408,27 +408,6 @@ def refit_weighted_rows(
         if obj <= best_obj[i] * (1 + 1e-9):
             best_x[i], best_obj[i], best_conv[i] = sol.x, obj, True
     return best_x, best_obj, best_conv
-
-
-def _bootstrap_cautions(n_failed: int, n_boot: int, reasons: dict[str, int]) -> list[Caution]:
-    if not n_failed:
-        return []
-    why = "; ".join(f"{k}: {v}" for k, v in reasons.items())
-    share = n_failed / n_boot
-    if intervals_withheld(n_failed, n_boot):
-        text = (
-            f"free multipliers: {n_failed} of {n_boot} cell-bootstrap refits failed ({why}): no interval "
-            f"of m_r is given (more than {MAX_FAILED_SHARE:.0%} failed; the survivors would understate "
-            "the uncertainty)"
-        )
-        return [caution(SOURCE, "intervals_withheld", text, n_failed=n_failed, n_boot=n_boot, share=share)]
-    marked = share >= MARK_FAILED_SHARE
-    approx = " and the intervals are approximate" if marked else ""
-    text = f"free multipliers: {n_failed} of {n_boot} cell-bootstrap refits failed ({why}){approx}"
-    level = "warning" if marked else "note"  # under 1%: moves an end by less than its MC error
-    return [
-        caution(SOURCE, "failed_replicates", text, level=level, n_failed=n_failed, n_boot=n_boot, share=share)
-    ]
 
 
 # -- the lack-of-fit test ----------------------------------------------------------------------
