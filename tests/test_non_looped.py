@@ -185,6 +185,8 @@ def test_non_looped_page_shows_nothing_per_r(digitized_r1_report):
     assert "Per r" not in residuals and "by r" not in residuals and "log_n_eff" not in residuals
     assert "Influence, identifiability and consistency" not in html
     assert "φ is not identified" not in html and "no looped runs" in _section(html, "equivalence")
+    # the checks of the value of a recurrence have nothing to say of a non-looped table
+    assert "Free multipliers per r" not in html and "drift with scale" not in html
 
 
 def test_looped_page_keeps_its_phi_wording(looped_report_html):
@@ -194,3 +196,4 @@ def test_looped_page_keeps_its_phi_wording(looped_report_html):
     assert "runs per r" in data and "(budget, r) cells" in data
     assert "Per r (the study's Table 7)" in _section(html, "residuals")
     assert "Influence, identifiability and consistency" in html and "Gap ranges" in html
+    assert "Free multipliers per r" in html and "drift with scale" in html

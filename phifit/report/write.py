@@ -349,8 +349,14 @@ def render_html(a: Analysis, pngs: dict[str, bytes], figures: dict[str, dict[str
         ("frontier", "Compute-optimal frontier", R.section_frontier(a, fig)),
         ("bootstrap", S.bootstrap_title(a), S.section_bootstrap(a, fig)),
         ("comparison", "Restricted fits", S.section_comparison(a, fig)),
-        ("multipliers", "Is one φ enough? Free multipliers per r", D.section_multipliers(a, fig)),
-        ("drift", "Does φ drift with scale?", D.section_drift(a)),
+        *(
+            []  # phi does not enter a non-looped table's law: nothing to say of its recurrences
+            if a.non_looped
+            else [
+                ("multipliers", "Is one φ enough? Free multipliers per r", D.section_multipliers(a, fig)),
+                ("drift", "Does φ drift with scale?", D.section_drift(a)),
+            ]
+        ),
         ("residuals", "Residuals", D.section_residuals(a, fig)),
         ("influence", D.influence_title(a), D.section_influence(a, fig)),
         ("equivalence", "Equivalent sizes", R.section_equivalence(a)),
