@@ -54,7 +54,7 @@ import numpy as np
 from .. import defaults
 from ..cautions import Caution, caution
 from ..defaults import resolve_workers
-from ..fitters.lm import batched_weighted_lm
+from ..fitters.lm import batched_weighted_lm, best_of_starts
 from ..fitters.objective import law_model, loss_terms, refit_settings
 from ..fitters.parallel import check_backend, parallel_map
 from ..fitters.polish import polish_residuals
@@ -182,21 +182,9 @@ def _refit(
     ``far_drop`` (it may have reached another basin, so the polish starts from where the
     first LM stopped and the lower end is kept), is refined by the least-squares polish.
     """
-    m = len(y)
-    best_x = best_obj = best_conv = None
-    for start in law.starts:
-        x0 = np.tile(np.asarray(start, dtype=float), (m, 1))
-        end = batched_weighted_lm(law.model, x0, y, 1.0, law.lower, law.upper, delta=delta, max_iter=max_iter)
-        obj = np.where(np.isfinite(end.objective), end.objective, np.inf)
-        if best_x is None:
-            best_x, best_obj, best_conv = end.x.copy(), obj, end.converged.copy()
-            continue
-        better = obj < best_obj * (1 - 1e-12)
-        best_x[better], best_obj[better], best_conv[better] = (
-            end.x[better],
-            obj[better],
-            end.converged[better],
-        )
+    best_x, best_obj, best_conv = best_of_starts(
+        law.model, law.starts, y, 1.0, law.lower, law.upper, delta=delta, max_iter=max_iter
+    )
     rows = np.flatnonzero(~best_conv & np.isfinite(best_obj))
     if len(rows) == 0:
         return best_obj, best_conv

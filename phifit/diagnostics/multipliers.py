@@ -49,7 +49,7 @@ from ..bootstrap.result import failed_refit_cautions, intervals_withheld
 from ..bootstrap.wild import Refit, WildTest, wild_cluster_statistics, wild_test_result
 from ..cautions import Caution, caution
 from ..fitters.likelihood import SIGNIFICANCE, p_text
-from ..fitters.lm import batched_weighted_lm
+from ..fitters.lm import batched_weighted_lm, best_of_starts
 from ..fitters.objective import DELTA, loss_terms
 from ..fitters.parallel import check_backend, parallel_map
 from ..fitters.per_recipe_phi import GroupedLaw, JointOptions, fit_joint
@@ -362,21 +362,9 @@ def refit_weighted_rows(
     """Refit a grouped law to weighted tables ``weights`` (m, n): best of ``starts`` on the batched
     LM, unconverged rows finished by the active-set LM, then by the least-squares polish (run i
     entering w_i times).  Returns x (m, k), objective (m,), converged (m,)."""
-    m = len(weights)
-    best_x = best_obj = best_conv = None
-    for start in starts:
-        x0 = np.tile(np.asarray(start, dtype=float), (m, 1))
-        end = batched_weighted_lm(model, x0, y, weights, lower, upper, delta=delta, max_iter=max_iter)
-        obj = np.where(np.isfinite(end.objective), end.objective, np.inf)
-        if best_x is None:
-            best_x, best_obj, best_conv = end.x.copy(), obj, end.converged.copy()
-            continue
-        better = obj < best_obj * (1 - 1e-12)
-        best_x[better], best_obj[better], best_conv[better] = (
-            end.x[better],
-            obj[better],
-            end.converged[better],
-        )
+    best_x, best_obj, best_conv = best_of_starts(
+        model, starts, y, weights, lower, upper, delta=delta, max_iter=max_iter
+    )
     rows = np.flatnonzero(~best_conv & np.isfinite(best_obj))
     if len(rows):
         lm = batched_weighted_lm(

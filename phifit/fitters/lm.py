@@ -474,4 +474,43 @@ def batched_weighted_lm(
     return BatchedLM(x=x, objective=obj, converged=converged, n_iter=n_iter)
 
 
-__all__ = ["BLOCK_BYTES", "BatchedLM", "LMRows", "batched_weighted_lm", "damped_step", "newton_decrement"]
+def best_of_starts(
+    model: Callable,
+    starts: tuple[np.ndarray, ...],
+    y: np.ndarray,
+    weights: np.ndarray | float,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    *,
+    delta: float = DELTA,
+    max_iter: int = 300,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run :func:`batched_weighted_lm` on m rows from each start (k,) in ``starts`` (the same
+    start for every row) and keep, per row, the end with the lowest objective (a later start
+    replaces an earlier one only when lower by a relative 1e-12).  ``y`` (n,) or (m, n) and
+    ``weights`` (m, n) or a scalar as :func:`batched_weighted_lm` takes them; m is the rows of
+    whichever is per-row.  Returns x (m, k), objective (m,; inf where not finite), converged (m,)."""
+    m = len(y) if np.ndim(y) == 2 else len(np.atleast_2d(weights))
+    best_x = best_obj = best_conv = None
+    for start in starts:
+        x0 = np.tile(np.asarray(start, dtype=float), (m, 1))
+        end = batched_weighted_lm(model, x0, y, weights, lower, upper, delta=delta, max_iter=max_iter)
+        obj = np.where(np.isfinite(end.objective), end.objective, np.inf)
+        if best_x is None:
+            best_x, best_obj, best_conv = end.x.copy(), obj, end.converged.copy()
+            continue
+        better = obj < best_obj * (1 - 1e-12)
+        best_x[better], best_obj[better] = end.x[better], obj[better]
+        best_conv[better] = end.converged[better]
+    return best_x, best_obj, best_conv
+
+
+__all__ = [
+    "BLOCK_BYTES",
+    "BatchedLM",
+    "LMRows",
+    "batched_weighted_lm",
+    "best_of_starts",
+    "damped_step",
+    "newton_decrement",
+]
