@@ -67,9 +67,18 @@ def test_a_per_r_misfit_table_is_its_twin_shifted_by_the_offsets(condition, shif
 
 
 @pytest.mark.parametrize(
-    "condition, sd, n_cells", [("misfit-cells", 0.003, 24), ("small-misfit-cells", 0.010, 12)]
+    "condition, sd, n_cells, draw",
+    [
+        ("misfit-cells", 0.003, 24, (0.004500434224882814, 0.0012538475834129688, 0.003681751372603664)),
+        (
+            "small-misfit-cells",
+            0.010,
+            12,
+            (-0.002303083696060125, 0.009735401710053986, 0.0034443057056348365),
+        ),
+    ],
 )
-def test_per_cell_offsets_are_fixed_per_cell_with_the_stated_spread(condition, sd, n_cells, cache):
+def test_per_cell_offsets_are_fixed_per_cell_with_the_stated_spread(condition, sd, n_cells, draw, cache):
     twin = bc.CONDITIONS[condition]["twin"]
     seen = []
     for index, size in ((0, False), (7, False), (7, True)):
@@ -82,6 +91,8 @@ def test_per_cell_offsets_are_fixed_per_cell_with_the_stated_spread(condition, s
         assert len(per_cell) == n_cells
         assert per_cell.mean() == pytest.approx(0.0, abs=1e-12)
         assert per_cell.std(ddof=0) == pytest.approx(sd, rel=1e-9)
+        # the draw itself (cells in sorted (budget, r) order): the first, second and last cell's
+        assert tuple(per_cell.iloc[[0, 1, -1]]) == pytest.approx(draw, abs=1e-12)
         seen.append(per_cell.to_numpy())
     # a property of the condition: the same offsets in every table, coverage and size alike
     np.testing.assert_allclose(seen[0], seen[1], rtol=0, atol=1e-12)
