@@ -440,7 +440,7 @@ def summarise(path: Path, conditions: list[str] | None = None) -> str:
             if len(widths) > 1:
                 se = float(np.std(widths, ddof=1)) / math.sqrt(len(widths))
                 width = f"{np.mean(widths):.4f} ± {se:.4f}" + (
-                    f" ({np.mean(widths) / ideal:.2f} ideal)" if ideal == ideal else ""
+                    f" ({np.mean(widths) / ideal:.2f}× ideal)" if ideal == ideal else ""
                 )
             else:
                 width = "n/a"
