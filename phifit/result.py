@@ -432,7 +432,7 @@ def bayes_summary(result: FitResult) -> str:
         f"    {'':<6} {'median':>11} {'mean':>11} {'sd':>10} {f'{pct} HDI':>25} {'mcse_mean':>10} "
         f"{'mcse_sd':>9} {'ess_bulk':>9} {'ess_tail':>9} {'r_hat':>7}",
     ]
-    for name in (*PARAM_NAMES, "sigma", "nu"):
+    for name in (*PARAM_NAMES, "sigma", "nu", "tau"):
         s = post.get(name)
         if s is None:
             value = result.params.get(name)
@@ -448,6 +448,23 @@ def bayes_summary(result: FitResult) -> str:
             f"{_num(s.get('mcse_sd'), '9.2g')} {_num(s['ess_bulk'], '9.0f')} {_num(s['ess_tail'], '9.0f')} "
             f"{_num(s['r_hat'], '7.3f')}"
         )
+    cells = ex.get("cell_effects") or {}
+    if cells.get("cells"):
+        tau = cells["tau"]
+        lo, hi = tau["hdi"]
+        lines += [
+            "",
+            f"[[Cell effects]] u_c = log-loss the runs of a (budget, r) cell share beyond the law; "
+            f"tau = sd of u_c = {_num(tau['median'], '.4g')} [{_num(lo, '.4g')}, {_num(hi, '.4g')}] "
+            f"(the law's misfit at the cell level, with the noise a cell's runs share)",
+        ]
+        for row in cells["cells"]:
+            c_lo, c_hi = row["hdi"]
+            away = "  HDI excludes 0" if c_lo > 0 or c_hi < 0 else ""
+            lines.append(
+                f"    {row['cell']:<28} n={row['n']:<3d} {_num(row['median'], '+10.4f')} "
+                f"[{_num(c_lo, '+.4f')}, {_num(c_hi, '+.4f')}]{away}"
+            )
     n_draws = (ex.get("chains") or 0) * (ex.get("draws") or 0)
     loo = ex.get("loo", {})
     lines += [

@@ -47,7 +47,7 @@ def table():
 
 @pytest.fixture(scope="module")
 def default_fit(table):
-    """The default fit (4 chains x 1000 draws after 1000 tuning steps, seed 0)."""
+    """The default fit (4 chains x 2000 draws after 1000 tuning steps, seed 0; cell effects)."""
     return B.sample_posterior(table, progress=False)
 
 
@@ -68,7 +68,14 @@ def _compile(model, outs):
 def _z_for(theta: np.ndarray, data: dict, spec: LawSpec | None = None) -> np.ndarray:
     """Whitened coordinates z of the free part of ``theta``."""
     spec = spec or LawSpec()
-    v = B.theta_to_v(theta, float(data["c_n"]), float(data["c_d"]), B.log_exponents(spec))
+    v = B.theta_to_v(
+        theta,
+        float(data["c_n"]),
+        float(data["c_d"]),
+        B.log_exponents(spec),
+        B.interval_bounds(spec),
+        B.ridge_floor(spec),
+    )
     return np.linalg.solve(data["chol"], v[spec.free_mask] - data["centre"])
 
 
@@ -123,9 +130,9 @@ def _reference_logp(theta, sigma, nu, runs, spec, data):
             mu, sd = B.PRIORS[c]
             lo, hi = spec.bounds[c]
             lp += stats.truncnorm.logpdf(theta[i], (lo - mu) / sd, (hi - mu) / sd, mu, sd)
-    flags = B.log_exponents(spec)
-    v = B.theta_to_v(theta, float(data["c_n"]), float(data["c_d"]), flags)
-    jac = B.dtheta_dv(v, float(data["c_n"]), float(data["c_d"]), flags)
+    flags, intervals, ridge = B.log_exponents(spec), B.interval_bounds(spec), B.ridge_floor(spec)
+    v = B.theta_to_v(theta, float(data["c_n"]), float(data["c_d"]), flags, intervals, ridge)
+    jac = B.dtheta_dv(v, float(data["c_n"]), float(data["c_d"]), flags, intervals, ridge)
     mask = spec.free_mask
     lp += np.linalg.slogdet(jac[np.ix_(mask, mask)])[1]
     # sigma, nu: prior density + log-Jacobian of PyMC's log transform
@@ -157,11 +164,61 @@ def test_model_log_density_is_the_documented_posterior(table, fixed):
         assert got == pytest.approx(want, rel=1e-10, abs=1e-8)
 
 
+def test_cell_model_log_density_is_the_documented_posterior(table):
+    """The cell model adds tau ~ HalfNormal, z_cell ~ Normal(0, 1) and shifts each run's mean by
+    tau z_cell[its cell]; its log density matches scipy's to 1e-8."""
+    spec = LawSpec()
+    noise, cell, labels = B.resolve_noise(table, "cell")
+    assert noise == "cell" and len(labels) == 24 and cell.max() == 23
+    data = B.model_data(table, spec, cell=cell)
+    model = B.build_model(data, spec)
+    logp = model.compile_logp(mode="FAST_COMPILE")
+    rng = np.random.default_rng(6)
+    huber = fit_huber(table, spec=spec).theta
+    for _ in range(3):
+        theta = huber + rng.normal(0, 0.02, 6)
+        sigma, nu, tau = 0.004, 9.0, 0.003 * math.exp(rng.normal(0, 0.3))
+        z_cell = rng.normal(0, 1, 24)
+        point = {
+            "z": _z_for(theta, data, spec),
+            "sigma_log__": math.log(sigma),
+            "nu_log__": math.log(nu),
+            "tau_log__": math.log(tau),
+            "z_cell": z_cell,
+        }
+        # the independent-runs density with the cell shift, then the two new priors
+        want = _reference_logp(theta, sigma, nu, table, spec, data)
+        mu = log_loss(theta, table.design)
+        want -= stats.t.logpdf(table.log_loss, df=nu, loc=mu, scale=sigma).sum()
+        want += stats.t.logpdf(table.log_loss, df=nu, loc=mu + tau * z_cell[cell], scale=sigma).sum()
+        want += stats.halfnorm.logpdf(tau, scale=B.TAU_PRIOR_SD) + math.log(tau)
+        want += stats.norm.logpdf(z_cell).sum()
+        assert logp(point) == pytest.approx(want, rel=1e-10, abs=1e-8)
+
+
+def test_noise_model_rules(table):
+    """auto: cells when some (budget, r) cell has two runs; 'cell' refused without them."""
+    assert B.resolve_noise(table, "auto")[0] == "cell"
+    assert B.resolve_noise(table, "run") == ("run", None, None)
+    no_budget = table_from_frame(table.frame.drop(columns=["budget"]), source="no budget")
+    assert B.resolve_noise(no_budget, "auto")[0] == "run"
+    with pytest.raises(ValueError, match="needs a budget column"):
+        B.resolve_noise(no_budget, "cell")
+    one_each = table.subset(np.unique(table.cells()[0], return_index=True)[1])
+    assert B.resolve_noise(one_each, "auto")[0] == "run"
+    with pytest.raises(ValueError, match="two or more runs"):
+        B.resolve_noise(one_each, "cell")
+    with pytest.raises(ValueError, match="unknown noise model 'cells'"):
+        B.resolve_noise(table, "cells")
+    labels = B.resolve_noise(table, "cell")[2]
+    assert labels[0].startswith("budget=") and ", r=" in labels[0]
+
+
 def test_model_log_density_is_minus_inf_outside_the_box(pymc_model, table):
     data, model = pymc_model
     logp = model.compile_logp(mode="FAST_COMPILE")
     theta = fit_huber(table).theta
-    theta[5] = 3.2  # phi above the box [-3, 3]
+    theta[1] = 2.6  # alpha above the box [0, 2.5] (E and phi cannot leave theirs: a logistic maps them in)
     point = {"z": _z_for(theta, data), "sigma_log__": math.log(0.005), "nu_log__": 2.0}
     assert logp(point) == -np.inf
 
@@ -178,22 +235,48 @@ def test_student_t_loglik_matches_the_model(pymc_model, table):
     np.testing.assert_allclose(got, mine, rtol=1e-12, atol=1e-10)
 
 
-def test_sampling_coordinates_round_trip():
+@pytest.mark.parametrize("box", [False, True], ids=["plain", "interval-phi-and-ridge"])
+def test_sampling_coordinates_round_trip(box):
     theta = params_to_theta({"E": 1.6, "A": 28.0, "alpha": 0.2, "B": 900.0, "beta": 0.37, "phi": -0.4})
+    intervals = B.interval_bounds(LawSpec()) if box else None
+    ridge = B.ridge_floor(LawSpec()) if box else None
+    if box:  # phi goes through a logistic onto its box; (A_c, log alpha, E) -> (S, log G, w)
+        assert intervals == {5: (-3.0, 3.0)} and ridge == pytest.approx(math.exp(-3))
     for flags in (np.array([0, 1, 0, 1, 0, 0], bool), np.zeros(6, bool)):
-        v = B.theta_to_v(theta, 18.5, 22.0, flags)
-        np.testing.assert_allclose(B.v_to_theta(v, 18.5, 22.0, flags), theta, atol=1e-12)
+        v = B.theta_to_v(theta, 18.5, 22.0, flags, intervals, ridge)
+        np.testing.assert_allclose(B.v_to_theta(v, 18.5, 22.0, flags, intervals, ridge), theta, atol=1e-12)
         # analytic Jacobian vs central differences
         h = 1e-6
         num = np.stack(
             [
-                (B.v_to_theta(v + h * e, 18.5, 22.0, flags) - B.v_to_theta(v - h * e, 18.5, 22.0, flags))
+                (
+                    B.v_to_theta(v + h * e, 18.5, 22.0, flags, intervals, ridge)
+                    - B.v_to_theta(v - h * e, 18.5, 22.0, flags, intervals, ridge)
+                )
                 / (2 * h)
                 for e in np.eye(6)
             ],
             axis=1,
         )
-        np.testing.assert_allclose(B.dtheta_dv(v, 18.5, 22.0, flags), num, rtol=1e-6, atol=1e-6)
+        jac = B.dtheta_dv(v, 18.5, 22.0, flags, intervals, ridge)
+        np.testing.assert_allclose(jac, num, rtol=1e-6, atol=1e-6)
+
+
+def test_interval_coordinates_never_leave_the_box():
+    """Any real w maps inside the box: far out, phi approaches its bounds, never crosses."""
+    flags, intervals = B.log_exponents(LawSpec()), B.interval_bounds(LawSpec())
+    for w in (-40.0, -5.0, 0.0, 5.0, 40.0):
+        theta = B.v_to_theta(np.array([1.0, -1.5, 1.0, -1.0, 1.5, w]), 18.5, 22.0, flags, intervals)
+        assert -3.0 <= theta[5] <= 3.0
+    assert B.interval_bounds(LawSpec(bounds={"phi": (-1.0, 2.0)})) == {5: (-1.0, 2.0)}
+    assert B.interval_bounds(LawSpec(fixed={"phi": 0.0})) == {}
+    # the ridge: any (S > floor, log G, w) gives E above its floor and A_c > 0
+    floor = B.ridge_floor(LawSpec())
+    for w in (-30.0, 0.0, 30.0):
+        theta = B.v_to_theta(np.array([0.9, -1.0, 1.0, -1.0, w, 0.0]), 18.5, 22.0, flags, intervals, floor)
+        assert theta[4] >= -3.0 and np.isfinite(theta).all()
+    assert B.ridge_floor(LawSpec(fixed={"E": 1.5})) is None
+    assert B.ridge_floor(LawSpec(bounds={"alpha": (-0.5, 2.5)})) is None  # alpha not logged
 
 
 def test_log_exponents_follow_the_box():
@@ -207,10 +290,11 @@ def test_log_exponents_follow_the_box():
 def test_default_fit_converges_and_recovers_phi(default_fit, table):
     res = default_fit.result
     ex = res.extras
-    assert ex["draws"] == 1000 and ex["tune"] == 1000 and ex["chains"] == 4
+    assert ex["draws"] == 2000 and ex["tune"] == 1000 and ex["chains"] == 4 and ex["target_accept"] == 0.97
+    assert ex["noise"] == "cell" and ex["cell_effects"]["tau"]["median"] < 0.003  # no cell noise here
     assert ex["sampler"] in ("nutpie", "pymc")
     post = ex["posterior"]
-    for name in PARAM_NAMES + ("sigma", "nu"):
+    for name in PARAM_NAMES + ("sigma", "nu", "tau"):
         assert post[name]["r_hat"] <= 1.01, (name, post[name]["r_hat"])
         assert post[name]["ess_bulk"] >= 400 and post[name]["ess_tail"] >= 400, name
     assert ex["divergences"] == 0
@@ -270,7 +354,8 @@ def test_bayes_summary_reads_a_reloaded_result(default_fit):
     for name in ("phi", "sigma", "nu"):
         row = next(line for line in text.splitlines() if line.split()[:1] == [name])
         assert f"{post[name]['median']:.5g}" in row and f"{post[name]['r_hat']:.3f}" in row
-    assert "divergences       0 of 4000 draws" in text and "ELPD-LOO" in text
+    assert "divergences       0 of 8000 draws" in text and "ELPD-LOO" in text
+    assert "[[Cell effects]]" in text and "budget=" in text  # tau and each cell's u_c
     with pytest.raises(ValueError, match="needs a Bayesian fit"):
         B.bayes_summary(back.with_updates(method="huber", loss="huber", delta=1e-3))
 
@@ -291,15 +376,21 @@ def test_netcdf_round_trip_and_draws(table, tmp_path, default_fit):
         "constant_data",
     } <= set(idata.groups())
     draws = B.posterior_draws(path)
-    assert set(draws) == set(PARAM_NAMES) | {"sigma", "nu"}
+    assert res.extras["noise"] == "cell"  # the table has (budget, r) cells: the default cell model
+    assert set(draws) == set(PARAM_NAMES) | {"sigma", "nu", "tau"}
+    assert idata.posterior["cell_effect"].dims == ("chain", "draw", "cell")
+    assert idata.posterior["cell_effect"].sizes["cell"] == 24
     assert all(v.shape == (600,) for v in draws.values())
     assert np.median(draws["phi"]) == pytest.approx(res.params["phi"], abs=1e-12)
     # ci is the HDI at hdi_prob, and ci_level says so
     assert res.ci_level == 0.8 and res.extras["ci_kind"].startswith("80% highest-density")
     np.testing.assert_allclose(res.ci["phi"], az.hdi(draws["phi"], hdi_prob=0.8), rtol=1e-12)
-    # per-draw derived quantities: the law per draw reproduces the stored log-likelihood
+    # per-draw derived quantities: the law per draw plus each run's cell effect reproduces the
+    # stored log-likelihood (PSIS-LOO predicts a held-out run of a cell whose other runs stay in)
     theta = B.posterior_theta(path)
-    mu = log_loss(theta, table.design)
+    cell = B.resolve_noise(table, "cell")[1]
+    u = idata.posterior["cell_effect"].values.reshape(600, -1)
+    mu = log_loss(theta, table.design) + u[:, cell]
     ll = B.student_t_loglik(table.log_loss, mu, draws["sigma"], draws["nu"])
     np.testing.assert_allclose(ll, idata.log_likelihood["log_loss"].values.reshape(600, -1), rtol=1e-12)
     assert B.posterior_spec(path) == LawSpec()

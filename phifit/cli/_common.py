@@ -257,8 +257,8 @@ BAYES_SAMPLERS = ("auto", "nutpie", "pymc")
 
 
 def add_bayes_arguments(parser: argparse.ArgumentParser) -> None:
-    """Sampler settings of --method bayes (defaults from :mod:`phifit.defaults`: 4 chains x 1000
-    draws after 1000 tuning steps)."""
+    """Sampler settings of --method bayes (defaults from :mod:`phifit.defaults`: 4 chains x 2000
+    draws after 1000 tuning steps, target_accept 0.97)."""
     group = parser.add_argument_group("Bayesian fit (--method bayes)")
     group.add_argument(
         "--draws",
@@ -282,11 +282,19 @@ def add_bayes_arguments(parser: argparse.ArgumentParser) -> None:
         help="NUTS implementation: nutpie when installed (auto), or PyMC's own",
     )
     group.add_argument(
+        "--noise",
+        choices=("auto", "cell", "run"),
+        default="auto",
+        help="noise model: 'cell' adds an effect shared by the runs of each (budget, r) cell, whose sd "
+        "tau estimates the law's misfit at the cell level; 'run' treats every run as independent; "
+        "auto (default): 'cell' when some cell holds two or more runs",
+    )
+    group.add_argument(
         "--target-accept",
         type=float,
-        default=0.9,
+        default=defaults.TARGET_ACCEPT,
         dest="target_accept",
-        help="NUTS target acceptance rate (default 0.9)",
+        help=f"NUTS target acceptance rate (default {defaults.TARGET_ACCEPT:g})",
     )
 
 
@@ -303,6 +311,7 @@ def bayes_options(args: argparse.Namespace) -> dict:
         "chains": args.chains,
         "sampler": args.sampler,
         "target_accept": args.target_accept,
+        "noise": args.noise,
         "seed": args.seed,
         "progress": not getattr(args, "quiet", False),
     }

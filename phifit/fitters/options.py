@@ -54,7 +54,8 @@ class BayesOptions:
     chains: int = defaults.N_CHAINS  # independent chains
     seed: int = defaults.SEED  # seed of the sampler and of the predictive check
     sampler: str = "auto"  # "auto" (nutpie when importable, else PyMC), "nutpie" or "pymc"
-    target_accept: float = 0.9  # NUTS target acceptance rate
+    noise: str = "auto"  # "cell" (a shared effect per (budget, r) cell), "run" (independent runs), "auto"
+    target_accept: float = defaults.TARGET_ACCEPT  # NUTS target acceptance rate
     hdi_prob: float = defaults.LEVEL  # probability of the highest-density intervals
     progress: bool = True  # show the sampler's progress bar
     save: str | os.PathLike | None = None  # netCDF path for the posterior

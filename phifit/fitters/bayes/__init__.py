@@ -1,7 +1,8 @@
 """Bayesian fit of the joint law with PyMC: posterior, diagnostics, PPC, PSIS-LOO.
 
-    log L_i ~ Student-t(nu, mu_i, sigma),  mu_i = log of the law
+    log L_i ~ Student-t(nu, mu_i + u_c(i), sigma),  mu_i = log of the law
     L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta  at run i,
+    u_c = tau z_c, z_c ~ Normal(0, 1): the effect every run of (budget, r) cell c shares
 
 with weakly informative priors truncated to the LawSpec box.  One job per module:
 
@@ -23,17 +24,20 @@ from __future__ import annotations
 
 from ...law import lse_log_loss
 from .backends import SAMPLERS, nutpie_available
-from .coords import dtheta_dv, log_exponents, theta_to_v, v_to_theta
+from .coords import dtheta_dv, interval_bounds, log_exponents, ridge_floor, theta_to_v, v_to_theta
 from .diagnostics import ESS_MIN, PPC_P, RHAT_MAX, convergence_cautions, ppc_cautions
 from .loo import pareto_k_caution, psis_loo
 from .loo_compare import MIN_DIFF, RULE, SE_MULT, LooComparison, compare_loo
 from .model import (
+    NOISE_MODELS,
     NU_PRIOR,
     PRIORS,
     SIGMA_PRIOR_SD,
+    TAU_PRIOR_SD,
     build_model,
     model_data,
     prior_description,
+    resolve_noise,
     student_t_loglik,
 )
 from .sampling import BayesFit, fit_bayes, sample_posterior
@@ -45,6 +49,7 @@ __all__ = [
     "ESS_MIN",
     "LooComparison",
     "MIN_DIFF",
+    "NOISE_MODELS",
     "NU_PRIOR",
     "PPC_P",
     "PRIORS",
@@ -53,12 +58,14 @@ __all__ = [
     "SAMPLERS",
     "SE_MULT",
     "SIGMA_PRIOR_SD",
+    "TAU_PRIOR_SD",
     "bayes_summary",
     "build_model",
     "compare_loo",
     "convergence_cautions",
     "dtheta_dv",
     "fit_bayes",
+    "interval_bounds",
     "load_posterior",
     "log_exponents",
     "lse_log_loss",
@@ -72,6 +79,8 @@ __all__ = [
     "ppc_cautions",
     "prior_description",
     "psis_loo",
+    "resolve_noise",
+    "ridge_floor",
     "sample_posterior",
     "student_t_loglik",
     "summarise",

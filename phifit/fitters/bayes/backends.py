@@ -3,7 +3,8 @@
 ``sampler="auto"`` uses nutpie when importable, else PyMC's NUTS, which always works.
 
 - nutpie compiles the model with Numba once per spec *structure*
-  (:func:`~.model.model_structure`: which parameters are free, and the box); the run
+  (:func:`~.model.model_structure`: which parameters are free, the box, the number of
+  cell effects); the run
   table, the whitening and the fixed values are data, so a new table, or phi = 1 after
   phi = 0, only swaps data (nutpie's ``with_data``).  The compiled logp/gradient and
   expand functions are also kept on disk (:func:`save_compiled`, :func:`load_compiled`),
@@ -21,7 +22,8 @@
   faster.
 
 Each backend returns :class:`SamplerOutput`: posterior arrays of
-:data:`~.model.STORED_VARS`, (chain, draw) each, and the sampler statistics phifit reports.
+:func:`~.model.stored_vars`, (chain, draw) each (cell_effect: (chain, draw, cell)), and the
+sampler statistics phifit reports.
 
 One module on purpose: the two samplers and the cross-process cache of nutpie's compiled
 model are the one step "run NUTS on this model", and the cache is only valid for what this
@@ -49,7 +51,7 @@ import numpy as np
 from ...cache import cache_dir, use_pytensor_cache, write_atomic
 from ...extras import import_optional
 from ...law import LawSpec
-from .model import STORED_VARS, build_model, model_structure
+from .model import build_model, model_structure, stored_vars
 
 SAMPLERS = ("auto", "nutpie", "pymc")
 _NUTPIE_CACHE: dict[tuple, Any] = {}
@@ -142,7 +144,7 @@ def sample_nutpie(
         cores=min(chains, os.cpu_count() or 1),
     )
     sampling_s = time.perf_counter() - t0
-    post, stats = draws_and_stats(trace, lp="logp", tree_depth="depth")
+    post, stats = draws_and_stats(trace, stored_vars(data), lp="logp", tree_depth="depth")
     cached = info["cache"] in ("memory", "hit")
     return SamplerOutput(post, stats, compile_s, sampling_s, cached, dict(info))
 
@@ -161,7 +163,7 @@ def compiled_model(data: Mapping[str, np.ndarray], spec: LawSpec) -> tuple[Any, 
     """
     nutpie = import_optional("nutpie", "bayes", "sampler 'nutpie'")
 
-    key = model_structure(spec)
+    key = model_structure(spec, data)
     if key in _NUTPIE_CACHE:
         return _NUTPIE_CACHE[key].with_data(**data), {"cache": "memory"}
     use_disk = disk_cache_enabled()
@@ -182,7 +184,7 @@ def compiled_model(data: Mapping[str, np.ndarray], spec: LawSpec) -> tuple[Any, 
             info["reason"] = f"cache entry not used: {type(err).__name__}: {err}"
     with _warnings.catch_warnings():
         _warnings.simplefilter("ignore")
-        compiled = nutpie.compile_pymc_model(model, var_names=list(STORED_VARS))
+        compiled = nutpie.compile_pymc_model(model, var_names=list(stored_vars(data)))
     _NUTPIE_CACHE[key] = compiled
     if path is not None:
         try:
@@ -216,9 +218,9 @@ def disk_key(data: Mapping[str, np.ndarray], spec: LawSpec) -> tuple[str, dict[s
     sources = {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in _KEY_SOURCES}
     parts = {
         "format": DISK_FORMAT,
-        "structure": repr(model_structure(spec)),
+        "structure": repr(model_structure(spec, data)),
         "data": sorted([k, str(np.asarray(v).dtype), int(np.ndim(v))] for k, v in data.items()),
-        "var_names": list(STORED_VARS),
+        "var_names": list(stored_vars(data)),
         "python": sys.version,
         "phifit": __version__,
         "versions": {p: _version(p) for p in _KEY_PACKAGES},
@@ -474,21 +476,21 @@ def sample_pymc(
             target_accept=target_accept,
             progressbar=progressbar,
             cores=min(chains, os.cpu_count() or 1),
-            var_names=list(STORED_VARS),
+            var_names=list(stored_vars(data)),
             compute_convergence_checks=False,
             return_inferencedata=True,
         )
     total = time.perf_counter() - t0
     sampling_s = float(trace.posterior.attrs.get("sampling_time", total))
-    post, stats = draws_and_stats(trace, lp="lp", tree_depth="tree_depth")
+    post, stats = draws_and_stats(trace, stored_vars(data), lp="lp", tree_depth="tree_depth")
     return SamplerOutput(post, stats, max(total - sampling_s, 0.0), sampling_s, False)
 
 
-def draws_and_stats(trace, *, lp: str, tree_depth: str) -> tuple[dict, dict]:
-    """Posterior arrays of the stored variables and the sampler statistics phifit reports.
+def draws_and_stats(trace, names: tuple[str, ...], *, lp: str, tree_depth: str) -> tuple[dict, dict]:
+    """Posterior arrays of the stored variables ``names`` and the sampler statistics phifit reports.
 
     The two backends name two statistics differently (nutpie: ``logp``, ``depth``)."""
-    post = {k: np.asarray(trace.posterior[k].values, float) for k in STORED_VARS}
+    post = {k: np.asarray(trace.posterior[k].values, float) for k in names}
     st = trace.sample_stats
     names = {
         "diverging": ("diverging", bool),

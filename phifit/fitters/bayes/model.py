@@ -2,9 +2,21 @@
 
 Model (log space, theta = (a, alpha, b, beta, e, phi) as in :mod:`phifit.law`):
 
-    log L_i  ~  Student-t(nu, mu_i, sigma)
+    log L_i  ~  Student-t(nu, mu_i + u_c(i), sigma)
     mu_i     =  LSE(a - alpha * log N_eff,i,  b - beta * log D_i,  e)
     log N_eff,i = logaddexp(log N_once,i,  phi * log r_i + log N_rec,i)
+    u_c      =  tau * z_c,   z_c ~ Normal(0, 1)   (one per (budget, r) cell c)
+
+The cell effect u_c is what every run of cell c shares and the law does not explain: one
+data order, one seed, one learning-rate choice per cell, and the law's own misfit at that
+cell.  It is the Bayesian counterpart of the cell bootstrap (which resamples whole cells):
+without it, runs that share noise count as independent evidence and the posterior is too
+narrow.  tau, the sd of the cell effects, is a direct estimate of the law's misfit at the
+cell level (with the noise the cell's runs share).  ``noise="run"`` drops u_c (every run
+independent, the model before cell effects); ``noise="cell"`` is the default where the
+table has cells ((budget, r), with at least one cell of two or more runs).  The cell
+effects are non-centred (u_c = tau z_c): with 3-5 runs a cell the data inform each u_c
+weakly, where the centred form makes a funnel in (tau, u).
 
 The formula is written once, in :func:`phifit.law.lse_log_loss`, which takes the math
 namespace (``logaddexp``) as an argument: NumPy for :func:`phifit.law.log_loss`, PyTensor
@@ -27,6 +39,8 @@ phi    Normal(0.5, 1) on box      centred between the two reference values: equa
                                   density at phi = 0 and phi = 1, both within half a sd
 sigma  HalfNormal(0.05)           scale of log-loss residuals; 0.05 is a 5% loss error, while
                                   the study's residuals are ~0.4-1% (its RMSE 0.010 nats)
+tau    HalfNormal(0.05)           sd of the cell effects, on the same scale as sigma: the real
+                                  tables' cell-level departures are 0.006-0.02 in log-loss
 nu     Gamma(2, 0.1)              degrees of freedom (Juarez & Steel 2010; Stan prior wiki):
                                   mean 20, lets the data choose between heavy and normal tails
 =====  =========================  ============================================================
@@ -61,8 +75,8 @@ import numpy as np
 from ...cache import use_pytensor_cache
 from ...extras import import_optional
 from ...law import THETA_NAMES, THETA_TO_PARAM, LawSpec, lse_log_loss
-from ...runs.table import RunTable
-from .coords import log_exponents, whitening
+from ...runs.table import SINGLE_RUNS, RunTable
+from .coords import INTERVAL_INDEX, interval_bounds, log_exponents, ridge_floor, whitening
 
 #: Truncated-normal priors (mean, sd) per internal coordinate; truncation = the LawSpec box.
 PRIORS: Mapping[str, tuple[float, float]] = MappingProxyType(
@@ -82,14 +96,38 @@ NU_PRIOR = (2.0, 0.1)
 #: log N = -inf (N_once = 0 or N_rec = 0) enters the PyTensor graph as this floor:
 #: exp(-1e4) underflows to exactly 0, so logaddexp(x, floor) == x in float64.
 LOG_FLOOR = -1.0e4
-#: The variables kept from the sampler: theta, sigma, nu.
+#: tau ~ HalfNormal(TAU_PRIOR_SD): sd of the (budget, r) cell effects on log-loss.
+TAU_PRIOR_SD = 0.05
+#: The variables kept from the sampler: theta, sigma, nu (the cell model adds :data:`CELL_VARS`).
 STORED_VARS = tuple(THETA_NAMES) + ("sigma", "nu")
-#: The likelihood in words (stored with every fit).
-LIKELIHOOD = "Student-t(nu, mu = law log-loss, sigma) on log-loss"
+#: The cell model's extra variables: tau (a scalar) and cell_effect (one per cell).
+CELL_VARS = ("tau", "cell_effect")
+#: The noise models: "cell" (runs of a (budget, r) cell share an effect) and "run" (independent).
+NOISE_MODELS = ("cell", "run")
+#: The likelihood in words per noise model (stored with every fit).
+LIKELIHOODS: Mapping[str, str] = MappingProxyType(
+    {
+        "cell": "Student-t(nu, mu = law log-loss + u_cell, sigma) on log-loss; "
+        "u_cell = tau z_cell, z_cell ~ Normal(0, 1) per (budget, r) cell",
+        "run": "Student-t(nu, mu = law log-loss, sigma) on log-loss; runs independent",
+    }
+)
+#: The likelihood of the independent-runs model (kept for readers of older results).
+LIKELIHOOD = LIKELIHOODS["run"]
 
 
-def prior_description(spec: LawSpec | None = None) -> dict[str, str]:
-    """Readable prior per parameter for ``spec`` (fixed parameters say so)."""
+def n_cells(data: Mapping[str, Any]) -> int:
+    """Number of cell effects in the model of ``data``: 0 for the independent-runs model."""
+    return int(np.max(data["cell"])) + 1 if "cell" in data else 0
+
+
+def stored_vars(data: Mapping[str, Any]) -> tuple[str, ...]:
+    """The variables kept from the sampler for the model of ``data``."""
+    return STORED_VARS + (CELL_VARS if n_cells(data) else ())
+
+
+def prior_description(spec: LawSpec | None = None, *, noise: str = "run") -> dict[str, str]:
+    """Readable prior per parameter for ``spec`` (fixed parameters say so) and ``noise``."""
     spec = spec or LawSpec()
     out = {}
     for coord in THETA_NAMES:
@@ -102,7 +140,48 @@ def prior_description(spec: LawSpec | None = None) -> dict[str, str]:
             out[coord] = f"Normal({mu:g}, {sd:g}) truncated to [{lo:g}, {hi:g}]"
     out["sigma"] = f"HalfNormal({SIGMA_PRIOR_SD:g})"
     out["nu"] = f"Gamma({NU_PRIOR[0]:g}, rate {NU_PRIOR[1]:g})"
+    if noise == "cell":
+        out["tau"] = f"HalfNormal({TAU_PRIOR_SD:g})"
+        out["cell_effect"] = "tau * Normal(0, 1), one per (budget, r) cell"
     return out
+
+
+def resolve_noise(runs: RunTable, noise: str) -> tuple[str, np.ndarray | None, list[str] | None]:
+    """The noise model for ``runs``: (name, cell code per run or None, cell labels or None).
+
+    ``noise="auto"`` is ``"cell"`` when the table has (budget, r) cells and at least one holds
+    two or more runs (otherwise a cell effect is indistinguishable from a run's own noise),
+    else ``"run"``.  ``"cell"`` on a table without a ``budget`` column, or whose cells all
+    hold one run, raises ``ValueError`` saying why.
+    """
+    choices = ("auto", *NOISE_MODELS)
+    if noise not in choices:
+        raise ValueError(f"unknown noise model {noise!r}; expected one of {', '.join(choices)}")
+    if noise == "run":
+        return "run", None, None
+    codes, label = runs.cells()
+    has_cells = label != SINGLE_RUNS
+    shared = has_cells and int(np.bincount(codes).max()) >= 2
+    if noise == "auto":
+        noise = "cell" if shared else "run"
+    elif not has_cells:
+        raise ValueError("noise='cell' needs a budget column: the cells are (budget, r)")
+    elif not shared:
+        raise ValueError("noise='cell' needs a (budget, r) cell with two or more runs; every cell has one")
+    if noise == "run":
+        return "run", None, None
+    first = [int(np.flatnonzero(codes == c)[0]) for c in range(int(codes.max()) + 1)]
+    budget, r = runs.budget, runs.r
+    labels = [f"budget={_label(budget[i])}, r={r[i]:g}" for i in first]
+    return "cell", codes, labels
+
+
+def _label(x: Any) -> str:
+    """A budget as text: numbers to 4 significant digits."""
+    try:
+        return f"{float(x):.4g}"
+    except (TypeError, ValueError):
+        return str(x)
 
 
 def model_whitening(runs: RunTable, spec: LawSpec) -> dict[str, Any]:
@@ -111,13 +190,18 @@ def model_whitening(runs: RunTable, spec: LawSpec) -> dict[str, Any]:
 
 
 def model_data(
-    runs: RunTable, spec: LawSpec, white: Mapping[str, Any] | None = None
+    runs: RunTable,
+    spec: LawSpec,
+    white: Mapping[str, Any] | None = None,
+    *,
+    cell: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """The shared data of the PyMC model of ``spec`` for the table ``runs``.
 
     The design (log N_once, log N_rec, log r, log D, with log 0 as :data:`LOG_FLOOR`), the
     observed log-loss, the whitening (``white``; computed by :func:`model_whitening` when
-    None) and the fixed values ``fixed_<coord>``.
+    None), the fixed values ``fixed_<coord>`` and, for the cell model, ``cell``: the cell
+    code of each run (0 .. G-1; None: the independent-runs model).
     """
     w = white if white is not None else model_whitening(runs, spec)
     d = runs.design
@@ -131,6 +215,8 @@ def model_data(
         "c_n": np.asarray(w["c_n"], float),
         "c_d": np.asarray(w["c_d"], float),
     }
+    if cell is not None:
+        data["cell"] = np.asarray(cell, dtype=np.int64)
     fixed = spec.full_theta(np.zeros(int(spec.free_mask.sum())))
     for i, c in enumerate(THETA_NAMES):
         if not spec.free_mask[i]:
@@ -138,12 +224,14 @@ def model_data(
     return data
 
 
-def model_structure(spec: LawSpec) -> tuple:
-    """What the compiled graph depends on: free coordinates, logged exponents, the box."""
+def model_structure(spec: LawSpec, data: Mapping[str, Any]) -> tuple:
+    """What the compiled graph depends on: free coordinates, logged exponents, the box and
+    the number of cell effects (0: the independent-runs model)."""
     return (
         tuple(bool(f) for f in spec.free_mask),
         tuple(bool(f) for f in log_exponents(spec)),
         tuple((c, *spec.bounds[c]) for c in THETA_NAMES),
+        n_cells(data),
     )
 
 
@@ -159,18 +247,22 @@ def _truncnorm_log_norm(mu: float, sd: float, lo: float, hi: float) -> float:
 def build_model(data: Mapping[str, np.ndarray], spec: LawSpec):
     """The PyMC model of the module docstring for ``spec``; inputs are ``pm.Data``.
 
-    Free RVs: z (one per free coordinate, whitened), sigma, nu.  With v = centre + L z,
-    the free sampling coordinates among (A_c, log alpha, B_c, log beta, E, phi), the law's
-    coordinates are
+    Free RVs: z (one per free coordinate, whitened), sigma, nu; with ``cell`` in ``data``
+    also tau and z_cell (one per cell), with the deterministic cell_effect = tau z_cell.
+    With v = centre + L z, the free sampling coordinates among (A_c, log alpha, B_c,
+    log beta, E, w_phi), where phi = lo + (hi - lo) sigmoid(w_phi)
+    (:func:`.coords.interval_bounds`) and, with a, alpha, e free, (A_c, log alpha, E) come from
+    the ridge coordinates (S, log G, w) (:func:`.coords.ridge_floor`), the law's coordinates are
 
         alpha = exp(v_alpha), beta = exp(v_beta), phi = v_phi,
         a = log A_c + alpha c_N,  b = log B_c + beta c_D,  e = log E
 
     (a fixed coordinate is the ``fixed_<name>`` datum instead).  The ``theta_prior``
     potential is the truncated-normal prior density of the free theta plus
-    log |d theta / d v| = sum(log alpha, log beta) - sum(log A_c, log B_c, log E) over the
-    free coordinates, and -inf outside the box or for A_c, B_c, E <= 0.  Deterministics:
-    a, alpha, b, beta, e, phi and ``log_loss_hat`` (the law's log-loss per run).
+    log |d theta / d v| = sum(log alpha, log beta) - sum(log A_c, log B_c, log E)
+    + log((hi - lo) s (1 - s)) for phi (s = sigmoid(w_phi)) + log((S - lo) s (1 - s)) for
+    the ridge (s = sigmoid(w)), and -inf outside the box, for B_c <= 0 or S <= lo.
+    Deterministics: a, alpha, b, beta, e, phi and ``log_loss_hat`` (the law's log-loss per run).
 
     PyTensor is imported here, first pointed at phifit's compile cache
     (:func:`phifit.cache.use_pytensor_cache`).
@@ -187,6 +279,21 @@ def build_model(data: Mapping[str, np.ndarray], spec: LawSpec):
         v_free = d["centre"] + pt.dot(d["chol"], z)
         v = {c: v_free[j] for j, c in enumerate(c for c in THETA_NAMES if free[c])}
         log_jac, valid, theta = 0.0, [], {}
+        intervals = interval_bounds(spec)
+        for c, k in INTERVAL_INDEX.items():  # w -> lo + (hi - lo) sigmoid(w): the box is never crossed
+            if k in intervals:
+                lo, hi = intervals[k]
+                w = v[c]
+                v[c] = lo + (hi - lo) * pt.sigmoid(w)
+                log_jac = log_jac + math.log(hi - lo) - pt.softplus(-w) - pt.softplus(w)
+        floor = ridge_floor(spec)
+        if floor is not None:  # (S, log G, w) -> (A_c, log alpha, E): the N-term ridge is the w axis
+            valid.append(pt.gt(v["a"], floor))
+            span = pt.switch(valid[-1], v["a"], floor + 1.0) - floor  # finite off the support
+            w = v["e"]
+            a_c = span * pt.sigmoid(-w)
+            v["a"], v["alpha"], v["e"] = a_c, v["alpha"] - pt.log(a_c), floor + span * pt.sigmoid(w)
+            log_jac = log_jac + pt.log(span) - pt.softplus(-w) - pt.softplus(w)
         for c in ("alpha", "beta", "phi"):
             if not free[c]:
                 theta[c] = d[f"fixed_{c}"]
@@ -221,6 +328,11 @@ def build_model(data: Mapping[str, np.ndarray], spec: LawSpec):
         x = d["design"]  # rows: log N_once, log N_rec, log r, log D
         mu = lse_log_loss(parts, (x[0], x[1], x[2], x[3]), logaddexp=pt.logaddexp)
         mu = pm.Deterministic("log_loss_hat", mu)
+        if "cell" in d:
+            tau = pm.HalfNormal("tau", sigma=TAU_PRIOR_SD)
+            z_cell = pm.Normal("z_cell", 0.0, 1.0, shape=n_cells(data))
+            cell_effect = pm.Deterministic("cell_effect", tau * z_cell)
+            mu = mu + cell_effect[d["cell"]]
         pm.StudentT("log_loss", nu=nu, mu=mu, sigma=sigma, observed=d["log_loss_obs"])
     return model
 

@@ -34,7 +34,14 @@ from ..options import BayesOptions, resolve_options
 from . import backends
 from .diagnostics import ESS_MIN, RHAT_MAX, convergence_cautions, ppc_cautions, sampler_fallback_caution
 from .loo import loo_extras, pareto_k_caution, psis_loo
-from .model import LIKELIHOOD, model_data, model_whitening, prior_description, student_t_loglik
+from .model import (
+    LIKELIHOODS,
+    model_data,
+    model_whitening,
+    prior_description,
+    resolve_noise,
+    student_t_loglik,
+)
 from .store import inference_data, posterior_attrs, posterior_draws
 from .summary import natural_params, posterior_predictive_check, recurrence_worth, summarise
 
@@ -82,6 +89,33 @@ def _finite_extreme(pick, values) -> float:
     return float(pick(finite)) if finite else float("nan")
 
 
+def _cell_effects(
+    cell_summary: dict[str, dict[str, Any]],
+    cell: np.ndarray | None,
+    labels: list[str] | None,
+    tau: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The cell model's estimate of the law's misfit at the cell level (empty for ``noise="run"``).
+
+    ``tau``: the posterior of the cell effects' sd; ``cells``: per (budget, r) cell its label,
+    run count and the posterior median and HDI of its effect u_c (log-loss the cell's runs
+    share beyond the law: negative = the cell sits below the law).
+    """
+    if cell is None or labels is None or tau is None:
+        return {}
+    counts = np.bincount(cell, minlength=len(labels))
+    rows = []
+    for j, lab in enumerate(labels):
+        s = cell_summary[f"cell_effect[{lab}]"]
+        rows.append({"cell": lab, "n": int(counts[j]), "median": s["median"], "hdi": s["hdi"]})
+    return {
+        "definition": "u_c: log-loss shared by the runs of (budget, r) cell c beyond the law; "
+        "tau: their sd (the law's misfit at the cell level, with noise the cell's runs share)",
+        "tau": {"median": tau["median"], "hdi": tau["hdi"]},
+        "cells": rows,
+    }
+
+
 def sample_posterior(
     runs: RunTable | pd.DataFrame,
     *,
@@ -100,6 +134,7 @@ def sample_posterior(
     _check_options(draws, tune, chains, target_accept, seed, hdi_prob)
     backends.require_backends()  # a missing PyMC / ArviZ: one line naming pip install 'phifit[bayes]'
     runs = as_runs(runs)
+    noise, cell, cell_labels = resolve_noise(runs, opts.noise)
     resolved = backends.resolve_sampler(sampler)
     if save is not None:
         save = Path(save)
@@ -115,7 +150,7 @@ def sample_posterior(
         raise ValueError("every parameter is fixed; nothing to sample")
 
     white = model_whitening(runs, fit_spec)
-    data = model_data(runs, fit_spec, white)
+    data = model_data(runs, fit_spec, white, cell=cell)
     settings = {
         "draws": int(draws),
         "tune": int(tune),
@@ -137,36 +172,59 @@ def sample_posterior(
 
     # per-draw predictions from the law (the one numpy definition)
     theta_draws = np.stack([post[c].ravel() for c in THETA_NAMES], axis=1)
-    mu = log_loss(theta_draws, runs.design)  # (S, n)
+    mu = log_loss(theta_draws, runs.design)  # (S, n): the law alone
     y = runs.log_loss
     sigma, nu = post["sigma"].ravel(), post["nu"].ravel()
-    loglik = student_t_loglik(y, mu, sigma, nu)
+    tau = post["tau"].ravel() if cell is not None else None
+    # pointwise log-likelihood given the cell effects: LOO then predicts a held-out run of a
+    # cell whose other runs stay in (conditional on that cell's effect)
+    cell_effect = post["cell_effect"].reshape(-1, len(cell_labels)) if cell is not None else None
+    mu_cond = mu + cell_effect[:, cell] if cell is not None else mu
+    loglik = student_t_loglik(y, mu_cond, sigma, nu)
     rng = np.random.default_rng([seed, 20260501])
-    ppc_rows, y_rep = posterior_predictive_check(y, runs.r, mu, sigma, nu, rng)
+    ppc_rows, y_rep = posterior_predictive_check(y, runs.r, mu, sigma, nu, rng, cell=cell, tau=tau)
 
     natural = natural_params(post)
     free_names = [THETA_TO_PARAM[c] for c, f in zip(THETA_NAMES, mask) if f]
     reported = {k: natural[k] for k in PARAM_NAMES if k in free_names}
     reported.update(sigma=natural["sigma"], nu=natural["nu"])
+    if cell is not None:
+        reported["tau"] = post["tau"]
     summary = summarise(reported, hdi_prob=hdi_prob)
+    cell_summary = (
+        summarise(
+            {f"cell_effect[{lab}]": post["cell_effect"][..., j] for j, lab in enumerate(cell_labels)},
+            hdi_prob=hdi_prob,
+        )
+        if cell is not None
+        else {}
+    )
+    checked = {**summary, **cell_summary}
     n_div = int(stats["diverging"].sum())
 
     attrs = posterior_attrs(
         runs,
         fit_spec,
-        {**settings, "sampler": resolved, "sampler_requested": sampler, "hdi_prob": float(hdi_prob)},
+        {
+            **settings,
+            "sampler": resolved,
+            "sampler_requested": sampler,
+            "hdi_prob": float(hdi_prob),
+            "noise": noise,
+        },
+        noise=noise,
     )
     attrs["phifit_phi_identified"] = int(phi_identified)
-    idata = inference_data(runs, post, stats, loglik, y_rep, attrs)
+    idata = inference_data(runs, post, stats, loglik, y_rep, attrs, cell_labels=cell_labels)
     loo = psis_loo(idata)
 
-    cautions += convergence_cautions(summary, n_div, chains, target_accept)
+    cautions += convergence_cautions(checked, n_div, chains, target_accept)
     k_caution = pareto_k_caution(loo, runs.run_ids)
     cautions += [k_caution] if k_caution is not None else []
     cautions += ppc_cautions(ppc_rows)
 
     theta_med = np.array([float(np.median(post[c])) for c in THETA_NAMES])
-    converged = bool(all(s["r_hat"] <= RHAT_MAX for s in summary.values()) and n_div == 0)
+    converged = bool(all(s["r_hat"] <= RHAT_MAX for s in checked.values()) and n_div == 0)
     if save is not None:
         idata.to_netcdf(str(save))
     pct = f"{100 * hdi_prob:g}%"
@@ -177,9 +235,9 @@ def sample_posterior(
         "hdi_prob": float(hdi_prob),
         "posterior": summary,
         "diagnostics": {
-            "max_r_hat": _finite_extreme(max, [s["r_hat"] for s in summary.values()]),
-            "min_ess_bulk": _finite_extreme(min, [s["ess_bulk"] for s in summary.values()]),
-            "min_ess_tail": _finite_extreme(min, [s["ess_tail"] for s in summary.values()]),
+            "max_r_hat": _finite_extreme(max, [s["r_hat"] for s in checked.values()]),
+            "min_ess_bulk": _finite_extreme(min, [s["ess_bulk"] for s in checked.values()]),
+            "min_ess_tail": _finite_extreme(min, [s["ess_tail"] for s in checked.values()]),
             "divergences": n_div,
             "r_hat_max": RHAT_MAX,
             "ess_min": ESS_MIN,
@@ -202,8 +260,10 @@ def sample_posterior(
             recurrence_worth(natural["phi"], runs.r, hdi_prob=hdi_prob) if phi_identified else {}
         ),
         "netcdf": None if save is None else str(save),
-        "priors": prior_description(fit_spec),
-        "likelihood": LIKELIHOOD,
+        "priors": prior_description(fit_spec, noise=noise),
+        "likelihood": LIKELIHOODS[noise],
+        "noise": noise,
+        "cell_effects": _cell_effects(cell_summary, cell, cell_labels, summary.get("tau")),
         "whitening": {
             "coordinates": "v = (A N_c^-alpha, log alpha, B D_c^-beta, log beta, E, phi) = centre + L z "
             "(Laplace at the Huber optimum)",
@@ -256,7 +316,7 @@ def fit_bayes(
         fitter takes them), checked before anything is sampled (an unknown name raises
         ``ValueError`` listing the valid ones):
     draws, tune, chains
-        Posterior draws per chain after ``tune`` warm-up steps (default 4 x 1000 after 1000).
+        Posterior draws per chain after ``tune`` warm-up steps (default 4 x 2000 after 1000).
     seed
         Seed of the sampler (chain initialisation and transitions) and of the replicated
         data of the posterior predictive check; the same seed gives the same draws.
@@ -264,7 +324,11 @@ def fit_bayes(
         ``"auto"`` (nutpie when importable, else PyMC; PyMC also when nutpie fails),
         ``"nutpie"`` or ``"pymc"``.
     target_accept
-        NUTS target acceptance rate.
+        NUTS target acceptance rate (default 0.97).
+    noise
+        ``"cell"``: an effect shared by the runs of each (budget, r) cell (its sd tau is the
+        law's misfit at the cell level); ``"run"``: independent runs; ``"auto"`` (default):
+        ``"cell"`` when some cell holds two or more runs (:func:`.model.resolve_noise`).
     hdi_prob
         Probability of the highest-density intervals in ``ci`` (= the result's ``ci_level``).
     progress

@@ -22,19 +22,22 @@ from ... import __version__
 from ...extras import import_optional
 from ...law import THETA_NAMES, LawSpec
 from ...runs.table import RunTable
-from .model import STORED_VARS, prior_description
+from .model import CELL_VARS, STORED_VARS, prior_description
 from .summary import natural_params
 
 
-def posterior_attrs(runs: RunTable, spec: LawSpec, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Attributes of the posterior group: generator, version, spec, priors, source, sampler settings."""
+def posterior_attrs(
+    runs: RunTable, spec: LawSpec, settings: Mapping[str, Any], *, noise: str = "run"
+) -> dict[str, Any]:
+    """Attributes of the posterior group: generator, version, spec, priors (of the ``noise``
+    model), source, sampler settings."""
     return {
         "generator": "phifit",
         "phifit_version": __version__,
         "phifit_spec": json.dumps(
             {"fixed": dict(spec.fixed), "bounds": {k: list(v) for k, v in spec.bounds.items()}}
         ),
-        "phifit_priors": json.dumps(prior_description(spec)),
+        "phifit_priors": json.dumps(prior_description(spec, noise=noise)),
         "phifit_source": runs.source,
         **dict(settings),
     }
@@ -47,8 +50,11 @@ def inference_data(
     loglik: np.ndarray,
     y_rep: np.ndarray,
     attrs: Mapping[str, Any],
+    cell_labels: list[str] | None = None,
 ):
-    """ArviZ InferenceData of a fit; ``loglik`` and ``y_rep`` are (chains x draws, runs)."""
+    """ArviZ InferenceData of a fit; ``loglik`` and ``y_rep`` are (chains x draws, runs).
+
+    ``cell_labels`` names the cells of the cell model's ``cell_effect`` (dimension ``cell``)."""
     az = import_optional("arviz", "bayes", "method 'bayes' (the Bayesian fit)")
 
     n_chain, n_draw = post["a"].shape
@@ -65,8 +71,8 @@ def inference_data(
             posterior_predictive={"log_loss": y_rep.reshape(n_chain, n_draw, n)},
             observed_data={"log_loss": runs.log_loss},
             constant_data={"r": runs.r, "n_once": runs.n_once, "n_rec": runs.n_rec, "tokens": runs.tokens},
-            coords={"run": runs.run_ids},
-            dims=dims,
+            coords={"run": runs.run_ids, **({"cell": list(cell_labels)} if cell_labels else {})},
+            dims={**dims, **({"cell_effect": ["cell"]} if cell_labels else {})},
         )
     idata.posterior.attrs.update(attrs)
     return idata
@@ -101,7 +107,8 @@ def as_idata(source):
 
 
 def posterior_draws(source) -> dict[str, np.ndarray]:
-    """Per-draw natural parameters as flat arrays {E, A, alpha, B, beta, phi, sigma, nu}.
+    """Per-draw natural parameters as flat arrays {E, A, alpha, B, beta, phi, sigma, nu} (and tau,
+    the sd of the cell effects, for the cell model).
 
     ``source``: a BayesFit, an InferenceData from this module or a netCDF path.  Arrays
     are chain-major (chain 0's draws first), length chains x draws; fixed parameters are
@@ -110,7 +117,8 @@ def posterior_draws(source) -> dict[str, np.ndarray]:
     :func:`posterior_theta` and :func:`phifit.law.log_loss`.
     """
     idata = as_idata(source)
-    post = {k: np.asarray(idata.posterior[k].values, float) for k in STORED_VARS if k in idata.posterior}
+    names = STORED_VARS + CELL_VARS[:1]
+    post = {k: np.asarray(idata.posterior[k].values, float) for k in names if k in idata.posterior}
     return {k: v.ravel() for k, v in natural_params(post).items()}
 
 

@@ -32,7 +32,8 @@ from ...result import FitResult, bayes_summary  # noqa: F401 (re-exported: the t
 
 
 def natural_params(post: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Arrays of E, A, alpha, B, beta, phi (+ sigma, nu) from internal ones (any shape)."""
+    """Arrays of E, A, alpha, B, beta, phi (+ sigma, nu and the cell model's tau) from internal
+    ones (any shape)."""
     out = {
         "E": np.exp(post["e"]),
         "A": np.exp(post["a"]),
@@ -41,7 +42,7 @@ def natural_params(post: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         "beta": post["beta"],
         "phi": post["phi"],
     }
-    for k in ("sigma", "nu"):
+    for k in ("sigma", "nu", "tau"):
         if k in post:
             out[k] = post[k]
     return out
@@ -106,11 +107,23 @@ def summarise(
 
 
 def posterior_predictive_check(
-    y: np.ndarray, r: np.ndarray, mu: np.ndarray, sigma: np.ndarray, nu: np.ndarray, rng: np.random.Generator
+    y: np.ndarray,
+    r: np.ndarray,
+    mu: np.ndarray,
+    sigma: np.ndarray,
+    nu: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    cell: np.ndarray | None = None,
+    tau: np.ndarray | None = None,
 ) -> tuple[list[dict[str, float]], np.ndarray]:
     """Observed vs replicated log-loss per r.
 
-    For each posterior draw s, y_rep,s ~ Student-t(nu_s, mu_s, sigma_s) (``mu`` is (S, n)).
+    For each posterior draw s, y_rep,s ~ Student-t(nu_s, mu_s, sigma_s) (``mu`` is (S, n), the
+    law's log-loss).  With the cell model (``cell``: each run's cell code, ``tau``: (S,)), each
+    replicate also draws *new* cell effects, y_rep,s = mu_s + tau_s z_c + sigma_s t: the check
+    asks whether the law plus noise shared within cells explains each r's runs, not whether
+    the fitted cell effects do (they would absorb any misfit by construction).
     Per group of runs with the same r, two test quantities:
 
     - T(y) = mean log-loss of the group; p_mean = P(T(y_rep) >= T(y)) over draws;
@@ -122,6 +135,10 @@ def posterior_predictive_check(
     """
     t = rng.standard_t(nu[:, None], size=mu.shape)
     y_rep = mu + sigma[:, None] * t
+    if cell is not None and tau is not None:
+        cell = np.asarray(cell, int)
+        z = rng.standard_normal((mu.shape[0], int(cell.max()) + 1))
+        y_rep = y_rep + np.asarray(tau, float)[:, None] * z[:, cell]
     rows = []
     for value in np.unique(r):
         g = r == value
