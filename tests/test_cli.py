@@ -90,10 +90,14 @@ def test_fit_and_compare_bayes_from_the_command_line(tmp_path, capsys):
         )
         == 0
     )
-    assert "95% HDI" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "95% HDI" in printed and "[[Cell effects]]" in printed  # default: an effect per (budget, r) cell
     data = json.loads(out.read_text())
     assert data["method"] == "bayes" and data["ci"]["phi"][0] < 0.459 < data["ci"]["phi"][1]
     assert post.exists()
+    assert data["extras"]["noise"] == "cell"
+    assert main(["fit", str(runs), "--method", "bayes", *small, "--noise", "run", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["extras"]["noise"] == "run"
     assert main(["fit", str(runs), "--method", "bayes", *small, "--save-posterior", str(post)]) == 0
     notes = tmp_path / "notes.nc"
     notes.write_text("mine")

@@ -448,6 +448,11 @@ def test_bayes_section_with_posterior_file(tmp_path):
     assert lo < data["fit"]["params"]["phi"] < hi
     html = (tmp_path / "rep" / "index.html").read_text()
     assert '<section id="bayes">' in html and "95% HDI" in html
+    # the default cell model: tau and one row per (budget, r) cell, as the law's cell-level misfit
+    cells = data["bayes"]["extras"]["cell_effects"]
+    assert data["bayes"]["extras"]["noise"] == "cell" and len(cells["cells"]) == 24
+    assert "<h3>Cell effects: the law" in html
+    assert html.count("budget=") >= 24
 
 
 def test_tables_without_phi_or_budgets_get_a_report_that_says_what_is_missing(tmp_path):

@@ -682,10 +682,16 @@ def section_bayes(a: Analysis, fig: Fig) -> str:
     b = a.bayes
     ex = b.extras or {}
     post = ex.get("posterior", {})
+    cells = ex.get("cell_effects") or {}
+    noise = (
+        "an effect shared by the runs of each (budget, r) cell"
+        if cells.get("cells")
+        else "runs independent"
+    )
     html = fig(
         "posterior",
         "posterior marginals",
-        "Marginal posterior draws (Student-t likelihood on log-loss, weakly informative "
+        f"Marginal posterior draws (Student-t likelihood on log-loss, {noise}, weakly informative "
         "priors on the study's box); line: the Huber estimate.",
     )
     rows = []
@@ -727,6 +733,27 @@ def section_bayes(a: Analysis, fig: Fig) -> str:
         ],
         left=2,
     )
+    if cells.get("cells"):
+        tau = cells["tau"]
+
+        def three(x):
+            return T.num(x, 3)
+
+        html += "<h3>Cell effects: the law's misfit at the cell level</h3>"
+        html += (
+            f"<p>u<sub>c</sub> is the log-loss the runs of (budget, r) cell c share beyond the law; "
+            f"their sd τ = {three(tau['median'])} {T.interval(tau['hdi'], three)} measures how far whole "
+            f"cells sit off the law (with the noise a cell's runs share), against "
+            f"σ = {T.num(post.get('sigma', {}).get('median'), 3)} for a run within its cell. "
+            f"A cell whose interval excludes 0 sits off the law.</p>"
+        )
+        html += T.table(
+            ["cell", "runs", "u (posterior median)", f"{pct(b.ci_level)} HDI"],
+            [
+                [T.esc(row["cell"]), T.esc(row["n"]), three(row["median"]), T.interval(row["hdi"], three)]
+                for row in cells["cells"]
+            ],
+        )
     ppc = (ex.get("ppc") or {}).get("by_r") or []
     if ppc:
         html += "<h3>Posterior predictive check per r</h3>"
