@@ -684,9 +684,7 @@ def section_bayes(a: Analysis, fig: Fig) -> str:
     post = ex.get("posterior", {})
     cells = ex.get("cell_effects") or {}
     noise = (
-        "an effect shared by the runs of each (budget, r) cell"
-        if cells.get("cells")
-        else "runs independent"
+        "an effect shared by the runs of each (budget, r) cell" if cells.get("cells") else "runs independent"
     )
     html = fig(
         "posterior",
