@@ -258,7 +258,7 @@ BAYES_SAMPLERS = ("auto", "nutpie", "pymc")
 
 def add_bayes_arguments(parser: argparse.ArgumentParser) -> None:
     """Sampler settings of --method bayes (defaults from :mod:`phifit.defaults`: 4 chains x 2000
-    draws after 1000 tuning steps, target_accept 0.97)."""
+    draws after 1000 tuning steps, target_accept 0.99)."""
     group = parser.add_argument_group("Bayesian fit (--method bayes)")
     group.add_argument(
         "--draws",

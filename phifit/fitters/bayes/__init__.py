@@ -13,6 +13,7 @@ with weakly informative priors truncated to the LawSpec box.  One job per module
 - :mod:`.summary`: per-parameter posterior summary, PPC, :func:`bayes_summary` (text);
 - :mod:`.diagnostics`: R-hat, ESS, divergence and PPC checks as Cautions;
 - :mod:`.loo`: PSIS-LOO of one fit; :mod:`.loo_compare`: phi free vs phi = 0 vs phi = 1;
+  :mod:`.noise_compare`: cell effects vs independent runs;
 - :mod:`.store`: InferenceData, netCDF save/load, per-draw parameters.
 
 Importing this package imports neither PyMC nor PyTensor and changes no environment
@@ -40,6 +41,7 @@ from .model import (
     resolve_noise,
     student_t_loglik,
 )
+from .noise_compare import NoiseComparison, compare_noise
 from .sampling import BayesFit, fit_bayes, sample_posterior
 from .store import load_posterior, posterior_draws, posterior_spec, posterior_theta
 from .summary import bayes_summary, posterior_predictive_check, summarise
@@ -49,6 +51,7 @@ __all__ = [
     "ESS_MIN",
     "LooComparison",
     "MIN_DIFF",
+    "NoiseComparison",
     "NOISE_MODELS",
     "NU_PRIOR",
     "PPC_P",
@@ -62,6 +65,7 @@ __all__ = [
     "bayes_summary",
     "build_model",
     "compare_loo",
+    "compare_noise",
     "convergence_cautions",
     "dtheta_dv",
     "fit_bayes",

@@ -324,7 +324,7 @@ def fit_bayes(
         ``"auto"`` (nutpie when importable, else PyMC; PyMC also when nutpie fails),
         ``"nutpie"`` or ``"pymc"``.
     target_accept
-        NUTS target acceptance rate (default 0.97).
+        NUTS target acceptance rate (default 0.99).
     noise
         ``"cell"``: an effect shared by the runs of each (budget, r) cell (its sd tau is the
         law's misfit at the cell level); ``"run"``: independent runs; ``"auto"`` (default):
