@@ -459,6 +459,20 @@ def test_diagnostic_caution_rules():
     assert few.kind == "few_chains" and "at least 2 chains" in few.message
 
 
+def test_cell_misfit_caution_when_the_hdi_excludes_the_pooled_phi():
+    """The study's digitized runs: with cell effects phi = 0.579 [0.506, 0.649] against the Huber
+    0.431 (tau 0.0084, sigma 0.0015): a warning that names both; none when the HDI holds it."""
+    from phifit.fitters.bayes.diagnostics import cell_misfit_caution
+
+    c = cell_misfit_caution([0.506, 0.649], 0.431, 0.0084, 0.0015, 0.95)
+    assert c.kind == "cell_misfit" and c.level == "warning"
+    assert "[0.506, 0.649]" in c.message and "0.431" in c.message and "lack-of-fit" in c.message
+    assert c.values["pooled_phi"] == 0.431 and c.values["hdi"] == [0.506, 0.649]
+    assert cell_misfit_caution([0.40, 0.50], 0.431, 0.0084, 0.0015, 0.95) is None
+    assert cell_misfit_caution([0.44, 0.50], 0.431, 0.0084, 0.0015, 0.95) is not None  # below, too
+    assert cell_misfit_caution(None, 0.431, 0.0084, 0.0015, 0.95) is None
+
+
 def test_mcse_is_arviz_definition():
     """MCSE of mean and sd equal ArviZ's (its NumPy path; its Numba path fails for the sd)."""
     import arviz as az

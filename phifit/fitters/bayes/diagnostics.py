@@ -11,7 +11,9 @@ folding, and localization: an improved R-hat", arXiv 1903.08008):
   posterior's curvature, and the draws may be biased (Betancourt 2017);
 - ``ppc``: a posterior predictive p-value outside [:data:`PPC_P`, 1 - PPC_P] for a
   group of runs with the same r: the law misfits that group (see
-  :func:`.summary.posterior_predictive_check`).
+  :func:`.summary.posterior_predictive_check`);
+- ``cell_misfit``: with cell effects, phi's HDI excludes the pooled Huber estimate
+  (:func:`cell_misfit_caution`).
 
 Each check is a pure function; printing happens elsewhere.
 """
@@ -19,6 +21,8 @@ Each check is a pure function; printing happens elsewhere.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+
+import numpy as np
 
 from ...cautions import Caution, caution
 
@@ -111,6 +115,37 @@ def ppc_cautions(rows: Iterable[Mapping[str, float]]) -> list[Caution]:
                     )
                 )
     return out
+
+
+def cell_misfit_caution(
+    phi_hdi: list[float] | None, pooled_phi: float, tau: float, sigma: float, hdi_prob: float
+) -> Caution | None:
+    """The cell model's HDI of phi excludes the pooled (Huber, independent-runs) estimate.
+
+    Where the law holds, both estimate the same phi (on law-true tables of the study's design
+    with cell-shared noise the cell model's median is unbiased).  Where whole cells sit off the
+    law, the cell effects absorb the levels of whole isoFLOP curves, so phi rests on the
+    curves' shapes, while the pooled fit also uses the levels between curves: the two then
+    answer different questions, and their disagreement is itself a sign of misfit.
+    """
+    if not phi_hdi or not np.all(np.isfinite(phi_hdi)) or not np.isfinite(pooled_phi):
+        return None
+    lo, hi = phi_hdi
+    if lo <= pooled_phi <= hi:
+        return None
+    pct = f"{100 * hdi_prob:g}%"
+    return caution(
+        SOURCE,
+        "cell_misfit",
+        f"phi's {pct} HDI [{lo:.3f}, {hi:.3f}] with cell effects excludes the pooled Huber estimate "
+        f"{pooled_phi:.3f}: whole (budget, r) cells sit off the law (tau = {tau:.4g} against "
+        f"sigma = {sigma:.4g} within a cell), so the curves' shapes and their levels disagree about "
+        f"phi; read phi with the lack-of-fit test of r^phi (phifit compare), not as one measurement",
+        hdi=[float(lo), float(hi)],
+        pooled_phi=float(pooled_phi),
+        tau=float(tau),
+        sigma=float(sigma),
+    )
 
 
 def sampler_fallback_caution(error: BaseException) -> Caution:

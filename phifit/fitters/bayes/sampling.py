@@ -32,7 +32,14 @@ from ...runs.table import RunTable, as_runs
 from ..common import build_result, effective_spec
 from ..options import BayesOptions, resolve_options
 from . import backends
-from .diagnostics import ESS_MIN, RHAT_MAX, convergence_cautions, ppc_cautions, sampler_fallback_caution
+from .diagnostics import (
+    ESS_MIN,
+    RHAT_MAX,
+    cell_misfit_caution,
+    convergence_cautions,
+    ppc_cautions,
+    sampler_fallback_caution,
+)
 from .loo import loo_extras, pareto_k_caution, psis_loo
 from .model import (
     LIKELIHOODS,
@@ -222,6 +229,15 @@ def sample_posterior(
     k_caution = pareto_k_caution(loo, runs.run_ids)
     cautions += [k_caution] if k_caution is not None else []
     cautions += ppc_cautions(ppc_rows)
+    if cell is not None and phi_identified and "phi" in summary:
+        misfit = cell_misfit_caution(
+            summary["phi"]["hdi"],
+            float(white["huber_theta"][5]),
+            summary["tau"]["median"],
+            summary["sigma"]["median"],
+            hdi_prob,
+        )
+        cautions += [misfit] if misfit is not None else []
 
     theta_med = np.array([float(np.median(post[c])) for c in THETA_NAMES])
     converged = bool(all(s["r_hat"] <= RHAT_MAX for s in checked.values()) and n_div == 0)
