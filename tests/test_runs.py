@@ -76,6 +76,10 @@ BAD_CASES = {
     "no params": (GOOD + "c,1,0,0,1e9,3\n", r"n_once \+ n_rec must be > 0"),
     "fractional r": (GOOD + "c,2.5,100,200,1e9,3\n", r"column 'r': expected an integer >= 1, got '2.5'"),
     "zero r": (GOOD + "c,0,100,200,1e9,3\n", r"column 'r': expected an integer >= 1, got '0'"),
+    "r past int64": (
+        GOOD + "c,9.223372036854776e+18,100,200,1e9,3\n",
+        r"column 'r': expected an integer below 2\^53, got '9.223372036854776e\+18'",
+    ),
     "duplicate run_id": (
         GOOD + "a,4,100,200,1e9,3\n",
         r"row 3 \(line 4\), column 'run_id': duplicate run_id 'a' \(first at row 1\)",

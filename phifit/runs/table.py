@@ -96,6 +96,8 @@ from .text import (  # noqa: F401 (parse_* re-exported for the command line)
 
 #: Reserved block name: every run is its own block.
 SINGLE_RUNS = "run"
+#: r must stay below this (2^53): every integer below it is exact in float64 and fits in int64.
+R_MAX = 2.0**53
 
 
 @dataclass(frozen=True)
@@ -623,6 +625,9 @@ def table_from_frame(
         bad = np.isfinite(r) & ((r < 1) | (r != np.round(r)))
         for i in np.flatnonzero(bad):
             problems.append(f"{where(i, 'r')}: expected an integer >= 1, got {raw['r'].iloc[i]!r}")
+        # beyond 2^53 a float no longer holds every integer (and 2^63 wraps to a negative int64)
+        for i in np.flatnonzero(np.isfinite(r) & ~bad & (r >= R_MAX)):
+            problems.append(f"{where(i, 'r')}: expected an integer below 2^53, got {raw['r'].iloc[i]!r}")
     else:
         values["r"] = np.ones(len(raw))
     if not has_rec:
