@@ -473,6 +473,20 @@ def test_cell_misfit_caution_when_the_hdi_excludes_the_pooled_phi():
     assert cell_misfit_caution(None, 0.431, 0.0084, 0.0015, 0.95) is None
 
 
+def test_cell_effect_cautions_are_one_per_check_not_one_per_cell():
+    from phifit.fitters.bayes.diagnostics import cell_effect_cautions
+
+    row = {"r_hat": 1.0, "ess_bulk": 900.0, "ess_tail": 900.0}
+    cells = {f"cell_effect[budget=1, r={r}]": dict(row) for r in (1, 2, 4, 8)}
+    assert cell_effect_cautions(cells) == []
+    cells["cell_effect[budget=1, r=2]"].update(r_hat=1.15, ess_bulk=19.0)
+    cells["cell_effect[budget=1, r=4]"].update(r_hat=1.05, ess_tail=52.0)
+    got = cell_effect_cautions(cells)
+    assert [c.kind for c in got] == ["r_hat", "low_ess"]
+    assert "2 of 4 cell effects (worst 1.150, cell_effect[budget=1, r=2])" in got[0].message
+    assert "(lowest 19, cell_effect[budget=1, r=2])" in got[1].message
+
+
 def test_mcse_is_arviz_definition():
     """MCSE of mean and sd equal ArviZ's (its NumPy path; its Numba path fails for the sd)."""
     import arviz as az

@@ -12,8 +12,11 @@ folding, and localization: an improved R-hat", arXiv 1903.08008):
 - ``ppc``: a posterior predictive p-value outside [:data:`PPC_P`, 1 - PPC_P] for a
   group of runs with the same r: the law misfits that group (see
   :func:`.summary.posterior_predictive_check`);
-- ``cell_misfit``: with cell effects, phi's HDI excludes the pooled Huber estimate
-  (:func:`cell_misfit_caution`).
+- ``cell_misfit``: with cell effects, a converged posterior whose HDI of phi excludes the
+  pooled Huber estimate (located inside phi's box) (:func:`cell_misfit_caution`).
+
+The cell effects' R-hat and ESS are checked together (:func:`cell_effect_cautions`): one
+caution per check naming the worst cell, not one per cell.
 
 Each check is a pure function; printing happens elsewhere.
 """
@@ -114,6 +117,45 @@ def ppc_cautions(rows: Iterable[Mapping[str, float]]) -> list[Caution]:
                         threshold=PPC_P,
                     )
                 )
+    return out
+
+
+def cell_effect_cautions(cell_summary: Mapping[str, Mapping[str, float]]) -> list[Caution]:
+    """R-hat and ESS of the cell effects, one caution per check over all cells (not one per cell).
+
+    ``cell_summary`` maps ``cell_effect[<cell>]`` to :func:`.summary.summarise` rows.
+    """
+    out = []
+    high = {k: s["r_hat"] for k, s in cell_summary.items() if s["r_hat"] > RHAT_MAX}
+    if high:
+        worst = max(high, key=high.get)
+        out.append(
+            caution(
+                SOURCE,
+                "r_hat",
+                f"R-hat > {RHAT_MAX} for {len(high)} of {len(cell_summary)} cell effects (worst "
+                f"{high[worst]:.3f}, {worst}): the chains disagree; sample longer before trusting "
+                f"the posterior",
+                parameter="cell_effect",
+                r_hat=high,
+                threshold=RHAT_MAX,
+            )
+        )
+    low = {k: min(s["ess_bulk"], s["ess_tail"]) for k, s in cell_summary.items()}
+    low = {k: v for k, v in low.items() if v < ESS_MIN}
+    if low:
+        worst = min(low, key=low.get)
+        out.append(
+            caution(
+                SOURCE,
+                "low_ess",
+                f"bulk or tail ESS < {ESS_MIN} for {len(low)} of {len(cell_summary)} cell effects (lowest "
+                f"{low[worst]:.0f}, {worst}): too few effective draws; increase draws",
+                parameter="cell_effect",
+                ess=low,
+                threshold=ESS_MIN,
+            )
+        )
     return out
 
 

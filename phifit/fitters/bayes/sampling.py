@@ -35,6 +35,7 @@ from . import backends
 from .diagnostics import (
     ESS_MIN,
     RHAT_MAX,
+    cell_effect_cautions,
     cell_misfit_caution,
     convergence_cautions,
     ppc_cautions,
@@ -225,14 +226,19 @@ def sample_posterior(
     idata = inference_data(runs, post, stats, loglik, y_rep, attrs, cell_labels=cell_labels)
     loo = psis_loo(idata)
 
-    cautions += convergence_cautions(checked, n_div, chains, target_accept)
+    cautions += convergence_cautions(summary, n_div, chains, target_accept)
+    cautions += cell_effect_cautions(cell_summary)
     k_caution = pareto_k_caution(loo, runs.run_ids)
     cautions += [k_caution] if k_caution is not None else []
     cautions += ppc_cautions(ppc_rows)
-    if cell is not None and phi_identified and "phi" in summary:
+    converged = bool(all(s["r_hat"] <= RHAT_MAX for s in checked.values()) and n_div == 0)
+    pooled_phi = float(white["huber_theta"][5])
+    lo_phi, hi_phi = fit_spec.bounds["phi"]
+    located = lo_phi + 0.01 * (hi_phi - lo_phi) < pooled_phi < hi_phi - 0.01 * (hi_phi - lo_phi)
+    if cell is not None and phi_identified and "phi" in summary and converged and located:
         misfit = cell_misfit_caution(
             summary["phi"]["hdi"],
-            float(white["huber_theta"][5]),
+            pooled_phi,
             summary["tau"]["median"],
             summary["sigma"]["median"],
             hdi_prob,
@@ -240,7 +246,6 @@ def sample_posterior(
         cautions += [misfit] if misfit is not None else []
 
     theta_med = np.array([float(np.median(post[c])) for c in THETA_NAMES])
-    converged = bool(all(s["r_hat"] <= RHAT_MAX for s in checked.values()) and n_div == 0)
     if save is not None:
         idata.to_netcdf(str(save))
     pct = f"{100 * hdi_prob:g}%"
