@@ -485,6 +485,8 @@ def test_cell_effect_cautions_are_one_per_check_not_one_per_cell():
     assert [c.kind for c in got] == ["r_hat", "low_ess"]
     assert "2 of 4 cell effects (worst 1.150, cell_effect[budget=1, r=2])" in got[0].message
     assert "(lowest 19, cell_effect[budget=1, r=2])" in got[1].message
+    assert got[0].values["r_hat"] == 1.15 and got[1].values["ess"] == 19.0  # the worst, as for a parameter
+    assert set(got[1].values["cells"]) == {"cell_effect[budget=1, r=2]", "cell_effect[budget=1, r=4]"}
 
 
 def test_mcse_is_arviz_definition():

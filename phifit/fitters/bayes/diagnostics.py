@@ -137,7 +137,8 @@ def cell_effect_cautions(cell_summary: Mapping[str, Mapping[str, float]]) -> lis
                 f"{high[worst]:.3f}, {worst}): the chains disagree; sample longer before trusting "
                 f"the posterior",
                 parameter="cell_effect",
-                r_hat=high,
+                r_hat=high[worst],
+                cells=high,
                 threshold=RHAT_MAX,
             )
         )
@@ -152,7 +153,8 @@ def cell_effect_cautions(cell_summary: Mapping[str, Mapping[str, float]]) -> lis
                 f"bulk or tail ESS < {ESS_MIN} for {len(low)} of {len(cell_summary)} cell effects (lowest "
                 f"{low[worst]:.0f}, {worst}): too few effective draws; increase draws",
                 parameter="cell_effect",
-                ess=low,
+                ess=low[worst],
+                cells=low,
                 threshold=ESS_MIN,
             )
         )
