@@ -152,6 +152,17 @@ class LooComparison(JsonIO):
         return self.summary()
 
 
+def paired_difference(
+    loo_better: Mapping[str, Any], loo_simpler: Mapping[str, Any]
+) -> tuple[float, float, bool]:
+    """(d, se(d), preferred) for d = elpd_better - elpd_simpler summed over paired runs,
+    se(d) = sqrt(n var_i(d_i)), preferred = d > :data:`MIN_DIFF` and d > :data:`SE_MULT` se(d)."""
+    d_i = np.asarray(loo_better["loo_i"], float) - np.asarray(loo_simpler["loo_i"], float)
+    diff = float(d_i.sum())
+    se = float(math.sqrt(len(d_i) * np.var(d_i, ddof=1))) if len(d_i) > 1 else 0.0
+    return diff, se, bool(diff > MIN_DIFF and diff > SE_MULT * se)
+
+
 def _labels(fixes: Iterable[Mapping[str, float]], base: LawSpec) -> list[tuple[str, LawSpec]]:
     out: list[tuple[str, LawSpec]] = []
     for fix in fixes:
@@ -220,16 +231,14 @@ def compare_loo(
 
     pairwise = []
     for label, _ in models[1:]:
-        diff_i = loos["free"]["loo_i"] - loos[label]["loo_i"]
-        diff = float(diff_i.sum())
-        se = float(math.sqrt(len(diff_i) * np.var(diff_i, ddof=1))) if len(diff_i) > 1 else 0.0
+        diff, se, preferred_free = paired_difference(loos["free"], loos[label])
         pairwise.append(
             {
                 "restricted": label,
                 "elpd_diff": diff,
                 "se_diff": se,
                 "z": diff / se if se > 0 else float("nan"),
-                "free_preferred": bool(diff > MIN_DIFF and diff > SE_MULT * se),
+                "free_preferred": preferred_free,
             }
         )
     elpd = {label: loos[label]["elpd_loo"] for label, _ in models}

@@ -20,12 +20,10 @@ d > 4 and d > 2 se(d); otherwise the simpler independent model stands.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ...cautions import Caution
@@ -33,7 +31,7 @@ from ...result import GENERATOR
 from ...runs.table import RunTable, as_runs
 from ...serialize import JsonIO, to_plain
 from .loo import pareto_k_caution, psis_loo
-from .loo_compare import MIN_DIFF, SE_MULT
+from .loo_compare import MIN_DIFF, SE_MULT, paired_difference
 from .model import resolve_noise
 from .sampling import sample_posterior
 
@@ -159,10 +157,8 @@ def compare_noise(runs: RunTable | pd.DataFrame, **fit_kwargs: Any) -> NoiseComp
     for label in ("cell", "run"):
         fits[label] = sample_posterior(runs, noise=label, **fit_kwargs)
         loos[label] = psis_loo(fits[label].idata)
-    d_i = loos["cell"]["loo_i"] - loos["run"]["loo_i"]
-    diff = float(d_i.sum())
-    se = float(math.sqrt(len(d_i) * np.var(d_i, ddof=1))) if len(d_i) > 1 else 0.0
-    preferred = "cell" if diff > MIN_DIFF and diff > SE_MULT * se else "run"
+    diff, se, cell_preferred = paired_difference(loos["cell"], loos["run"])
+    preferred = "cell" if cell_preferred else "run"
     phi = {}
     for label, bf in fits.items():
         post = bf.result.extras.get("posterior", {}).get("phi")
