@@ -202,7 +202,7 @@ def test_report_plan_section(tmp_path):
 
     carried = plan_from_fit(runs, analysis.fit, n_tables=2, misfit=True, n_jobs=1)
     assert carried.simulation.misfit is not None and len(carried.simulation.misfit["offsets"]) == 24
-    assert carried.noise.source == "pilot within-cell (--misfit)"
+    assert carried.noise.source == "pilot, misfit carried"
     assert carried.noise.per_run < noise_from_pilot(runs, analysis.fit).per_run
 
 

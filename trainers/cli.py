@@ -32,6 +32,24 @@ _T = TrainConfig.__dataclass_fields__
 _M = LoopedGPTConfig.__dataclass_fields__
 
 
+def read_pick_ids(path: str) -> list[str]:
+    """The run ids of a CSV of picked runs (its ``run_id`` column), in order; a clear error naming the
+    file when it has none."""
+    import csv
+
+    if not os.path.isfile(path):
+        raise ValueError(f"--runs-from {path}: no such file")
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        if "run_id" not in (reader.fieldnames or []):
+            raise ValueError(f"--runs-from {path}: expected a 'run_id' column, found {reader.fieldnames}")
+        ids = [row["run_id"].strip() for row in reader]
+    empty = [i + 2 for i, x in enumerate(ids) if not x]
+    if empty:
+        raise ValueError(f"--runs-from {path}: row {empty[0]}, column 'run_id': empty")
+    return ids
+
+
 def _default(field: Any) -> Any:
     return field.default
 
@@ -198,6 +216,13 @@ def register_sweep(subparsers: Any) -> None:
     s.add_argument(
         "--run-id", action="append", help="train only this run of the spec (repeatable; used by array tasks)"
     )
+    s.add_argument(
+        "--runs-from",
+        metavar="PICKS.csv",
+        dest="runs_from",
+        help="train only the runs of the spec whose run_id column this CSV lists (as `phifit plan --next K "
+        "--pool SPEC --out-spec PICKS.csv` writes it)",
+    )
     _add_execution_arguments(s)
     c = s.add_argument_group("cluster (submitit; pip install 'phifit[cluster]')")
     c.add_argument(
@@ -329,7 +354,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         if args.plot:
             _plot_sweep(spec, args)
         return 1 if any(s.state == "failed" for s in statuses) else 0
-    failed = run_sweep(spec, args.out, args.grid, run_ids=args.run_id)
+    run_ids = args.run_id
+    if args.runs_from:
+        run_ids = (run_ids or []) + read_pick_ids(args.runs_from)
+    failed = run_sweep(spec, args.out, args.grid, run_ids=run_ids)
     if args.plot:
         _plot_sweep(spec, args)
     return 1 if failed else 0

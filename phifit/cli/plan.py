@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from .. import defaults
 from ._common import (
@@ -52,9 +53,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         nargs="?",
         const=defaults.PLAN_TABLES,
-        default=0,
+        default=None,
         metavar="N",
-        help=f"also simulate N tables (default {defaults.PLAN_TABLES} when given without N)",
+        help=f"also simulate N tables, each with its cell bootstrap and wild tests (default "
+        f"{defaults.PLAN_TABLES} when given without N; 0: none).  Without the option, a plan with "
+        f"--pilot simulates {defaults.PLAN_TABLES} tables for the widths alone (power: asymptotic)",
     )
     p.add_argument(
         "--law-uncertainty",
@@ -65,10 +68,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--misfit",
-        action="store_true",
-        help="with --pilot and --simulate: add the pilot's (budget, r) cell-mean residuals "
-        "(the law's misfit) to every simulated table as fixed offsets, with the within-cell "
-        "residual sd as the per-run noise",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --pilot (the default): carry the pilot's (budget, r) cell-mean residuals, the "
+        "law's misfit: fixed offsets in every simulated table (drawn from their spread for cells the "
+        "pilot lacks), a cell term in the asymptotic plan, the within-cell residual sd per run; "
+        "--no-misfit: the noise of the pilot's residuals alone",
     )
     p.add_argument(
         "--boot",
@@ -98,7 +103,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fewest runs (seeds included) an optimised design may have",
     )
     p.add_argument("--objective", choices=("width", "power"), default="width")
-    p.add_argument("--out-spec", default=None, dest="out_spec", help="where --optimize writes its spec / CSV")
+    p.add_argument(
+        "--next",
+        type=int,
+        default=None,
+        metavar="K",
+        help="with --pilot (the runs so far) and --pool: the K candidate runs that most narrow phi's "
+        "predicted interval per training FLOP (or raise power, --objective power), within --max-flops",
+    )
+    p.add_argument(
+        "--pool",
+        default=None,
+        help="candidate runs for --next: a sweep spec (.toml or a bundled name; its runs carry their "
+        "run ids) or a CSV of runs with budget, r, n_once, n_rec, tokens, flops (any other columns are kept)",
+    )
+    p.add_argument(
+        "--out-spec",
+        default=None,
+        dest="out_spec",
+        help="where --optimize writes its spec / CSV, and --next the CSV of its picks "
+        "(`phifit sweep SPEC --runs-from` trains them)",
+    )
     p.add_argument("--json", default=None, metavar="PATH", help="write the plan as JSON ('-' for stdout)")
     p.add_argument("--figure", default=None, metavar="PATH", help="write a figure (png/pdf/svg)")
     p.add_argument("--force", action="store_true", help="overwrite outputs")
@@ -124,19 +149,31 @@ def run(args: argparse.Namespace) -> int:
 
     for path in (args.json, args.figure, args.out_spec):
         _check_out(path, args.force)
+    if args.next is not None:
+        return _next(args)
+    if args.pool:
+        print("phifit plan: --pool is read by --next K", file=sys.stderr)
+        return 2
     parallel = parallel_options(args)
     params = dict(REFERENCE_PARAMS)
     law_source = "the study's joint fit"
     noise = None
     pilot = None
     laws, laws_source, misfit = None, "", None
-    for flag, given, what in (
-        ("--misfit", args.misfit, "whose residuals it carries"),
-        ("--law-uncertainty", args.law_uncertainty, "whose fit is uncertain"),
-    ):
-        if given and not (args.pilot and args.simulate):
-            print(f"phifit plan: {flag} needs --pilot ({what}) and --simulate N", file=sys.stderr)
-            return 2
+    # without --simulate, a pilot's plan simulates tables for the widths (the misfit's effect
+    # on a cell bootstrap is not linear); --simulate N adds the wild tests
+    tests = args.simulate is not None
+    n_tables = args.simulate if args.simulate is not None else (defaults.PLAN_TABLES if args.pilot else 0)
+    if args.misfit and not args.pilot:
+        print("phifit plan: --misfit needs --pilot (whose residuals it carries)", file=sys.stderr)
+        return 2
+    args.misfit = args.misfit is not False
+    if args.law_uncertainty and not (args.pilot and n_tables):
+        print(
+            "phifit plan: --law-uncertainty needs --pilot (whose fit is uncertain) and tables to simulate",
+            file=sys.stderr,
+        )
+        return 2
     if args.pilot:
         from ..fitters.huber import fit_huber
 
@@ -146,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         law_source = f"Huber fit of the pilot {pilot.source}"
         noise, misfit = pilot_noise(pilot, fit, cell_noise=args.cell_noise, misfit=args.misfit)
         if args.law_uncertainty:
-            laws, laws_source = _pilot_law_draws(pilot, fit, args)
+            laws, laws_source = _pilot_law_draws(pilot, fit, args, n_tables)
     if args.phi is not None:
         params["phi"] = args.phi
         law_source += f", phi set to {args.phi:g}"
@@ -171,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
         "laws": laws,
         "laws_source": laws_source,
         "misfit": misfit,
+        "tests": tests,
     }
     result = plan_design(
         design,
@@ -178,12 +216,12 @@ def run(args: argparse.Namespace) -> int:
         noise=noise,
         law_source=law_source,
         delta_phi=args.delta_phi,
-        n_tables=args.simulate,
-        progress=sys.stderr.isatty() or bool(args.simulate),
+        n_tables=n_tables,
+        progress=sys.stderr.isatty(),
         **simulation,
     )
     if args.optimize:
-        result = _optimize(args, design, params, noise, result, simulation)
+        result = _optimize(args, design, params, noise, result, simulation, n_tables)
     print(result.summary())
     if args.json:
         text = json.dumps(result.to_dict(), indent=2)
@@ -199,7 +237,66 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pilot_law_draws(pilot, fit, args: argparse.Namespace) -> tuple[list[dict[str, float]], str]:
+def load_pool(pool: str) -> tuple[Any, str]:
+    """The candidate runs of ``--pool``: a sweep spec's planned runs (with run ids) or a CSV."""
+    import pandas as pd
+
+    from ..plan.inputs import design_from_spec
+
+    if pool.endswith(".csv"):
+        if not os.path.isfile(pool):
+            raise FileNotFoundError(f"{pool}: no such file (--pool)")
+        return pd.read_csv(pool), pool
+    return design_from_spec(pool).frame, pool
+
+
+def _next(args: argparse.Namespace) -> int:
+    """``--next K``: the K pool runs to train next (:func:`phifit.plan.next_runs.choose_next`)."""
+    import json
+
+    from ..plan.next_runs import choose_next
+
+    args.misfit = args.misfit is not False
+    if not (args.pilot and args.pool):
+        print(
+            "phifit plan: --next K needs --pilot RUNS.csv (the runs so far) and --pool (the candidates)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.next < 1:
+        print(f"phifit plan: --next K needs K >= 1, got {args.next}", file=sys.stderr)
+        return 2
+    runs = load_recipe_runs(args, path=args.pilot)
+    pool, source = load_pool(args.pool)
+    result = choose_next(
+        runs,
+        pool,
+        args.next,
+        max_flops=args.max_flops,
+        objective=args.objective,
+        misfit=args.misfit,
+        cell_noise=args.cell_noise,
+        pool_source=source,
+    )
+    print(result.summary())
+    if args.out_spec:
+        result.frame.to_csv(args.out_spec, index=False)
+        print(f"wrote {args.out_spec} ({len(result.picks)} runs)")
+        if "run_id" in result.frame and not source.endswith(".csv"):
+            print(f"train them: phifit sweep {source} --out RUNS.csv --runs-from {args.out_spec}")
+    if args.json:
+        text = json.dumps(result.to_dict(), indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w", encoding="utf-8") as f:
+                f.write(text)
+    return 0
+
+
+def _pilot_law_draws(
+    pilot, fit, args: argparse.Namespace, n_tables: int
+) -> tuple[list[dict[str, float]], str]:
     """One law per simulated table: the pilot's (budget, r) cell-bootstrap replicates of its
     Huber fit (the same resampling as ``phifit fit --bootstrap``), seeded by ``--seed``."""
     import numpy as np
@@ -209,7 +306,7 @@ def _pilot_law_draws(pilot, fit, args: argparse.Namespace) -> tuple[list[dict[st
     boot = block_bootstrap(
         pilot,
         fit,
-        n_boot=args.simulate,
+        n_boot=n_tables,
         seed=args.seed,
         n_jobs=args.n_jobs,
         progress=False,
@@ -220,13 +317,13 @@ def _pilot_law_draws(pilot, fit, args: argparse.Namespace) -> tuple[list[dict[st
     columns = {k: np.asarray(boot.params[k], dtype=float) for k in names}
     ok = np.all([np.isfinite(columns[k]) for k in names], axis=0)
     draws = [{k: float(columns[k][i]) for k in names} for i in np.flatnonzero(ok)]
-    if len(draws) < args.simulate:  # a replicate that failed: reuse the first ones, said in the source
-        draws += draws[: args.simulate - len(draws)]
+    if len(draws) < n_tables:  # a replicate that failed: reuse the first ones, said in the source
+        draws += draws[: n_tables - len(draws)]
     note = "" if ok.all() else f", {int((~ok).sum())} failed replicate(s) replaced"
     return draws, f"the pilot's cell-bootstrap replicates (seed {args.seed}{note})"
 
 
-def _optimize(args, design, params, noise, result, simulation: dict):
+def _optimize(args, design, params, noise, result, simulation: dict, n_tables: int):
     """``--optimize``: the best design within the caps; with ``--simulate`` it is simulated with the
     same inputs as the given design (``simulation``: replicates, seed, and the pilot's law draws
     and misfit when given), so that the before/after widths compare like with like."""
@@ -262,12 +359,12 @@ def _optimize(args, design, params, noise, result, simulation: dict):
         "r": list(opt.r),
         "seeds": opt.seeds,
     }
-    if args.simulate:
+    if n_tables:
         sim = simulate_plan(
             opt.design,
             params,
             noise,
-            n_tables=args.simulate,
+            n_tables=n_tables,
             progress=True,
             **simulation,
         )

@@ -1,7 +1,7 @@
 """``phifit report``: fit, bootstrap, compare, diagnose, and write an HTML report folder.
 
     phifit report RUNS.csv --out DIR [--bootstrap N] [--level 0.95] [--bayes] [--seed S] [--columns MAP]
-                                     [--plan [DESIGN]] [--plan-tables N] [--plan-misfit]
+                                     [--plan [DESIGN]] [--plan-tables N] [--no-plan-misfit]
 
 writes ``DIR/index.html`` (opens offline: figures embedded), ``DIR/results.json`` and
 ``DIR/figures/*.png`` (and ``*.svg`` with ``--svg``).  Each stage prints a progress line to
@@ -90,10 +90,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--plan-misfit",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         dest="plan_misfit",
-        help="the plan's simulated tables carry this table's (budget, r) cell-mean residuals "
-        "(the law's misfit; phifit plan --misfit)",
+        help="the plan carries this table's (budget, r) cell-mean residuals, the law's misfit "
+        "(default; phifit plan --misfit); --no-plan-misfit: the noise of its residuals alone",
     )
     p.add_argument(
         "--svg", action="store_true", help="also write each figure as SVG (the page embeds the PNGs)"

@@ -270,8 +270,13 @@ class PlanResult(JsonIO):
         lines.append(
             f"se(phi) asymptotic {a.se['phi']:.3g}"
             + (
-                f"; simulation: {s.n_tables} tables x {s.n_boot} bootstrap / {s.n_wild} wild replicates, "
-                f"seed {s.seed}, {s.seconds:.0f} s"
+                f"; simulation: {s.n_tables} tables x {s.n_boot} bootstrap"
+                + (
+                    f" / {s.n_wild} wild replicates"
+                    if s.tests
+                    else " replicates (widths only; --simulate N adds the wild tests' power)"
+                )
+                + f", seed {s.seed}, {s.seconds:.0f} s"
                 + (
                     f", {s.n_failed} of {s.n_tables} tables failed (rates over the "
                     f"{s.n_tables - s.n_failed} that finished)"
@@ -290,14 +295,18 @@ class PlanResult(JsonIO):
             )
         if s is not None and s.misfit:
             m = s.misfit
+            unseen = m["cells_without_offset"]
             lines.append(
-                f"simulation: every table carries {m['source']} as fixed (budget, r) offsets"
+                f"misfit carried: every simulated table carries {m['source']} as fixed (budget, r) "
+                "offsets"
                 + (
-                    f" ({m['cells_without_offset']} planned cell(s) have none)"
-                    if m["cells_without_offset"]
+                    f"; the {unseen} planned cell(s) the pilot did not see draw theirs from "
+                    f"N(0, {m.get('tau', 0.0):.3g}^2) in each table"
+                    if unseen
                     else ""
                 )
-                + "; the asymptotic mode sees only the per-run noise"
+                + f"; the asymptotic mode sees them as a cell term of sd {m.get('tau', 0.0):.3g}"
+                + " (--no-misfit: the noise alone)"
             )
         if not a.trusted:
             lines.append("(!) the asymptotic mode cannot be trusted here:")
@@ -424,12 +433,14 @@ def plan_design(
     laws: Sequence[Mapping[str, float]] | None = None,
     laws_source: str = "",
     misfit: Any | None = None,
+    tests: bool = True,
 ) -> PlanResult:
     """Plan ``design`` under ``params`` (default the study's law) and ``noise``: the
     asymptotic prediction always, the simulation with ``n_tables`` > 0 (each table's law drawn
     from ``laws`` when given, and carrying a pilot's ``misfit`` when given:
     :func:`phifit.plan.modes.simulate_plan`, which runs the tables on ``n_jobs`` workers of
-    ``backend``, a Dask cluster at ``scheduler`` for ``backend="dask"``)."""
+    ``backend``, a Dask cluster at ``scheduler`` for ``backend="dask"``; ``tests=False``: the
+    simulated tables give widths and P(box), not the wild tests' power)."""
     p = {**REFERENCE_PARAMS, **(params or {})}
     asym = asymptotic_plan(design, p, noise, delta_phi=delta_phi)
     sim = None
@@ -450,6 +461,7 @@ def plan_design(
             laws=laws,
             laws_source=laws_source,
             misfit=misfit,
+            tests=tests,
         )
     brackets = bracketing(design, p)
     warnings = []
@@ -500,16 +512,18 @@ def plan_from_fit(
     backend: str | None = None,
     scheduler: str | None = None,
     progress: bool = False,
-    misfit: bool = False,
+    misfit: bool = True,
+    tests: bool = True,
 ) -> PlanResult:
     """Plan ``design`` (default: the runs' own) with a fitted table as the pilot: the fit's
     law and the noise of its residuals (:func:`noise_from_pilot`), as ``phifit plan --pilot``
-    does; with ``misfit`` (and ``n_tables``) the simulated tables also carry the runs' cell-mean
-    residuals (``--misfit``).  ``n_jobs``, ``backend``, ``scheduler``: where the simulated tables
-    run (:func:`plan_design`).  What ``phifit report --plan`` adds to a report."""
+    does; with ``misfit`` (the default) the plan carries the runs' cell-mean residuals
+    (:func:`pilot_noise`; ``misfit=False`` is ``--no-misfit``).  ``n_jobs``, ``backend``,
+    ``scheduler``: where the simulated tables run (:func:`plan_design`).  What ``phifit report
+    --plan`` adds to a report."""
     runs = as_runs(runs)
     planned = resolve_design(design, runs)
-    noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=misfit and bool(n_tables))
+    noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=misfit)
     return plan_design(
         planned,
         params=dict(fit.params),
@@ -522,6 +536,7 @@ def plan_from_fit(
         scheduler=scheduler,
         progress=progress,
         misfit=carried,
+        tests=tests,
     )
 
 

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -240,6 +241,7 @@ def design_from_spec(path: str, *, grids: list[str] | None = None, variant: str 
                 "tokens": tokens,
                 "flops": f * tokens,
                 "seed": p.seed,
+                "run_id": p.run_id,
             }
         )
     seconds, note = spec_seconds(spec, planned)
@@ -285,6 +287,8 @@ def design_from_table(runs: Any, source: str | None = None) -> PlanDesign:
             "seed": frame["seed"].to_numpy() if "seed" in frame else 0,
         }
     )
+    if "run_id" in frame:
+        out["run_id"] = frame["run_id"].astype(str).to_numpy()
     return PlanDesign(out, source or runs.source, "table", _TableArch(TableFamily.from_runs(runs)))
 
 
@@ -363,32 +367,54 @@ def noise_from_pilot(runs: Any, fit: Any, *, cell_noise: float | None = None) ->
 
 @dataclass(frozen=True)
 class Misfit(JsonIO):
-    """The pilot's misfit of the law, carried into simulated tables.
+    """The pilot's misfit of the law, carried into the plan.
 
     ``offsets`` {(budget, r): mean residual of log-loss in that cell of the pilot}: added to
     every simulated run of the cell as a fixed offset, so each table is the law plus the
     systematic departures the pilot showed (e.g. r = 2 runs above the law), not the law
     alone.  ``within_sd``: the pooled within-cell residual sd sqrt(sum (e - mean_cell)^2 /
-    (n - cells - k * cells / n)), the per-run noise that remains once the cell means are
-    fixed.  Cells of a design that the pilot lacks get no offset (``missing`` counts them).
+    (n - cells)), the per-run noise that remains once the cell means are fixed.
+
+    ``tau``: the sd of the cell offsets as random effects, by one-way random-effects ANOVA
+    (method of moments): tau^2 = max(0, var(cell means) - within_sd^2 mean(1 / n_c)).  A cell
+    of a planned design that the pilot did not see gets no copied offset: each simulated table
+    draws its offset from N(0, tau^2) (the pilot's cell-offset distribution), and the
+    asymptotic plan treats every cell's departure as such a random effect (a cluster term of
+    variance tau^2).  ``cell_noise``: a further random part per cell asked for by the user
+    (``--cell-noise``), drawn afresh in every table, on top of the offsets.
     """
 
     offsets: dict[tuple[float, int], float]
     within_sd: float
     source: str
+    tau: float = 0.0
+    cell_noise: float = 0.0
 
     def offset_for(self, budget: float, r: int) -> float:
         return self.offsets.get((float(budget), int(r)), 0.0)
 
+    def seen(self, budget: float, r: int) -> bool:
+        return (float(budget), int(r)) in self.offsets
+
     def missing(self, frame: pd.DataFrame) -> int:
         cells = {(float(b), int(r)) for b, r in zip(frame["budget"], frame["r"])}
         return len(cells - set(self.offsets))
+
+    def table_offsets(self, frame: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
+        """One simulated table's offsets, one per row of ``frame``: the pilot's cell mean where
+        the pilot saw the (budget, r) cell, else a draw from N(0, tau^2) shared by the cell's rows."""
+        keys = list(zip(frame["budget"].astype(float), frame["r"].astype(int)))
+        unseen = sorted({k for k in keys if k not in self.offsets})
+        drawn = dict(zip(unseen, self.tau * rng.standard_normal(len(unseen))))
+        return np.array([self.offsets[k] if k in self.offsets else drawn[k] for k in keys])
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "offsets": [{"budget": b, "r": r, "offset": v} for (b, r), v in sorted(self.offsets.items())],
             "within_sd": self.within_sd,
             "source": self.source,
+            "tau": self.tau,
+            "cell_noise": self.cell_noise,
         }
 
     @classmethod
@@ -398,11 +424,14 @@ class Misfit(JsonIO):
             offsets={(float(o["budget"]), int(o["r"])): float(o["offset"]) for o in data["offsets"]},
             within_sd=float(data["within_sd"]),
             source=str(data["source"]),
+            tau=float(data.get("tau", 0.0)),
+            cell_noise=float(data.get("cell_noise", 0.0)),
         )
 
 
 def misfit_from_pilot(runs: Any, fit: Any) -> Misfit:
-    """The pilot's (budget, r) cell-mean residuals of log-loss around its fit (:class:`Misfit`)."""
+    """The pilot's (budget, r) cell-mean residuals of log-loss around its fit, their
+    within-cell sd and their random-effects sd tau (:class:`Misfit`)."""
     frame = runs.frame
     if "budget" not in frame or "r" not in frame:
         raise ValueError(
@@ -416,45 +445,64 @@ def misfit_from_pilot(runs: Any, fit: Any) -> Misfit:
     means = groups.mean()
     n, n_cells = len(df), len(means)
     dof = max(n - n_cells, 1)
-    within = math.sqrt(float(((df["res"] - groups.transform("mean")) ** 2).sum()) / dof)
+    within2 = float(((df["res"] - groups.transform("mean")) ** 2).sum()) / dof
+    tau2 = float(means.var()) - within2 * float(np.mean(1.0 / groups.size())) if n_cells > 1 else 0.0
     offsets = {(float(b), int(r)): float(v) for (b, r), v in means.items()}
-    return Misfit(offsets, within, f"the cell-mean residuals of {runs.source} (sd {float(means.std()):.3g})")
+    return Misfit(
+        offsets,
+        math.sqrt(within2),
+        f"the cell-mean residuals of {runs.source} (sd {float(means.std()):.3g})",
+        tau=math.sqrt(max(tau2, 0.0)),
+    )
 
 
 def misfit_noise(misfit: Misfit, cell_noise: float | None = None) -> NoiseModel:
-    """The noise that remains when the pilot's cell means are carried as offsets: its
-    within-cell residual sd per run, plus ``cell_noise`` random per cell when given.
+    """The noise of a plan that carries the pilot's misfit: per run, the pilot's within-cell
+    residual sd; per (budget, r) cell, the offsets' random-effects sd tau (with ``cell_noise``
+    added in quadrature when given), which is what the asymptotic plan's cluster term sees.
+    The simulation copies the pilot's offsets where it has them instead (:class:`Misfit`).
 
     A pilot whose (budget, r) cells each hold one run has no within-cell residual (each cell
-    mean is its run): carrying the means as offsets leaves no noise to simulate.  That is a
-    ``ValueError`` saying so, unless ``cell_noise`` supplies the noise."""
+    mean is its run): its misfit cannot be told from its noise.  That is a ``ValueError``
+    saying so, unless ``cell_noise`` supplies the noise."""
     if not misfit.within_sd > 0 and not cell_noise:
         raise ValueError(
-            "--misfit: the pilot leaves no within-cell noise to simulate: every (budget, r) cell "
-            "has a single run (or its runs agree exactly), so the cell means "
-            "carried as offsets are the runs themselves; drop --misfit (the noise of the pilot's "
-            "residuals is then simulated), or give --cell-noise SD"
+            "the pilot leaves no within-cell noise: every (budget, r) cell "
+            "has a single run (or its runs agree exactly), so its misfit cannot be told from its "
+            "noise; plan with --no-misfit (the noise of the pilot's residuals), or give --cell-noise SD"
         )
+    cell = math.hypot(misfit.tau, cell_noise or 0.0)
     return NoiseModel(
         misfit.within_sd,
-        cell_noise or 0.0,
-        "pilot within-cell (--misfit)",
-        f"the pilot's residual sd within its (budget, r) cells, {misfit.within_sd:.4g}; "
-        "its cell means are carried as fixed offsets by the simulation"
-        + (f", plus {cell_noise:g} random per cell" if cell_noise else ""),
+        cell,
+        "pilot, misfit carried",
+        f"the pilot's residual sd within its (budget, r) cells, {misfit.within_sd:.4g}, per run; "
+        f"its cell means (sd {np.std(list(misfit.offsets.values())):.3g}) are the law's misfit: "
+        f"copied as fixed offsets into every simulated table where the pilot saw the cell, drawn "
+        f"from N(0, {misfit.tau:.3g}^2) (their random-effects sd) where it did not, and a cluster "
+        f"term of sd {misfit.tau:.3g} in the asymptotic plan"
+        + (f"; plus {cell_noise:g} random per cell (--cell-noise)" if cell_noise else "")
+        + "; --no-misfit plans the noise alone",
     )
 
 
 def pilot_noise(
-    runs: Any, fit: Any, *, cell_noise: float | None = None, misfit: bool = False
+    runs: Any, fit: Any, *, cell_noise: float | None = None, misfit: bool = True
 ) -> tuple[NoiseModel, Misfit | None]:
-    """The noise a pilot implies, and its misfit when ``misfit``: without it the noise of the
-    fit's residuals (:func:`noise_from_pilot`); with it the cell means carried as offsets
-    (:func:`misfit_from_pilot`) and the within-cell noise that remains (:func:`misfit_noise`)."""
+    """The noise a pilot implies, and its misfit: by default the misfit is carried
+    (:func:`misfit_from_pilot`, :func:`misfit_noise`); a pilot without a 'budget' column, or
+    one with a single run per (budget, r) cell, cannot separate misfit from noise and falls back
+    to the noise of its residuals (:func:`noise_from_pilot`), which says why in its note.
+    ``misfit=False`` (``--no-misfit``): the noise of the residuals, no misfit."""
     if not misfit:
         return noise_from_pilot(runs, fit, cell_noise=cell_noise), None
-    carried = misfit_from_pilot(runs, fit)
-    return misfit_noise(carried, cell_noise), carried
+    try:
+        carried = misfit_from_pilot(runs, fit)
+        noise = misfit_noise(carried, cell_noise)
+    except ValueError as err:
+        noise = noise_from_pilot(runs, fit, cell_noise=cell_noise)
+        return dataclasses.replace(noise, note=f"{noise.note}; misfit not carried: {err}"), None
+    return noise, dataclasses.replace(carried, cell_noise=float(cell_noise or 0.0))
 
 
 def cell_share_hint(res: np.ndarray, frame: pd.DataFrame) -> float | None:

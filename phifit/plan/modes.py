@@ -204,6 +204,8 @@ class SimulatedPlan(JsonIO):
     ``law_draws``: how many distinct laws the tables were drawn from (0: the one law), and
     ``law_draws_source`` where they came from; each table then records its ``phi_true``.
     ``misfit``: the pilot's cell offsets added to every table (None: the law alone).
+    ``tests``: whether each table also ran the wild cluster tests of phi = 0 and phi = 1 (False:
+    widths and P(box) only, and ``power`` is empty).
     """
 
     n_tables: int
@@ -222,6 +224,7 @@ class SimulatedPlan(JsonIO):
     law_draws: int = 0
     law_draws_source: str = ""
     misfit: dict[str, Any] | None = None
+    tests: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self.__dict__)
@@ -237,10 +240,11 @@ def analyse_table(
     delta_phi: float | None,
     n_starts: int,
     offsets: np.ndarray | None = None,
+    tests: bool = True,
 ) -> dict[str, Any]:
     """One simulated table through the reference analysis (see :class:`SimulatedPlan`);
     ``offsets`` (one per row of ``frame``) are added to the simulated log-losses (the pilot's
-    misfit, :class:`phifit.plan_inputs.Misfit`)."""
+    misfit, :class:`phifit.plan.inputs.Misfit`); ``tests=False`` skips the wild cluster tests."""
     import warnings
 
     from ..bootstrap.block import block_bootstrap
@@ -284,7 +288,7 @@ def analyse_table(
             width=float(ci[1] - ci[0]),
             at_box=bool(ci[0] <= lo + 1e-6 or ci[1] >= hi - 1e-6),
         )
-        for name, value in (("p0", 0.0), ("p1", 1.0)):
+        for name, value in (("p0", 0.0), ("p1", 1.0)) if tests else ():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 restricted = fit_huber(
@@ -323,6 +327,7 @@ def simulate_plan(
     laws: Sequence[Mapping[str, float]] | None = None,
     laws_source: str = "",
     misfit: Any | None = None,
+    tests: bool = True,
 ) -> SimulatedPlan:
     """Simulate ``n_tables`` tables and analyse each as the reference method would (module docstring).
 
@@ -331,8 +336,12 @@ def simulate_plan(
     the cores this process may use) or on where the tasks run (``backend``, ``scheduler``:
     :mod:`phifit.fitters.parallel`).
     With ``laws`` (at least ``n_tables`` of them), table j is drawn from ``params`` updated
-    with ``laws[j]``.  With ``misfit`` (:class:`phifit.plan_inputs.Misfit`), every table also
-    carries the pilot's (budget, r) cell-mean residuals as fixed offsets.
+    with ``laws[j]``.  With ``misfit`` (:class:`phifit.plan.inputs.Misfit`), every table also
+    carries the pilot's (budget, r) cell-mean residuals as fixed offsets, and a draw from
+    N(0, tau^2) in each planned cell the pilot did not see (:meth:`Misfit.table_offsets`); the
+    noise is then ``noise.per_run`` per run plus the misfit's ``cell_noise`` (not ``noise.cell``,
+    which carries tau for the asymptotic plan).  ``tests=False``: widths and P(box) only (about
+    a third of the time).
     """
     import time
 
@@ -349,14 +358,17 @@ def simulate_plan(
         p if laws is None else {**p, **{k: float(v) for k, v in laws[j].items()}} for j in range(n_tables)
     ]
     seeds = [int(s.generate_state(1)[0] % 2**31) for s in np.random.SeedSequence(seed).spawn(n_tables)]
-    cell_noise = (noise.per_run, noise.cell)
-    offsets = None
-    if misfit is not None:
-        offsets = np.array([misfit.offset_for(b, r) for b, r in zip(frame["budget"], frame["r"])])
+    cell_noise = (noise.per_run, noise.cell if misfit is None else misfit.cell_noise)
+
+    def offsets(s: int) -> np.ndarray | None:
+        if misfit is None:
+            return None
+        return misfit.table_offsets(frame, np.random.default_rng([s, 1]))
+
     start = time.perf_counter()
     tables: list[dict[str, Any]] = []
     tasks = (
-        (frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts, offsets)
+        (frame, law, cell_noise, s, n_boot, n_wild, delta_phi, n_starts, offsets(s), tests)
         for law, s in zip(table_laws, seeds)
     )
     results = parallel_map(analyse_table, tasks, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
@@ -399,4 +411,5 @@ def simulate_plan(
         misfit=None
         if misfit is None
         else {**misfit.to_dict(), "cells_without_offset": misfit.missing(frame)},
+        tests=tests,
     )

@@ -87,10 +87,11 @@ class AnalysisOptions(JsonIO):
     plan: also plan a design with the table as the pilot (:func:`phifit.plan.plan_from_fit`):
     "self" (the table's own runs, to see what its design could measure), "paper", a sweep spec
     or a CSV of planned runs; None: no plan.  plan_tables: simulated tables of the plan (0:
-    the asymptotic prediction only); plan_misfit: the simulated tables carry the table's
-    (budget, r) cell-mean residuals (``phifit plan --misfit``).  backend, scheduler: where the
-    bootstrap, the wild tests and the plan's simulated tables run (:mod:`phifit.fitters.parallel`;
-    None: joblib's worker processes; "dask" with the scheduler's address for a cluster).
+    the asymptotic prediction only); plan_misfit (default True): the plan carries the table's
+    (budget, r) cell-mean residuals, the law's misfit (``phifit plan --misfit``).  backend,
+    scheduler: where the bootstrap, the wild tests and the plan's simulated tables run
+    (:mod:`phifit.fitters.parallel`; None: joblib's worker processes; "dask" with the
+    scheduler's address for a cluster).
     """
 
     n_boot: int = defaults.N_BOOT
@@ -103,7 +104,7 @@ class AnalysisOptions(JsonIO):
     n_wild: int = defaults.N_WILD
     plan: str | None = None
     plan_tables: int = 0
-    plan_misfit: bool = False
+    plan_misfit: bool = True
     backend: str | None = None
     scheduler: str | None = None
 

@@ -75,7 +75,7 @@ def _realised(a: Analysis) -> str:
                 "misfit here, not only its noise.</p>"
                 if s.misfit
                 else "The prediction assumes the law fitted here holds exactly, with noise of the "
-                "residuals' size: misfit of the law (<code>--plan-misfit</code>) and the fit's own "
+                "residuals' size (<code>--no-plan-misfit</code>): misfit of the law and the fit's own "
                 "uncertainty (<code>phifit plan --law-uncertainty</code>) widen real intervals "
                 "beyond it.</p>"
             )
