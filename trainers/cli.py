@@ -102,6 +102,21 @@ def _add_train_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument(
         "--scalar-lr", type=float, help=f"RMSNorm gain learning rate (default {_default(_T['scalar_lr'])})"
     )
+    o.add_argument(
+        "--lr-scaling",
+        choices=("mup", "none"),
+        help="how the base rates transfer (default mup): every AdamW group x (d / d_ref)^-1/2 x "
+        "(B / B_ref)^0.558; MuonH's matrix rate x (B / B_ref)^0.558 x (D / D_ref)^-0.32, D_ref = 10 "
+        "effective parameters of the reference width (the study's App. D); none: the base rates as given",
+    )
+    o.add_argument(
+        "--lr-ref-width", type=int, help=f"d_ref of --lr-scaling mup (default {_default(_T['lr_ref_width'])})"
+    )
+    o.add_argument(
+        "--lr-ref-batch",
+        type=int,
+        help=f"B_ref, tokens per step, of --lr-scaling mup (default {_default(_T['lr_ref_batch'])})",
+    )
     o.add_argument("--weight-decay", type=float, help="AdamW weight decay of the matrices (default 0)")
     o.add_argument(
         "--final-lr-frac", type=float, help="final / initial learning rate of the linear decay (0.1)"

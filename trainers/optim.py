@@ -3,8 +3,9 @@
 Param groups follow the study's ``GPT.setup_optimizer`` in spirit: hidden matrices (blocks and the injection
 layer), the embedding, the head, and the small scalars (RMSNorm gains; hyperconnection lane parameters get
 their own group, the study's 0.01 (d/640)^(-1/2), betas (0.8, 0.95), no weight decay). The study trains the
-matrices with MuonH; here AdamW is the default (robust on small CPU models) and ``Muon`` below is the optional
-Muon-style alternative.
+matrices with MuonH (``Muon`` below, ``optimizer = "muon"``); AdamW is the other choice. The rates each
+group starts from are the base rates transferred by :mod:`phifit.plan.lr_recipe` (muP width scaling, and
+the study's batch and data scaling of MuonH's rate).
 """
 
 from __future__ import annotations
@@ -76,8 +77,11 @@ def build_optimizers(
     scalar_lr: float,
     weight_decay: float,
     betas: tuple[float, float] = (0.8, 0.95),
+    lanes_lr: float | None = None,
 ) -> list[torch.optim.Optimizer]:
-    """AdamW over all groups, or Muon (matrices) + AdamW (the rest). Each group records its ``base_lr``."""
+    """AdamW over all groups, or Muon (matrices) + AdamW (the rest). Each group records its ``base_lr``
+    (the peak of the schedule). ``lanes_lr``: the hyperconnection lanes' rate (default the study's
+    0.01 (d / 640)^(-1/2))."""
     matrices = [
         p for blk in [*model.prelude, *model.recur, *model.coda] for p in blk.parameters() if p.ndim == 2
     ]
@@ -93,7 +97,8 @@ def build_optimizers(
         dict(params=scalars, lr=scalar_lr, weight_decay=0.0),
     ]
     if hc:
-        adam_groups.append(dict(params=hc, lr=0.01 * (d / 640) ** -0.5, weight_decay=0.0))
+        lanes = 0.01 * (d / 640) ** -0.5 if lanes_lr is None else lanes_lr
+        adam_groups.append(dict(params=hc, lr=lanes, weight_decay=0.0))
     n_all = sum(len(g["params"]) for g in adam_groups) + len(matrices)
     assert n_all == len(list(model.parameters())), "every parameter in exactly one group"
     if kind == "adamw":
@@ -114,14 +119,22 @@ def zero_grad(model: nn.Module) -> None:
         p.grad = None
 
 
-def optimizers_for(model: LoopedGPT, cfg) -> list[torch.optim.Optimizer]:
-    """:func:`build_optimizers` with the optimiser settings of a ``TrainConfig``."""
+def optimizers_for(
+    model: LoopedGPT, cfg, tokens: float, batch_tokens: float | None = None
+) -> list[torch.optim.Optimizer]:
+    """:func:`build_optimizers` with the optimiser settings of a ``TrainConfig``, every base rate
+    transferred to this run's width, batch (``batch_tokens`` per optimiser step, all processes) and
+    training ``tokens`` by the config's ``lr_scaling`` (:func:`phifit.plan.lr_recipe.effective_lrs`)."""
+    from phifit.plan.lr_recipe import effective_lrs
+
+    lrs = effective_lrs(cfg, tokens, batch_tokens)
     return build_optimizers(
         model,
         kind=cfg.optimizer,
-        lr=cfg.lr,
-        embed_lr=cfg.embed_lr,
-        head_lr=cfg.head_lr,
-        scalar_lr=cfg.scalar_lr,
+        lr=lrs["matrix"],
+        embed_lr=lrs["embed"],
+        head_lr=lrs["head"],
+        scalar_lr=lrs["scalar"],
         weight_decay=cfg.weight_decay,
+        lanes_lr=lrs["lanes"],
     )

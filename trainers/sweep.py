@@ -115,7 +115,7 @@ def measure_flops_per_second(
         )
         torch.manual_seed(0)
         model = LoopedGPT(m).to(device)
-        opts = optimizers_for(model, cfg)
+        opts = optimizers_for(model, cfg, tokens=1e9)  # the rates do not matter to a timing probe
         x = torch.randint(0, m.vocab_size, (cfg.batch_size, m.seq_len), device=device)
         probes[run.width] = (cfg, m, device, model, opts, x, [])
 

