@@ -232,6 +232,16 @@ def register_sweep(subparsers: Any) -> None:
         "--run-id", action="append", help="train only this run of the spec (repeatable; used by array tasks)"
     )
     s.add_argument(
+        "--lr-sweep",
+        action="store_true",
+        dest="lr_sweep",
+        help="train the spec's [lr_sweep] runs (base rates per optimiser at one width, for r = 1 and 4: the "
+        "study's App. D) into --out, pick the rate with the lowest mean loss over r, and write the spec "
+        "with it (--out-spec, default OUT_tuned.toml)",
+    )
+    s.add_argument("--out-spec", dest="out_spec", help="where --lr-sweep writes the tuned spec")
+    s.add_argument("--force", action="store_true", help="let --lr-sweep overwrite --out-spec")
+    s.add_argument(
         "--runs-from",
         metavar="PICKS.csv",
         dest="runs_from",
@@ -314,6 +324,27 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lr_sweep(spec: Any, args: argparse.Namespace) -> int:
+    """``--lr-sweep``: train the spec's ``[lr_sweep]`` runs into ``--out``, pick the rate, write the tuned
+    spec (:mod:`phifit.trainers.lr_sweep`)."""
+    from phifit.plan.sweep_spec import load_spec, plan_lr_sweep
+
+    from .lr_sweep import choose_rate, default_out_spec, read_losses, write_tuned_spec
+    from .sweep import run_sweep
+
+    runs = plan_lr_sweep(spec)
+    out_spec = args.out_spec or default_out_spec(args.out)
+    if os.path.exists(out_spec) and not args.force:
+        raise ValueError(f"sweep --lr-sweep: {out_spec} exists; choose another --out-spec or pass --force")
+    failed = run_sweep(spec, args.out, runs=runs)
+    choice = choose_rate(read_losses(args.out, runs), spec.lr_sweep.r)
+    print(choice.summary())
+    write_tuned_spec(spec.path, choice, out_spec, args.out)
+    load_spec(out_spec)  # the written spec parses and plans
+    print(f"wrote {out_spec}: the spec with optimizer = {choice.optimizer}, lr = {choice.lr:g}")
+    return 1 if failed else 0
+
+
 def _plot_run(log: os.PathLike, run_id: str) -> None:
     from .curves import plot_curves
 
@@ -338,6 +369,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     if not args.out:
         raise ValueError("sweep: --out RUNS.csv is required (or use --dry-run)")
+    if args.lr_sweep:
+        return _lr_sweep(spec, args)
     if args.status or args.launcher != "local":
         from .launch import LaunchOptions, parse_time, print_status, submit, sweep_status
 

@@ -71,7 +71,7 @@ CORE_COLUMNS = (
     "variant",
     "seed",
 )
-CONFIG_COLUMNS = (
+_CONFIG_COLUMNS_V1 = (
     "d_model",
     "head_dim",
     "n_head",
@@ -111,6 +111,9 @@ CONFIG_COLUMNS = (
     "torch_version",
     "finished_at",
 )
+#: how the base learning rates transfer (phifit.plan.lr_recipe: "mup" or "none"), beside the schedule's
+_AFTER_SCHEDULE = _CONFIG_COLUMNS_V1.index("final_lr_frac") + 1
+CONFIG_COLUMNS = _CONFIG_COLUMNS_V1[:_AFTER_SCHEDULE] + ("lr_scaling",) + _CONFIG_COLUMNS_V1[_AFTER_SCHEDULE:]
 #: the loss in bits per byte of held-out text: loss / (ln 2 * bytes per token); loss / ln 2 for bytes
 BITS_COLUMN = "bits_per_byte"
 NOTES_COLUMN = "notes"  # warnings about the run (a short run), '; '-separated; empty for most runs
@@ -122,10 +125,12 @@ COLUMNS = (
     + CONFIG_COLUMNS
     + (NOTES_COLUMN,)
 )
-PRE_BITS_COLUMNS = CORE_COLUMNS + CONFIG_COLUMNS + (NOTES_COLUMN,)  # before bits_per_byte; still extended
-LEGACY_COLUMNS = CORE_COLUMNS + CONFIG_COLUMNS  # tables written before the notes column; still extended
+#: tables written before lr_scaling (their runs trained every group at its base rate); still extended
+PRE_SCALING_COLUMNS = tuple(c for c in COLUMNS if c != "lr_scaling")
+PRE_BITS_COLUMNS = CORE_COLUMNS + _CONFIG_COLUMNS_V1 + (NOTES_COLUMN,)  # before bits_per_byte; still extended
+LEGACY_COLUMNS = CORE_COLUMNS + _CONFIG_COLUMNS_V1  # tables written before the notes column; still extended
 #: Headers an existing table or row file may have (any order): the current one, then older ones.
-KNOWN_HEADERS = (COLUMNS, PRE_BITS_COLUMNS, LEGACY_COLUMNS)
+KNOWN_HEADERS = (COLUMNS, PRE_SCALING_COLUMNS, PRE_BITS_COLUMNS, LEGACY_COLUMNS)
 
 
 def known_header(header: list[str] | tuple[str, ...]) -> bool:
@@ -450,6 +455,7 @@ def make_row(cfg: Any, result: Any, run_id: str, finished_at: str, torch_version
         "scalar_lr": cfg.scalar_lr,
         "weight_decay": cfg.weight_decay,
         "final_lr_frac": cfg.final_lr_frac,
+        "lr_scaling": cfg.lr_scaling,
         "grad_clip": cfg.grad_clip,
         "val_tokens": cfg.val_tokens,
         "flops_per_token": result.flops_per_token,

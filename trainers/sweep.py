@@ -325,8 +325,10 @@ def run_sweep(
     grids: list[str] | None = None,
     file: Any = None,
     run_ids: list[str] | None = None,
+    runs: list[PlannedRun] | None = None,
 ) -> int:
     """Train every run of the selected grids that is not yet in ``out``; returns the number of failed runs.
+    ``runs``: these planned runs instead of the grids' (the learning-rate sweep's).
 
     Each run keeps its log and checkpoints beside the table (``runlog.RunPaths``) and resumes from its
     checkpoint when one exists (a sweep killed mid-run loses at most ``ckpt_every`` steps); its row lands
@@ -340,7 +342,7 @@ def run_sweep(
     file = file or sys.stderr
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    runs = plan(spec, grids, world_size=world)
+    runs = plan(spec, grids, world_size=world) if runs is None else runs
     if run_ids is not None:
         unknown = sorted(set(run_ids) - {r.run_id for r in runs})
         if unknown:

@@ -54,6 +54,17 @@ class Grid:
 
 
 @dataclass(frozen=True)
+class LrSweep:
+    """A spec's ``[lr_sweep]``: base rates to try at one width and budget for a few r (the study's App. D
+    procedure: r = 1 and r = 4 at one size), per optimiser."""
+
+    width: int
+    budget: float
+    r: tuple[int, ...]
+    rates: tuple[tuple[str, tuple[float, ...]], ...]  # (optimizer, base matrix rates)
+
+
+@dataclass(frozen=True)
 class SweepSpec:
     path: str
     name: str
@@ -65,6 +76,7 @@ class SweepSpec:
     recorded: tuple[tuple[int, float, float], ...] = ()  # (width, FLOP/s, overhead s) of recorded runs
     recorded_source: str = ""
     recorded_device: str = "cpu"
+    lr_sweep: LrSweep | None = None
 
 
 @dataclass
@@ -119,11 +131,11 @@ def load_spec(spec: str) -> SweepSpec:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: not valid TOML ({err})") from None
     where = str(path)
-    unknown = set(raw) - {"sweep", "settings", "estimate", "budgets", "grids"}
+    unknown = set(raw) - {"sweep", "settings", "estimate", "budgets", "grids", "lr_sweep"}
     _need(
         not unknown,
         f"{where}: [{', '.join(sorted(unknown))}]",
-        "only the tables [sweep], [settings], [estimate], [[budgets]], [[grids]]",
+        "only the tables [sweep], [settings], [estimate], [[budgets]], [[grids]], [lr_sweep]",
     )
     sweep = raw.get("sweep", {})
     _need(
@@ -232,6 +244,7 @@ def load_spec(spec: str) -> SweepSpec:
         grids = [Grid(name="main", r=(1, 2, 4, 8), variants=("baseline",), budgets=None)]
     names = [g.name for g in grids]
     _need(len(set(names)) == len(names), f"{where}: grids", "distinct grid names")
+    lr_sweep = _lr_sweep(raw.get("lr_sweep"), where)
     result = SweepSpec(
         path=where,
         name=str(sweep.get("name", path.stem)),
@@ -243,12 +256,74 @@ def load_spec(spec: str) -> SweepSpec:
         recorded=recorded,
         recorded_source=str(rec.get("source", "")),
         recorded_device=str(rec.get("device", "cpu")),
+        lr_sweep=lr_sweep,
     )
     try:
         plan(result, [g.name for g in grids])  # builds every configuration: fails early on a bad setting
+        if lr_sweep is not None:
+            plan_lr_sweep(result)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
     return result
+
+
+def _lr_sweep(raw: Any, where: str) -> LrSweep | None:
+    """Parse ``[lr_sweep]``: width, budget, r (a list) and ``[lr_sweep.lr]`` {optimizer: [base rates]}."""
+    if raw is None:
+        return None
+    w = f"{where}: [lr_sweep]"
+    _need(
+        isinstance(raw, dict) and set(raw) <= {"width", "budget", "r", "lr"}, w, "keys width, budget, r, lr"
+    )
+    _need(
+        isinstance(raw.get("width"), int) and raw["width"] > 0, f"{w}.width", "a positive integer (d_model)"
+    )
+    _need(_number(raw.get("budget")) and raw["budget"] > 0, f"{w}.budget", "a positive number of FLOPs")
+    rs = raw.get("r", [1, 4])
+    _need(
+        isinstance(rs, list) and rs and all(isinstance(x, int) and x >= 1 for x in rs),
+        f"{w}.r",
+        "a non-empty list of integers >= 1",
+    )
+    rates = raw.get("lr")
+    _need(
+        isinstance(rates, dict)
+        and rates
+        and set(rates) <= {"adamw", "muon"}
+        and all(
+            isinstance(v, list) and len(v) >= 2 and all(_number(x) and x > 0 for x in v)
+            for v in rates.values()
+        ),
+        f"{w}.lr",
+        "a table {adamw = [...], muon = [...]} of at least two positive base rates per optimiser",
+    )
+    return LrSweep(
+        width=raw["width"],
+        budget=float(raw["budget"]),
+        r=tuple(rs),
+        rates=tuple((opt, tuple(float(x) for x in v)) for opt, v in rates.items()),
+    )
+
+
+def plan_lr_sweep(spec: SweepSpec, world_size: int = 1) -> list[PlannedRun]:
+    """The runs of the spec's ``[lr_sweep]``: for each optimiser and base rate, each r at the sweep's width
+    and budget, with the spec's settings otherwise (variant baseline, the spec's first seed)."""
+    sw = spec.lr_sweep
+    if sw is None:
+        raise ValueError(f"{spec.path}: no [lr_sweep] table; add one (width, budget, r, [lr_sweep.lr])")
+    runs = []
+    for optimizer, rates in sw.rates:
+        for lr in rates:
+            for r in sw.r:
+                settings = {**spec.settings, "optimizer": optimizer, "lr": lr}
+                cfg = make_train_config(
+                    **settings, budget=sw.budget, width=sw.width, r=r, variant="baseline", seed=spec.seeds[0]
+                )
+                run_id = make_run_id(cfg.identity(world_size))
+                runs.append(
+                    PlannedRun("lr-sweep", sw.budget, sw.width, r, "baseline", spec.seeds[0], cfg, run_id)
+                )
+    return runs
 
 
 def plan(spec: SweepSpec, grids: list[str] | None = None, world_size: int = 1) -> list[PlannedRun]:
