@@ -342,7 +342,11 @@ def choose_next(
         score = gain / cost[idx]
         best = int(np.argmax(score))
         if not gain[best] > 1e-12 * max(se, 1e-300):
-            stopped = "no remaining candidate narrows the predicted interval"
+            stopped = (
+                "no remaining candidate narrows the predicted interval"
+                if objective == "width"
+                else "no remaining candidate raises the power (it may already be 1)"
+            )
             break
         i = int(idx[best])
         row = {key: (v.item() if hasattr(v, "item") else v) for key, v in cand.iloc[i].items()}
