@@ -420,7 +420,7 @@ def bootstrap_figure(
     bins = max(10, min(60, int(math.sqrt(len(phis)) * 2))) if len(phis) else 10
     ax.hist(phis, bins=bins, color=OKABE_ITO[2], edgecolor="white", linewidth=0.4)
     ax.axvline(phi_hat, color=OKABE_ITO[0], linewidth=1.5, label=f"estimate {phi_hat:.3f}")
-    if interval is not None:
+    if interval is not None and all(x is not None and math.isfinite(x) for x in interval):  # not withheld
         for x in interval:
             ax.axvline(x, color=OKABE_ITO[5], linestyle="--", linewidth=1.2)
         ax.plot(

@@ -217,7 +217,7 @@ def headline(a: Analysis) -> str:
     else:
         phi = "phi not identified" if fit.phi is None else f"phi = {fit.phi:.4f}"
         iv = (fit.ci or {}).get("phi")
-        if iv:
+        if iv and None not in iv:  # an interval withheld (too many failed replicates) has None ends
             phi += (
                 f" ({S.pct(fit.ci_level)} percentile "
                 f"{T.interval_text(iv[0], iv[1], T.param_bounds(fit, 'phi'))})"
