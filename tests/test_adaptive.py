@@ -294,3 +294,74 @@ def test_the_report_shows_the_rounds(scenario: dict) -> None:
     back = Analysis.from_json(report / "results.json")
     assert isinstance(back.adaptive, AdaptiveRounds) and back.adaptive.to_dict() == raw["adaptive"]
     assert back.to_dict()["adaptive"] == raw["adaptive"]
+
+
+# ---- the loop's stop rules, on the recorded cpu_small runs (no torch: the sweep replays their rows) -------------
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "cpu_small_runs.csv"
+
+
+def replay_sweep(spec, out, grids=None, file=None, run_ids=None) -> int:
+    """run_sweep's stand-in: append the recorded rows of ``run_ids`` (the cpu_small spec's run ids)."""
+    from phifit.trainers import runlog
+
+    with RECORDED.open(newline="") as f:
+        rows = {row["run_id"]: row for row in csv.DictReader(f)}
+    runlog.append_rows(out, [rows[i] for i in run_ids])
+    return 0
+
+
+def test_stop_rules_on_recorded_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The target width stops the loop once the realised width reaches it; a rerun with a lower target
+    continues the stopped loop, within what is left of the FLOP cap, until the cap stops it."""
+    import io
+
+    import phifit.trainers.sweep as tsweep
+    from phifit.trainers.adaptive import AdaptiveOptions, run_adaptive
+
+    monkeypatch.setattr(tsweep, "run_sweep", replay_sweep)
+    spec, out = tsweep.load_spec("cpu_small"), str(tmp_path / "runs.csv")
+    fast = dict(batch=4, n_boot=30, n_jobs=1, max_flops=3e13)
+    assert run_adaptive(spec, out, options=AdaptiveOptions(target_width=5.0, **fast), file=io.StringIO()) == 0
+    first = read_records(rounds_path(out))[0]
+    assert [(r["event"], r["round"]) for r in first] == [
+        ("outcome", 0),
+        ("decision", 1),
+        ("outcome", 1),
+        ("stop", 1),
+    ]
+    assert (
+        first[0]["n_runs"] == 12 and first[0]["width_realised"] is None
+    )  # 4 cells: the interval is withheld
+    assert first[2]["width_realised"] <= 5.0 and first[3]["reason"].startswith("target reached")
+    assert run_adaptive(spec, out, options=AdaptiveOptions(target_width=0.1, **fast), file=io.StringIO()) == 0
+    records = read_records(rounds_path(out))[0]
+    assert records[:4] == first
+    decisions = [r for r in records if r["event"] == "decision"]
+    assert len(decisions) >= 2 and all(d["picks"] for d in decisions)
+    spent = sum(p["cost"] for d in decisions for p in d["picks"])
+    assert spent <= 3e13 and records[-1]["adaptive_flops"] == pytest.approx(spent, rel=1e-3)
+    assert records[-1]["event"] == "stop" and "FLOP cap" in records[-1]["reason"]  # spent, or no pick fits
+    assert len(table_ids(Path(out))) == 12 + sum(len(d["picks"]) for d in decisions)
+
+
+def test_max_hours_admits_picks_by_the_specs_estimate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--max-hours: the batch is cut where the picks' estimated time no longer fits what is left; the
+    adaptive runs' recorded wall time then spends the cap."""
+    import io
+
+    import phifit.trainers.sweep as tsweep
+    from phifit.trainers.adaptive import AdaptiveOptions, run_adaptive, run_seconds
+
+    monkeypatch.setattr(tsweep, "run_sweep", replay_sweep)
+    spec, out = tsweep.load_spec("cpu_small"), str(tmp_path / "runs.csv")
+    cap = 0.03  # 108 s: one or two runs of cpu_small
+    options = AdaptiveOptions(batch=4, n_boot=20, n_jobs=1, max_hours=cap)
+    assert run_adaptive(spec, out, options=options, file=io.StringIO()) == 0
+    records = read_records(rounds_path(out))[0]
+    seconds = run_seconds(spec, None)
+    decisions = [r for r in records if r["event"] == "decision"]
+    assert decisions and all(1 <= len(d["picks"]) < 4 for d in decisions)
+    assert sum(seconds[p["run_id"]] for p in decisions[0]["picks"]) <= cap * 3600
+    assert records[-1]["event"] == "stop" and "--max-hours" in records[-1]["reason"]

@@ -370,9 +370,9 @@ class _Loop:
         if o.max_rounds is not None and k >= o.max_rounds:
             return f"--max-rounds {o.max_rounds} reached"
         if o.max_flops is not None and flops >= o.max_flops:
-            return f"--max-flops {o.max_flops:.3g} spent ({flops:.3g} FLOPs in the adaptive rounds)"
+            return f"the FLOP cap --max-flops {o.max_flops:.3g} is spent ({flops:.3g} in the adaptive rounds)"
         if o.max_hours is not None and hours >= o.max_hours:
-            return f"--max-hours {o.max_hours:g} spent ({hours:.3g} h of recorded wall time)"
+            return f"the time cap --max-hours {o.max_hours:g} is spent ({hours:.3g} h of recorded wall time)"
         if m.fit is None:
             return f"nothing to plan from: {m.note}"
         return None

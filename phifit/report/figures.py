@@ -935,7 +935,8 @@ def adaptive_figure(points: Sequence[Mapping[str, Any]], *, target_width: float 
             linestyle="none",
             label="predicted at the decision (asymptotic)",
         )
-    for x, y, k in real + pred:
+    labelled = {k for _, _, k in real}
+    for x, y, k in real + [p for p in pred if p[2] not in labelled]:
         ax.annotate(str(k), (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7, color="0.35")
     if target_width is not None:
         ax.axhline(target_width, color="0.3", linestyle="--", linewidth=1.0, label=f"target {target_width:g}")
