@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -275,11 +276,11 @@ class _Loop:
     """The state of one invocation: the spec, the table, the log and what the log says so far."""
 
     def __init__(self, spec: SweepSpec, out: str, grids: list[str] | None, options: AdaptiveOptions, file):
+        from phifit.plan.rounds import read_records, rounds_path
+
         self.spec, self.out, self.grids, self.options = spec, str(out), grids, options
         self.say = lambda s: print(s, file=file, flush=True)
         self.file = file
-        from phifit.plan.rounds import read_records, rounds_path
-
         self.log = rounds_path(out)
         self.records, skipped = read_records(self.log)
         if skipped:
@@ -384,7 +385,8 @@ class _Loop:
         o = self.options
         flops, hours = self.adaptive_cost()
         failed = {i for r in self.of("outcome").values() for i in r.get("failed", [])}
-        cand = self.pool[~self.pool["run_id"].isin(failed)].reset_index(drop=True)
+        done = set(read_finished(self.out)) if Path(self.out).is_file() else set()
+        cand = self.pool[~self.pool["run_id"].isin(failed | done)].reset_index(drop=True)
         left_s = None
         if o.max_hours is not None:
             left_s = (o.max_hours - hours) * 3600
@@ -456,6 +458,8 @@ def run_adaptive(
     """Run (or resume) the adaptive loop of the module docstring; returns the number of runs that failed
     (diverged) in this invocation."""
     options = options or AdaptiveOptions()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError("sweep: --adaptive runs in one process, one run after another; not under torchrun")
     loop = _Loop(spec, out, grids, options, file or sys.stderr)
     say = loop.say
     outcomes = loop.of("outcome")

@@ -145,8 +145,8 @@ class AdaptiveRounds(JsonIO):
     """An adaptive sweep's round log, summarised: one :class:`RoundRow` per round, in order.
 
     ``source``: the log file; ``spec``: the sweep spec it ran; ``stop``: the last stop record (reason,
-    round, time), None while the loop has not stopped; ``target_width``: the stop rule's target, when the
-    loop had one; ``skipped_lines``: torn lines skipped."""
+    round, time), None while the loop has not stopped; ``target_width``: the stop rule's target in force
+    at the last record, when there was one; ``skipped_lines``: torn lines skipped."""
 
     source: str
     spec: str
@@ -163,7 +163,7 @@ class AdaptiveRounds(JsonIO):
         cls, records: Sequence[Mapping[str, Any]], source: str, skipped_lines: int = 0
     ) -> AdaptiveRounds:
         """Summarise a log's records: each round's decision (its latest, should one have been recorded
-        twice) joined with its outcome; the last stop record; the last target width any record names."""
+        twice) joined with its outcome; the last stop record; the target width of the last record."""
         outcomes: dict[int, Mapping[str, Any]] = {}
         decisions: dict[int, Mapping[str, Any]] = {}
         stop = None
@@ -171,8 +171,7 @@ class AdaptiveRounds(JsonIO):
         spec = ""
         for rec in records:
             spec = str(rec.get("spec") or spec)
-            if rec.get("target_width") is not None:
-                target = float(rec["target_width"])
+            target = _number(rec.get("target_width"))  # the rules in force at the last record
             if rec["event"] == "outcome":
                 outcomes[rec["round"]] = rec
             elif rec["event"] == "decision":
