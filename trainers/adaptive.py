@@ -17,8 +17,10 @@
 The round log, ``RUNS.csv.d/adaptive.jsonl``, is appended one flushed line per event and never rewritten
 (:mod:`phifit.plan.rounds`).  Killed at any point, the same command resumes: a decision without its outcome
 has its runs not yet in the table trained (a half-trained run continues from its checkpoint), its outcome
-recorded, and the loop goes on.  Rows land in the table as the sweep writes them (atomically, finished runs
-only); nothing here deletes or rewrites a row or a record.
+recorded, and the loop goes on.  The stop rules are those of the invocation: rerun with a larger
+``--max-rounds`` or a lower ``--target-width``, a stopped loop goes on; rerun as it was, it writes nothing.
+The pilot is the first invocation's (its outcome is round 0).  Rows land in the table as the sweep writes
+them (atomically, finished runs only); nothing here deletes or rewrites a row or a record.
 
 ``--max-hours`` counts the adaptive runs' recorded wall time and admits a pick while the time spent plus its
 estimate from the spec's ``[estimate]`` (the speeds ``phifit plan`` uses) fits; the greedy batch is cut
