@@ -49,6 +49,7 @@ from phifit.law import REFERENCE_PARAMS, LawSpec
 from phifit.plan.design import PlanResult, plan_design
 from phifit.plan.inputs import Misfit, NoiseModel, design_from_table, misfit_from_pilot, noise_from_pilot
 from phifit.plan.modes import AsymptoticPlan, SimulatedPlan
+from phifit.plan.rounds import AdaptiveRounds, RoundRow, append_record, load_rounds
 from phifit.predict import Prediction, predict
 from phifit.recipes.delta import RecipeComparison, compare_recipes
 from phifit.recipes.shared_phi import JointFit
@@ -379,6 +380,91 @@ def test_shipped_results_reload_as_an_analysis(folder, tmp_path):
             sim["misfit"].setdefault("cell_noise", 0.0)
     assert again == expected
     # and the reloaded Analysis itself survives a second trip through a file
+    path = tmp_path / "results.json"
+    analysis.to_json(path)
+    assert_same(analysis, Analysis.from_json(path))
+
+
+def adaptive_rounds(folder: Path) -> AdaptiveRounds:
+    """A round log of a pilot, a finished round, a round still training, and no stop yet."""
+    log = folder / "runs.csv.d" / "adaptive.jsonl"
+    base = {"time": "2026-01-01T00:00:00+00:00", "spec": "cpu_small"}
+    pick = {"run_id": "baseline-r4-d32-C4e12-s0-x", "budget": 4e12, "r": 4, "size": 32, "flops": 4e12}
+    append_record(
+        log,
+        {
+            **base,
+            "event": "outcome",
+            "round": 0,
+            "n_runs": 12,
+            "flops": 2.4e13,
+            "phi": 0.6,
+            "phi_ci": [None, None],
+            "width_realised": None,
+            "note": "interval withheld",
+        },
+    )
+    append_record(
+        log,
+        {
+            **base,
+            "event": "decision",
+            "round": 1,
+            "n_runs": 12,
+            "flops": 2.4e13,
+            "width_now": 4.37,
+            "width_predicted": 3.39,
+            "picks": [{**pick, "width_after": 3.39, "why": "a new (budget, r) cell"}],
+        },
+    )
+    append_record(
+        log,
+        {
+            **base,
+            "event": "outcome",
+            "round": 1,
+            "n_runs": 13,
+            "flops": 2.8e13,
+            "adaptive_flops": 4e12,
+            "phi": 0.61,
+            "phi_ci": [-2.9, 0.84],
+            "width_realised": 3.74,
+        },
+    )
+    append_record(
+        log,
+        {
+            **base,
+            "event": "decision",
+            "round": 2,
+            "n_runs": 13,
+            "flops": 2.8e13,
+            "width_now": 1.04,
+            "width_predicted": 0.77,
+            "picks": [],
+            "target_width": 0.5,
+        },
+    )
+    return load_rounds(log)
+
+
+def test_adaptive_rounds(tmp_path):
+    rounds = adaptive_rounds(tmp_path)
+    assert [r.finished for r in rounds.rounds] == [True, True, False] and rounds.target_width == 0.5
+    back = round_trip(rounds, tmp_path)
+    assert all(isinstance(r, RoundRow) for r in back.rounds)
+
+
+def test_results_with_adaptive_rounds_reload_as_an_analysis(tmp_path):
+    """A report's results.json with the 'adaptive' section reloads it as AdaptiveRounds and
+    writes the same content again."""
+    raw = json.loads((REPORTS[0] / "results.json").read_text(encoding="utf-8"))
+    raw = {k: v for k, v in raw.items() if k not in WRITER_KEYS}
+    raw["adaptive"] = adaptive_rounds(tmp_path).to_dict()
+    analysis = Analysis.from_dict(raw)
+    assert isinstance(analysis.adaptive, AdaptiveRounds)
+    again = json.loads(json.dumps(analysis.to_dict(), allow_nan=False))
+    assert again["adaptive"] == raw["adaptive"]
     path = tmp_path / "results.json"
     analysis.to_json(path)
     assert_same(analysis, Analysis.from_json(path))

@@ -3,6 +3,8 @@
     phifit train --r 4 --width 128 --budget 1e13 --out runs.csv [--depth 10 ... --resume --plot]
     phifit sweep SPEC.toml --out runs.csv [--dry-run] [--grid NAME ...] [--status] [--plot]
     phifit sweep SPEC.toml --out runs.csv --launcher slurm --partition P --gpus-per-run 1 --time 04:00
+    phifit sweep SPEC.toml --out runs.csv --adaptive [--pilot-grid NAME --batch 4 --target-width W
+                 --max-flops F --max-hours H --max-rounds R --bootstrap 200]
 
 ``register_train(subparsers)`` and ``register_sweep(subparsers)`` add the subcommands to the ``phifit``
 parser, which finds them through the entry points ``phifit.commands`` of ``pyproject.toml`` (phifit's own
@@ -24,6 +26,7 @@ from typing import Any
 
 from phifit.extras import MissingExtraError, import_optional
 
+from .adaptive import DEFAULT_BATCH, DEFAULT_N_BOOT
 from .config import MODEL_KEYS, TRAIN_KEYS, LoopedGPTConfig, TrainConfig, make_train_config
 from .launch import LAUNCHERS
 from .runlog import finish_run, make_row, make_run_id, read_run_ids, run_paths, sidecar
@@ -248,6 +251,7 @@ def register_sweep(subparsers: Any) -> None:
         help="train only the runs of the spec whose run_id column this CSV lists (as `phifit plan --next K "
         "--pool SPEC --out-spec PICKS.csv` writes it)",
     )
+    _add_adaptive_arguments(s)
     _add_execution_arguments(s)
     c = s.add_argument_group("cluster (submitit; pip install 'phifit[cluster]')")
     c.add_argument(
@@ -280,6 +284,104 @@ def register_sweep(subparsers: Any) -> None:
         "--wait", action="store_true", help="after submitting, wait for the jobs, then print the status"
     )
     s.set_defaults(func=_cmd_sweep)
+
+
+def _add_adaptive_arguments(s: argparse.ArgumentParser) -> None:
+    a = s.add_argument_group(
+        "adaptive (a pilot, then rounds of the runs that most narrow phi's interval per FLOP; the round "
+        "log is OUT.d/adaptive.jsonl; rerun the same command to resume)"
+    )
+    a.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="train the pilot, then round after round: fit, measure phi's 95%% width by the cell bootstrap, "
+        "stop if a rule holds, else pick the next --batch runs (phifit plan --next) and train them",
+    )
+    a.add_argument(
+        "--pilot-grid",
+        metavar="NAME",
+        help="the grid trained first, whole (default: the selected grids' baseline runs at their lowest "
+        "budget; the next budgets up while it has fewer than 7 runs)",
+    )
+    a.add_argument("--batch", type=int, metavar="K", help=f"runs per round (default {DEFAULT_BATCH})")
+    a.add_argument(
+        "--target-width",
+        type=float,
+        metavar="W",
+        help="stop once the realised 95%% interval of phi is at most W wide",
+    )
+    a.add_argument(
+        "--max-flops",
+        type=float,
+        metavar="F",
+        help="cap on the adaptive rounds' training FLOPs (the pilot's not counted)",
+    )
+    a.add_argument(
+        "--max-hours",
+        type=float,
+        metavar="H",
+        help="cap on the adaptive rounds' wall time: their runs' recorded hours, plus a pick's estimate from "
+        "the spec's [estimate]",
+    )
+    a.add_argument("--max-rounds", type=int, metavar="R", help="rounds to decide at most (default: no limit)")
+    a.add_argument(
+        "--bootstrap",
+        type=int,
+        metavar="N",
+        help=f"cell-bootstrap replicates per measurement of phi's width (default {DEFAULT_N_BOOT})",
+    )
+    a.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        dest="n_jobs",
+        help="bootstrap workers (default: the cores available)",
+    )
+
+
+#: sweep options that only --adaptive reads, and those it cannot be combined with
+_ADAPTIVE_ONLY = (
+    "pilot_grid",
+    "batch",
+    "target_width",
+    "max_flops",
+    "max_hours",
+    "max_rounds",
+    "bootstrap",
+    "n_jobs",
+)
+_NOT_ADAPTIVE = {
+    "dry_run": "--dry-run",
+    "status": "--status",
+    "run_id": "--run-id",
+    "runs_from": "--runs-from",
+}
+
+
+def _adaptive_options(args: argparse.Namespace) -> Any:
+    """The loop's settings from the sweep's arguments; a clear error for options that do not combine."""
+    from .adaptive import AdaptiveOptions
+
+    given = [k for k in _ADAPTIVE_ONLY if getattr(args, k, None) is not None]
+    if not args.adaptive:
+        if given:
+            raise ValueError(
+                f"sweep: --{given[0].replace('_', '-')} is an option of --adaptive; add --adaptive"
+            )
+        return None
+    clash = [flag for k, flag in _NOT_ADAPTIVE.items() if getattr(args, k, None)]
+    if args.launcher != "local":
+        clash.append(f"--launcher {args.launcher}")
+    if clash:
+        raise ValueError(
+            f"sweep: --adaptive trains here, round by round; it does not combine with {clash[0]}"
+        )
+    if not args.out:
+        raise ValueError("sweep: --adaptive needs --out RUNS.csv (the table the rounds fill)")
+    settings = {k: getattr(args, k) for k in _ADAPTIVE_ONLY if getattr(args, k, None) is not None}
+    if "bootstrap" in settings:
+        settings["n_boot"] = settings.pop("bootstrap")
+    return AdaptiveOptions(**settings)
 
 
 _SETTINGS = MODEL_KEYS + TRAIN_KEYS  # every setting make_train_config takes
@@ -364,6 +466,14 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     overrides = {k: getattr(args, k) for k in _OVERRIDES if getattr(args, k, None) is not None}
     if overrides:
         spec = type(spec)(**{**spec.__dict__, "settings": {**spec.settings, **overrides}})
+    adaptive = _adaptive_options(args)
+    if adaptive is not None:
+        from .adaptive import run_adaptive
+
+        failed = run_adaptive(spec, args.out, args.grid, adaptive)
+        if args.plot:
+            _plot_sweep(spec, args)
+        return 1 if failed else 0
     if args.dry_run:
         dry_run(spec, args.grid, args.out, estimate=args.estimate, timings=args.timings)
         return 0

@@ -2,6 +2,7 @@
 
     phifit report RUNS.csv --out DIR [--bootstrap N] [--level 0.95] [--bayes] [--seed S] [--columns MAP]
                                      [--plan [DESIGN]] [--plan-tables N] [--no-plan-misfit]
+                                     [--rounds ADAPTIVE.jsonl]
 
 writes ``DIR/index.html`` (opens offline: figures embedded), ``DIR/results.json`` and
 ``DIR/figures/*.png`` (and ``*.svg`` with ``--svg``).  Each stage prints a progress line to
@@ -97,6 +98,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default; phifit plan --misfit); --no-plan-misfit: the noise of its residuals alone",
     )
     p.add_argument(
+        "--rounds",
+        metavar="PATH",
+        default=None,
+        help="the round log of an adaptive sweep to show in an 'Adaptive rounds' section (default: "
+        "RUNS.csv.d/adaptive.jsonl, which phifit sweep --adaptive keeps beside the table, when it exists)",
+    )
+    p.add_argument(
         "--svg", action="store_true", help="also write each figure as SVG (the page embeds the PNGs)"
     )
     p.add_argument(
@@ -122,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         plan=args.plan,
         plan_tables=args.plan_tables,
         plan_misfit=args.plan_misfit,
+        rounds=args.rounds,
         **parallel_options(args),
     )
     check_report_dir(args.out, args.force)

@@ -9,7 +9,9 @@
   (tables analysed as the reference method would);
 - :mod:`~phifit.plan.design`: :func:`plan_design` and :func:`plan_from_fit`, which run them and
   return a :class:`PlanResult`;
-- :mod:`~phifit.plan.optimize`: search designs under a compute cap.
+- :mod:`~phifit.plan.optimize`: search designs under a compute cap;
+- :mod:`~phifit.plan.rounds`: the round log of an adaptive sweep (``phifit sweep --adaptive``) and
+  its per-round summary.
 
 The names below are imported on first use, so that the trainer (and ``phifit --help``) can read
 sweep specs and configurations without loading the planner's NumPy, SciPy and pandas.

@@ -20,7 +20,10 @@ computed here that they compute):
    (:mod:`phifit.equivalence`), the compute-optimal frontier at the table's budgets (with
    bootstrap bands) and on a dense grid of budgets (:mod:`phifit.frontier`), the per-cell
    parabola minima and the law along the isoFLOP curves (:mod:`phifit.isoflop`);
-6. the Bayesian posterior (:mod:`phifit.fitters.bayes`, PyMC) when asked.
+6. the Bayesian posterior (:mod:`phifit.fitters.bayes`, PyMC) when asked;
+7. the rounds of an adaptive sweep (``phifit sweep --adaptive``), read from its round log
+   (:func:`phifit.plan.rounds.load_rounds`): ``AnalysisOptions.rounds``, or the log beside the
+   table (``RUNS.csv.d/adaptive.jsonl``) when there is one.
 
 Every caution of every step (the fit, the bootstrap, the comparison, the recipes, the
 diagnostics, the frontier and the parabola minima, the Bayesian fit, and the analysis' own
@@ -32,6 +35,7 @@ is that list.  :mod:`phifit.report.write` renders an Analysis and computes nothi
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -91,7 +95,8 @@ class AnalysisOptions(JsonIO):
     (budget, r) cell-mean residuals, the law's misfit (``phifit plan --misfit``).  backend,
     scheduler: where the bootstrap, the wild tests and the plan's simulated tables run
     (:mod:`phifit.fitters.parallel`; None: joblib's worker processes; "dask" with the
-    scheduler's address for a cluster).
+    scheduler's address for a cluster).  rounds: the round log of an adaptive sweep to show
+    (None: the log beside the table, ``RUNS.csv.d/adaptive.jsonl``, when there is one).
     """
 
     n_boot: int = defaults.N_BOOT
@@ -107,6 +112,7 @@ class AnalysisOptions(JsonIO):
     plan_misfit: bool = True
     backend: str | None = None
     scheduler: str | None = None
+    rounds: str | None = None
 
     def __post_init__(self) -> None:
         check_backend(self.backend, self.scheduler)
@@ -144,7 +150,9 @@ class Analysis(JsonIO):
     ``cautions``: every caution of every step, in order, without repeats.
     ``allocation``: for a non-looped table (no run with r > 1 and N_rec > 0), the
     compute-optimal exponents N* ∝ C^a, D* ∝ C^b with bootstrap intervals
-    (:func:`phifit.frontier.allocation`); None for a looped table.
+    (:func:`phifit.frontier.allocation`); None for a looped table.  ``adaptive``: the rounds
+    of the adaptive sweep that trained the table (:class:`phifit.plan.rounds.AdaptiveRounds`),
+    None without a round log.
 
     An Analysis reloaded from ``results.json`` (:meth:`from_dict`) holds every result the
     file holds, rebuilt as its type, but not the tables (``table`` and ``runs`` are None;
@@ -178,6 +186,7 @@ class Analysis(JsonIO):
     plan: Any | None = None
     allocation: Allocation | None = None
     phi_inverted: Any | None = None
+    adaptive: Any | None = None
     cautions: list[Caution] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     saved: dict[str, Any] | None = None
@@ -231,6 +240,9 @@ class Analysis(JsonIO):
         }
         if self.allocation is not None:  # non-looped tables only: a looped report's file is unchanged
             derived["allocation"] = self.allocation.to_dict()
+        extra = {}
+        if self.adaptive is not None:  # a table without a round log: results.json is unchanged
+            extra["adaptive"] = self.adaptive.to_dict()
         return to_plain(
             {
                 "generator": GENERATOR,
@@ -255,6 +267,7 @@ class Analysis(JsonIO):
                 "plan": d(self.plan),
                 "bayes": d(self.bayes),
                 "phi_inverted": d(self.phi_inverted),
+                **extra,
                 "timings": self.timings,
             }
         )
@@ -269,6 +282,7 @@ class Analysis(JsonIO):
         from ..diagnostics.drift_result import DriftFit
         from ..diagnostics.multiplier_result import MultiplierFit
         from ..plan.design import PlanResult
+        from ..plan.rounds import AdaptiveRounds
         from ..recipes.delta import RecipeComparison
 
         def load(kind, value):
@@ -297,6 +311,7 @@ class Analysis(JsonIO):
             plan=load(PlanResult, data.get("plan")),
             allocation=load(Allocation, derived.get("allocation")),
             phi_inverted=load(InvertedSet, data.get("phi_inverted")),
+            adaptive=load(AdaptiveRounds, data.get("adaptive")),
             cautions=[Caution.from_dict(w, source="report") for w in data.get("warnings") or []],
             timings=dict(data.get("timings") or {}),
             saved={
@@ -338,6 +353,18 @@ def plotted_compute(runs: RunTable) -> tuple[np.ndarray, str]:
         if values is not None and np.all(np.isfinite(values)) and np.all(values > 0):
             return values, "the budget column (no flops column)"
     return runs.compute, runs.compute_source
+
+
+def rounds_beside(runs: RunTable) -> str | None:
+    """The round log beside the table's file (``RUNS.csv.d/adaptive.jsonl``, written by
+    ``phifit sweep --adaptive``), None when there is none (or the table is not a file)."""
+    from ..plan.rounds import rounds_path
+
+    source = runs.source
+    if not source or not os.path.isfile(source):
+        return None
+    path = rounds_path(source)
+    return str(path) if path.is_file() else None
 
 
 def _timed(timings: dict[str, float], key: str, func: Callable, *args, **kwargs):
@@ -612,6 +639,21 @@ def analyse(
             misfit=options.plan_misfit,
         )
 
+    adaptive = None
+    rounds_file = options.rounds or rounds_beside(runs)
+    if rounds_file is not None:
+        from ..plan.rounds import load_rounds
+
+        say(f"adaptive rounds: {rounds_file}")
+        adaptive = load_rounds(rounds_file)
+        if adaptive.skipped_lines:
+            note(
+                "rounds_torn",
+                f"{rounds_file}: {adaptive.skipped_lines} torn line(s) skipped (a loop killed while "
+                "writing a record)",
+                skipped=adaptive.skipped_lines,
+            )
+
     bayes = bayes_draws = idata = None
     if options.bayes:
         from ..fitters.bayes import sample_posterior  # PyMC: imported only when asked
@@ -691,6 +733,7 @@ def analyse(
         allocation=alloc,
         phi_shares=phi_shares,
         phi_inverted=phi_inverted,
+        adaptive=adaptive,
         cautions=cautions,
         timings=timings,
     )

@@ -42,6 +42,7 @@ __all__ = [
     "recipes_figure",
     "comparison_figure",
     "multiplier_figure",
+    "adaptive_figure",
     "save_figure",
     "figure_bytes",
 ]
@@ -420,7 +421,7 @@ def bootstrap_figure(
     bins = max(10, min(60, int(math.sqrt(len(phis)) * 2))) if len(phis) else 10
     ax.hist(phis, bins=bins, color=OKABE_ITO[2], edgecolor="white", linewidth=0.4)
     ax.axvline(phi_hat, color=OKABE_ITO[0], linewidth=1.5, label=f"estimate {phi_hat:.3f}")
-    if interval is not None:
+    if interval is not None and all(x is not None and math.isfinite(x) for x in interval):  # not withheld
         for x in interval:
             ax.axvline(x, color=OKABE_ITO[5], linestyle="--", linewidth=1.2)
         ax.plot(
@@ -894,6 +895,59 @@ def multiplier_figure(
     test = "" if p_value is None else f" (lack of fit of r^φ: p = {p_value:.2g})"
     ax.set_title("one free multiplier per r against r^φ" + test, fontsize=9)
     ax.legend(fontsize=7, frameon=False, loc="upper left")
+    _style(ax)
+    return fig
+
+
+@_styled
+def adaptive_figure(points: Sequence[Mapping[str, Any]], *, target_width: float | None = None) -> Figure:
+    """The widths of φ's 95% interval round by round of an adaptive sweep, against the training
+    FLOPs of the runs fitted after the round: the width each decision predicted (asymptotic, open
+    markers) and the width the cell bootstrap realised (filled, joined); a dashed line at the
+    target width when the loop had one.  ``points``: round, flops, predicted, realised (None where
+    missing).  Log y when the widths span more than a factor 10."""
+    fig = _figure(5.6, 3.4)
+    ax = fig.subplots()
+    real = [
+        (float(p["flops"]), float(p["realised"]), p["round"]) for p in points if p.get("realised") is not None
+    ]
+    pred = [
+        (float(p["flops"]), float(p["predicted"]), p["round"])
+        for p in points
+        if p.get("predicted") is not None
+    ]
+    if real:
+        ax.plot(
+            [x for x, _, _ in real],
+            [y for _, y, _ in real],
+            color=color_for(4),
+            marker="o",
+            linewidth=1.3,
+            label="realised (cell bootstrap)",
+        )
+    if pred:
+        ax.plot(
+            [x for x, _, _ in pred],
+            [y for _, y, _ in pred],
+            color=color_for(5),
+            marker="s",
+            markerfacecolor="white",
+            linestyle="none",
+            label="predicted at the decision (asymptotic)",
+        )
+    labelled = {k for _, _, k in real}
+    for x, y, k in real + [p for p in pred if p[2] not in labelled]:
+        ax.annotate(str(k), (x, y), xytext=(4, 3), textcoords="offset points", fontsize=7, color="0.35")
+    if target_width is not None:
+        ax.axhline(target_width, color="0.3", linestyle="--", linewidth=1.0, label=f"target {target_width:g}")
+    ys = [y for _, y, _ in real + pred] + ([target_width] if target_width else [])
+    if ys and min(ys) > 0 and max(ys) / min(ys) > 10:
+        ax.set_yscale("log")
+    ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
+    ax.set_xlabel("training FLOPs of the runs fitted (after each round)")
+    ax.set_ylabel("width of φ's 95% interval")
+    ax.set_title("adaptive rounds: predicted and realised widths (labels: round; 0 = pilot)", fontsize=9)
+    ax.legend(fontsize=7, frameon=False)
     _style(ax)
     return fig
 

@@ -32,7 +32,9 @@ the drift of phi with compute (phi_1 of phi_0 + phi_1 log(C / C_ref) and its tes
 residuals; influence, identifiability and consistency; the equivalence table; and, when
 their inputs exist, the Bayesian posterior (``bayes=True``), the Δφ between recipes (a
 ``variant`` column) and a plan of what a design can measure of phi with the table as the
-pilot (``AnalysisOptions.plan``, ``--plan``).  A non-looped table's page
+pilot (``AnalysisOptions.plan``, ``--plan``), and the rounds of an adaptive sweep when the table
+has a round log (``RUNS.csv.d/adaptive.jsonl``, or ``AnalysisOptions.rounds``, ``--rounds``;
+:mod:`phifit.report.sections_adaptive`).  A non-looped table's page
 (:attr:`Analysis.non_looped`) speaks of its own law: the bootstrap section shows alpha, beta
 and the allocation exponent instead of phi, the influence section only identifiability, and
 nothing is listed or drawn per r.
@@ -58,6 +60,7 @@ from .. import __version__
 from ..result import GENERATOR
 from ..runs.table import RunTable, as_runs
 from . import html as T
+from . import sections_adaptive as A
 from . import sections_derived as R
 from . import sections_diagnostics as D
 from . import sections_fit as S
@@ -217,7 +220,7 @@ def headline(a: Analysis) -> str:
     else:
         phi = "phi not identified" if fit.phi is None else f"phi = {fit.phi:.4f}"
         iv = (fit.ci or {}).get("phi")
-        if iv:
+        if iv and None not in iv:  # an interval withheld (too many failed replicates) has None ends
             phi += (
                 f" ({S.pct(fit.ci_level)} percentile "
                 f"{T.interval_text(iv[0], iv[1], T.param_bounds(fit, 'phi'))})"
@@ -310,6 +313,10 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
         from ..plan.design import plan_figure
 
         out.append(("plan", plan_figure(a.plan)))
+    if a.adaptive is not None:
+        points = A.figure_points(a.adaptive)
+        if any(p["predicted"] is not None or p["realised"] is not None for p in points):
+            out.append(("adaptive", plots.adaptive_figure(points, target_width=a.adaptive.target_width)))
     return out
 
 
@@ -367,6 +374,8 @@ def render_html(a: Analysis, pngs: dict[str, bytes], figures: dict[str, dict[str
         sections.append(("recipes", "Δφ between recipes", S.section_recipes(a, fig)))
     if a.plan is not None:
         sections.append(("plan", "Planning: what a design can measure of φ", P.section_plan(a, fig)))
+    if a.adaptive is not None:
+        sections.append(("adaptive", "Adaptive rounds", A.section_adaptive(a, fig)))
     sections.append(("files", "Files", S.section_files(figures)))
     created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     table = a.table
