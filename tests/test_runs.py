@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from phifit.cli import main
-from phifit.runs.table import RunTableError, as_runs, load_runs, parse_column_mapping
+from phifit.runs.table import RunTableError, as_runs, load_runs, parse_column_mapping, table_from_frame
 from phifit.simulation import simulate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -216,6 +216,14 @@ def test_duplicate_and_short_runs_are_cautions(tmp_path):
     )
     kinds = {w.kind: w for w in noted.warnings}
     assert "short_runs" in kinds and kinds["no_budget"].level == "note"
+
+
+def test_a_frame_read_by_pandas_with_empty_notes_loads():
+    """pandas reads an all-empty ``notes`` column as NaN floats: no crash, no short-run caution."""
+    frame = pd.read_csv(DATA / "cpu_planned_runs.csv")
+    assert frame["notes"].isna().any()
+    runs = table_from_frame(frame, source="cpu_planned_runs.csv")
+    assert len(runs.frame) == len(frame) and "short_runs" not in {w.kind for w in runs.warnings}
 
 
 def test_shipped_tables_load_without_cautions():
