@@ -381,7 +381,7 @@ def _table_warnings(frame: pd.DataFrame, source: str, budget_hint: str | None) -
                 short.setdefault(int(i), f"{int(steps[i])} steps")
             break
     if "notes" in frame:
-        for i, note in enumerate(frame["notes"].fillna("").astype(str).tolist()):  # empty cells: NaN
+        for i, note in enumerate(frame["notes"].astype(object).fillna("").astype(str).tolist()):  # NaN: empty
             if "short run" in note.lower():
                 short.setdefault(i, "trainer note 'short run'")
     if short:
