@@ -11,8 +11,7 @@ have (one data order, one seed, one learning-rate choice per cell):
   sd 0.010 per cell plus 0.013 per run (the coverage benchmark's ``small-cell-shared``).
 
 Per table and noise model (``--noise cell run``): the default fit (4 chains x 2000 draws
-after 2000 tuning steps, target_accept 0.99, nutpie with a low-rank mass matrix), and
-whether its 95% HDI of phi covers 0.459, its width,
+after 1000 tuning steps, target_accept 0.99, nutpie), and whether its 95% HDI of phi covers 0.459, its width,
 the divergences, the largest R-hat and the smallest bulk and tail ESS over every sampled
 quantity (law, sigma, nu, tau and each cell effect), and "converged" = no divergence,
 R-hat <= 1.01 and ESS >= 400.  One JSON line per table and model in ``--out`` (resumable).

@@ -9,11 +9,9 @@ sees one number and changes it in one place.
 - ``N_WILD = 999``: wild cluster bootstrap replicates of a test (p-values in steps of 1/1000);
 - ``LEVEL = 0.95``: the level of every interval;
 - ``SEED = 0``: the seed when none is given (results are reproducible by default);
-- ``N_DRAWS = 2000``, ``N_TUNE = 2000``, ``N_CHAINS = 4``: posterior draws and warm-up steps
+- ``N_DRAWS = 2000``, ``N_TUNE = 1000``, ``N_CHAINS = 4``: posterior draws and warm-up steps
   per chain, and chains, of the Bayesian fit (2000 draws: with the cell effects, 1000 left the
-  bulk or tail ESS below 400 on 3 of 8 tables of the 12-cell CPU design, 2000 on none of 10;
-  2000 warm-up steps: the low-rank mass matrix adapted over 1000 left R-hat at 1.010-1.011 or
-  ESS at 391-398 on 5 of 32 tables that the diagonal one passed, over 2000 on none of them);
+  bulk or tail ESS below 400 on 3 of 8 tables of the 12-cell CPU design, 2000 on none of 10);
 - ``TARGET_ACCEPT = 0.99``: NUTS target acceptance rate of the Bayesian fit (on tables of the
   12-cell CPU design with cell-shared noise, 0.9 left divergences on 6 of 8, 0.97 on 8 of 58;
   0.99 removed them on 5 of 6 of those with 1-5, though over 150 tables convergence stayed
@@ -43,7 +41,7 @@ N_WILD = 999
 LEVEL = 0.95
 SEED = 0
 N_DRAWS = 2000
-N_TUNE = 2000
+N_TUNE = 1000
 TARGET_ACCEPT = 0.99
 NUTPIE_LOW_RANK = True
 N_CHAINS = 4

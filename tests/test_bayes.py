@@ -290,7 +290,7 @@ def test_log_exponents_follow_the_box():
 def test_default_fit_converges_and_recovers_phi(default_fit, table):
     res = default_fit.result
     ex = res.extras
-    assert ex["draws"] == 2000 and ex["tune"] == 2000 and ex["chains"] == 4 and ex["target_accept"] == 0.99
+    assert ex["draws"] == 2000 and ex["tune"] == 1000 and ex["chains"] == 4 and ex["target_accept"] == 0.99
     assert ex["noise"] == "cell" and ex["cell_effects"]["tau"]["median"] < 0.003  # no cell noise here
     assert ex["sampler"] in ("nutpie", "pymc")
     post = ex["posterior"]

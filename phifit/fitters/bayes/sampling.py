@@ -337,7 +337,7 @@ def fit_bayes(
         fitter takes them), checked before anything is sampled (an unknown name raises
         ``ValueError`` listing the valid ones):
     draws, tune, chains
-        Posterior draws per chain after ``tune`` warm-up steps (default 4 x 2000 after 2000).
+        Posterior draws per chain after ``tune`` warm-up steps (default 4 x 2000 after 1000).
     seed
         Seed of the sampler (chain initialisation and transitions) and of the replicated
         data of the posterior predictive check; the same seed gives the same draws.
