@@ -16,10 +16,6 @@ sees one number and changes it in one place.
   12-cell CPU design with cell-shared noise, 0.9 left divergences on 6 of 8, 0.97 on 8 of 58;
   0.99 removed them on 5 of 6 of those with 1-5, though over 150 tables convergence stayed
   at 85%, as at 0.97: docs/calibration.md);
-- ``NUTPIE_LOW_RANK = True``: nutpie adapts a low-rank modified mass matrix (its
-  ``low_rank_modified_mass_matrix``), which follows correlations the diagonal one cannot: on the 12 of
-  the 12-cell tables that failed to converge with the diagonal one (chains stuck with R-hat up
-  to 1.78, or 1-4 divergences), 8 converged with it (docs/calibration.md);
 - ``CONSISTENCY_STARTS = 100``: random starts of each subset refit of the consistency diagnostic;
 - ``PLAN_TABLES = 100``, ``PLAN_N_BOOT = 100``, ``PLAN_N_WILD = 39``, ``PLAN_N_STARTS = 200``: a
   planner simulation's tables, and each table's bootstrap replicates, wild replicates and starts
@@ -43,7 +39,6 @@ SEED = 0
 N_DRAWS = 2000
 N_TUNE = 1000
 TARGET_ACCEPT = 0.99
-NUTPIE_LOW_RANK = True
 N_CHAINS = 4
 HUBER_DELTA = 1e-3
 CONSISTENCY_STARTS = 100
@@ -86,7 +81,6 @@ __all__ = [
     "N_BOOT",
     "N_CHAINS",
     "N_DRAWS",
-    "NUTPIE_LOW_RANK",
     "N_STARTS",
     "N_TUNE",
     "TARGET_ACCEPT",

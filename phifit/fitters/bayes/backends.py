@@ -48,7 +48,6 @@ from typing import Any
 
 import numpy as np
 
-from ... import defaults
 from ...cache import cache_dir, use_pytensor_cache, write_atomic
 from ...extras import import_optional
 from ...law import LawSpec
@@ -142,7 +141,6 @@ def sample_nutpie(
         target_accept=target_accept,
         progress_bar=progressbar,
         save_warmup=False,
-        low_rank_modified_mass_matrix=defaults.NUTPIE_LOW_RANK,
         cores=min(chains, os.cpu_count() or 1),
     )
     sampling_s = time.perf_counter() - t0
