@@ -1,0 +1,494 @@
+"""Retrospective benchmark of the "next runs" policy: how much compute each order of a real
+pool of runs needs to measure phi.
+
+Each pool is a table of runs that were really trained; a run "costs" its ``flops`` and
+"training" it reveals its ``loss``.  Every policy starts from the same pilot (a subset of the
+pool) and adds K runs per round (``--k``, default 4) until the pool is exhausted:
+
+- ``phifit``: :func:`phifit.plan.next_runs.choose_next` with the pilot's misfit carried
+  (``misfit=True``), at the Huber fit of the runs so far;
+- ``noise-only``: the same with ``misfit=False``;
+- ``random``: a random order of the rest of the pool, seeded per pilot;
+- ``cheapest``: ascending ``flops``, ties in file order;
+- ``study-order``: budget by budget ascending, file order within a budget.
+
+When ``choose_next`` picks fewer than K runs (it stops when no candidate narrows the predicted
+interval) or fails, the batch is filled cheapest-first; each state records how many runs were
+filled so.
+
+After every round the runs so far are fitted and cell-bootstrapped as ``phifit report`` does,
+with fewer replicates: :func:`phifit.fitters.huber.fit_huber`, then
+:func:`phifit.bootstrap.block.block_bootstrap` (``--boot`` replicates, default 400, seed 0, no
+jackknife); the *realised* width is the 95% percentile interval's width of phi (inf when the
+fit or the bootstrap fails or phi is not identified).  The target is 1.1 x the width of the
+whole pool, measured with the same settings.  A trajectory stops early once it has reached the
+target and its next batch would take it past the largest reported share of the pool's compute
+(50%): nothing after that enters the metrics.
+
+Reported per pool and policy, over the pilots: the share of the pool's FLOPs at the first state
+whose width is within the target (median, 10-90%; "not reached" counted: possible only with
+``--max-share`` below 1), and the width at 10%, 25% and 50% of the pool's compute (the last
+state whose cumulative FLOPs are within that share; median, 10-90%).
+
+Pools:
+
+- ``study``: the 116 digitized runs of the study (6 budgets, r in {1, 2, 4, 8}).  Pilot: from
+  each (budget, r) cell of the two lowest budgets, a random half of its runs rounded up (2 of
+  4, 3 of 5): 20 runs, every cell of those budgets with at least two sizes, about 2% of the
+  pool's FLOPs.  The rest of the two budgets stays in the pool.
+- ``cpu``: the baseline-recipe runs of ``data/cpu_small_runs.csv`` and all of
+  ``data/cpu_planned_runs.csv`` as one pool of 132 runs (3 budgets).  20 configurations appear
+  in both tables (same ``run_id``, trained twice, bit-identical losses); both rows are kept as
+  separate runs, their ``run_id`` prefixed by the table (``small:`` / ``planned:``) to keep
+  them distinct.  Pilot: from each r of the lowest budget, a random half of its runs rounded
+  up (5 of 9): 20 runs, about 6% of the pool's FLOPs.
+
+Pilots are drawn with ``numpy.random.default_rng([--seed, i])`` (distinct subsets); the random
+order of pilot i uses the stream ``[--seed, i, 1]``.  Pilots run in parallel (``--jobs``), each
+bootstrap in its pilot's process.
+
+    python benchmarks/sequential_design.py --pools study cpu --pilots 20 --jobs 2 --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+STUDY = "data/looped_study_runs_digitized.csv"
+CPU_SMALL = "data/cpu_small_runs.csv"
+CPU_PLANNED = "data/cpu_planned_runs.csv"
+POLICIES = ("phifit", "noise-only", "random", "cheapest", "study-order")
+SHARES = (0.10, 0.25, 0.50)
+TARGET_FACTOR = 1.1
+#: (pool, number of lowest budgets the pilot is drawn from)
+PILOT_BUDGETS = {"study": 2, "cpu": 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# pools and pilots
+
+
+def study_pool() -> pd.DataFrame:
+    """The study's 116 digitized runs, in file order."""
+    return pd.read_csv(STUDY)
+
+
+def cpu_pool() -> pd.DataFrame:
+    """The baseline runs of the CPU pilot sweep followed by every run of the planned sweep;
+    ``run_id`` prefixed by the table (``small:``, ``planned:``) so that runs trained in both
+    stay distinct rows."""
+    small = pd.read_csv(CPU_SMALL)
+    small = small[small["variant"] == "baseline"].assign(run_id=lambda f: "small:" + f["run_id"])
+    planned = pd.read_csv(CPU_PLANNED).assign(run_id=lambda f: "planned:" + f["run_id"])
+    pool = pd.concat([small, planned], ignore_index=True)
+    if not pool["run_id"].is_unique:
+        raise ValueError("the CPU pool's run_id values are not unique")
+    return pool
+
+
+def load_pool(name: str) -> pd.DataFrame:
+    """A pool by name (``study`` or ``cpu``), index 0..n-1 in file order; empty free-text
+    cells (``note``, ``notes``) as empty strings, as a CSV file gives them to ``load_runs``."""
+    pools: dict[str, Callable[[], pd.DataFrame]] = {"study": study_pool, "cpu": cpu_pool}
+    pool = pools[name]().reset_index(drop=True)
+    for col in ("note", "notes"):
+        if col in pool:
+            pool[col] = pool[col].astype(object).fillna("").astype(str)
+    return pool
+
+
+def draw_pilot(pool: pd.DataFrame, n_budgets: int, rng: np.random.Generator) -> np.ndarray:
+    """Sorted pool rows of one pilot: from each (budget, r) cell of the ``n_budgets`` lowest
+    budgets, a random half of its runs (rounded up)."""
+    budgets = sorted(pool["budget"].unique())[:n_budgets]
+    rows: list[int] = []
+    for _, cell in pool[pool["budget"].isin(budgets)].groupby(["budget", "r"], sort=True):
+        take = math.ceil(len(cell) / 2)
+        rows.extend(int(i) for i in rng.choice(cell.index.to_numpy(), size=take, replace=False))
+    return np.sort(np.array(rows, dtype=int))
+
+
+def draw_pilots(pool: pd.DataFrame, n_budgets: int, n: int, seed: int) -> list[np.ndarray]:
+    """``n`` distinct pilots; pilot i from ``default_rng([seed, i])`` (the next stream on a
+    repeat)."""
+    pilots: list[np.ndarray] = []
+    seen: set[tuple[int, ...]] = set()
+    attempt = 0
+    while len(pilots) < n:
+        rows = draw_pilot(pool, n_budgets, np.random.default_rng([seed, attempt]))
+        attempt += 1
+        if tuple(rows) in seen:
+            continue
+        seen.add(tuple(rows))
+        pilots.append(rows)
+    return pilots
+
+
+# ---------------------------------------------------------------------------------------------
+# the realised width
+
+
+def table(pool: pd.DataFrame, rows: Sequence[int]):
+    """The run table of the given pool rows (in that order)."""
+    from phifit.runs.table import table_from_frame
+
+    return table_from_frame(pool.loc[list(rows)].reset_index(drop=True), source="runs so far")
+
+
+def measure(pool: pd.DataFrame, rows: Sequence[int], n_boot: int, n_jobs: int = 1) -> dict[str, Any]:
+    """Huber fit and cell bootstrap of the rows: ``width`` of phi's 95% percentile interval (inf
+    when the fit or bootstrap fails or phi is not identified), ``phi``, and ``fit`` (None on
+    failure; for the planners)."""
+    from phifit.bootstrap.block import block_bootstrap
+    from phifit.fitters.huber import fit_huber
+
+    runs = table(pool, rows)
+    try:
+        fit = fit_huber(runs)
+    except Exception:  # noqa: BLE001 - a failed fit is an infinitely wide interval
+        return {"width": math.inf, "phi": None, "fit": None}
+    if not fit.phi_identified:
+        return {"width": math.inf, "phi": None, "fit": fit}
+    try:
+        boot = block_bootstrap(
+            runs, fit, n_boot=n_boot, seed=0, n_jobs=n_jobs, progress=False, jackknife=False
+        )
+        lo, hi = boot.ci["phi"]
+        width = float(hi - lo)
+    except Exception:  # noqa: BLE001
+        width = math.inf
+    return {"width": width if math.isfinite(width) else math.inf, "phi": float(fit.phi), "fit": fit}
+
+
+# ---------------------------------------------------------------------------------------------
+# policies
+
+
+def static_order(policy: str, pool: pd.DataFrame, left: Sequence[int], rng: np.random.Generator) -> list[int]:
+    """The order of the rows ``left`` under a policy that ignores the losses: ``random``
+    (a permutation from ``rng``), ``cheapest`` (ascending flops, ties in file order) or
+    ``study-order`` (ascending budget, file order within one)."""
+    left = sorted(int(i) for i in left)
+    if policy == "random":
+        return [left[i] for i in rng.permutation(len(left))]
+    key = "flops" if policy == "cheapest" else "budget"
+    frame = pool.loc[left]
+    return frame.sort_values(key, kind="stable").index.astype(int).tolist()
+
+
+def planner_batch(
+    pool: pd.DataFrame, rows: Sequence[int], k: int, fit: Any, misfit: bool
+) -> tuple[list[int], int, float | None]:
+    """Up to ``k`` new pool rows from :func:`choose_next` for the runs ``rows`` (at their fit),
+    topped up cheapest-first when it picks fewer; how many were topped up; and the planner's
+    predicted (asymptotic) width with its picks (None when it failed)."""
+    from phifit.plan.next_runs import choose_next
+
+    left = [i for i in range(len(pool)) if i not in set(rows)]
+    picks: list[int] = []
+    predicted = None
+    try:
+        nxt = choose_next(table(pool, rows), pool.loc[left], k, fit=fit, misfit=misfit)
+        index = {rid: i for i, rid in zip(left, pool.loc[left, "run_id"].astype(str))}
+        picks = [index[str(p["run_id"])] for p in nxt.picks]
+        predicted = float(nxt.width_after)
+    except Exception:  # noqa: BLE001 - a planner failure is topped up like an early stop
+        picks = []
+    rest = [i for i in static_order("cheapest", pool, left, np.random.default_rng(0)) if i not in picks]
+    filled = max(0, min(k, len(left)) - len(picks))
+    return picks + rest[:filled], filled, predicted
+
+
+def trajectory(
+    pool: pd.DataFrame,
+    pilot: Sequence[int],
+    policy: str,
+    *,
+    k: int,
+    n_boot: int,
+    target: float,
+    rng: np.random.Generator,
+    max_rounds: int | None = None,
+    stop_share: float = max(SHARES),
+    max_share: float = 1.0,
+    cache: dict[frozenset, dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The states of one policy from one pilot: state 0 is the pilot; each later state adds a
+    batch (``added``, pool rows in the order picked).  Per state: ``n_runs``, cumulative
+    ``flops``, ``share`` of the pool's FLOPs, realised ``width`` and ``phi``, ``filled``
+    (picks topped up cheapest-first) and, for the planners, ``predicted``: choose_next's
+    asymptotic width for this state.  Stops when the pool is exhausted, after ``max_rounds``,
+    before a batch that would pass ``max_share``, or once the target is reached and the next
+    batch would pass ``stop_share``.  ``cache``: widths by set of rows (shared by policies)."""
+    cache = {} if cache is None else cache
+    total = float(pool["flops"].sum())
+    flops = pool["flops"].to_numpy(float)
+    rows = [int(i) for i in pilot]
+    order = None
+    if policy not in ("phifit", "noise-only"):
+        order = static_order(policy, pool, [i for i in range(len(pool)) if i not in set(rows)], rng)
+
+    def state(added: list[int], filled: int) -> dict[str, Any]:
+        key = frozenset(rows)
+        if key not in cache:
+            cache[key] = measure(pool, rows, n_boot)
+        m = cache[key]
+        spent = float(flops[rows].sum())
+        return {
+            "n_runs": len(rows),
+            "flops": spent,
+            "share": spent / total,
+            "width": m["width"],
+            "phi": m["phi"],
+            "added": added,
+            "filled": filled,
+            "_fit": m["fit"],
+        }
+
+    states = [{**state([], 0), "predicted": None}]
+    reached = states[0]["width"] <= target
+    while len(rows) < len(pool) and (max_rounds is None or len(states) <= max_rounds):
+        if order is not None:
+            batch, filled, predicted = order[:k], 0, None
+            order = order[k:]
+        else:
+            batch, filled, predicted = planner_batch(
+                pool, rows, k, states[-1]["_fit"], misfit=policy == "phifit"
+            )
+        share_after = (states[-1]["flops"] + float(flops[batch].sum())) / total
+        if share_after > max_share * (1 + 1e-12) or (reached and share_after > stop_share):
+            break
+        rows = rows + batch
+        states.append({**state(batch, filled), "predicted": predicted})
+        reached = reached or states[-1]["width"] <= target
+    for s in states:
+        s.pop("_fit")
+    return states
+
+
+# ---------------------------------------------------------------------------------------------
+# metrics
+
+
+def share_to_target(states: Sequence[dict[str, Any]], target: float) -> float | None:
+    """Cumulative share of the pool's FLOPs at the first state whose width is within ``target``
+    (None: not reached)."""
+    for s in states:
+        if s["width"] <= target:
+            return float(s["share"])
+    return None
+
+
+def width_at(states: Sequence[dict[str, Any]], share: float) -> float | None:
+    """Width of the last state whose cumulative share is within ``share`` (None when even the
+    pilot costs more)."""
+    within = [s for s in states if s["share"] <= share * (1 + 1e-12)]
+    return float(within[-1]["width"]) if within else None
+
+
+def quantiles(values: Sequence[float | None]) -> dict[str, float | int]:
+    """Median and 10%/90% quantiles of the values, None counted as +inf (``n_none`` of them)."""
+    x = np.array([math.inf if v is None else v for v in values], dtype=float)
+    if not len(x):
+        return {"median": math.nan, "q10": math.nan, "q90": math.nan, "n_none": 0}
+    q = np.quantile(x, [0.5, 0.1, 0.9], method="inverted_cdf")
+    return {"median": float(q[0]), "q10": float(q[1]), "q90": float(q[2]), "n_none": int(np.sum(np.isinf(x)))}
+
+
+def summarise(trajectories: dict[str, list[list[dict]]], target: float) -> dict[str, dict[str, Any]]:
+    """Per policy: the share of FLOPs to the target and the widths at :data:`SHARES` over the
+    pilots (:func:`quantiles`), with the per-pilot values."""
+    out: dict[str, dict[str, Any]] = {}
+    for policy, runs in trajectories.items():
+        to_target = [share_to_target(t, target) for t in runs]
+        widths = {f"{s:g}": [width_at(t, s) for t in runs] for s in SHARES}
+        out[policy] = {
+            "to_target": quantiles(to_target),
+            "to_target_per_pilot": to_target,
+            "not_reached": sum(v is None for v in to_target),
+            "width_at": {s: quantiles(v) for s, v in widths.items()},
+            "width_at_per_pilot": widths,
+        }
+    return out
+
+
+def paired_wins(trajectories: dict[str, list[list[dict]]], target: float, policy: str = "phifit") -> dict:
+    """Per other policy: pilots where ``policy`` reached the target with less / the same / more
+    compute (not reached counts as more than any share)."""
+    mine = [share_to_target(t, target) for t in trajectories[policy]]
+    out = {}
+    for other, runs in trajectories.items():
+        if other == policy:
+            continue
+        theirs = [share_to_target(t, target) for t in runs]
+        a = np.array([math.inf if v is None else v for v in mine])
+        b = np.array([math.inf if v is None else v for v in theirs])
+        out[other] = {"less": int(np.sum(a < b)), "same": int(np.sum(a == b)), "more": int(np.sum(a > b))}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+
+
+def run_pilot(
+    pool: pd.DataFrame,
+    pilot: Sequence[int],
+    index: int,
+    *,
+    policies: Sequence[str],
+    k: int,
+    n_boot: int,
+    target: float,
+    seed: int,
+    max_rounds: int | None = None,
+    max_share: float = 1.0,
+) -> dict[str, list[dict[str, Any]]]:
+    """Every policy's trajectory from one pilot (one process; widths shared across policies)."""
+    warnings.simplefilter("ignore")
+    cache: dict[frozenset, dict[str, Any]] = {}
+    return {
+        p: trajectory(
+            pool,
+            pilot,
+            p,
+            k=k,
+            n_boot=n_boot,
+            target=target,
+            rng=np.random.default_rng([seed, index, 1]),
+            max_rounds=max_rounds,
+            max_share=max_share,
+            cache=cache,
+        )
+        for p in policies
+    }
+
+
+def run_pool(
+    name: str,
+    *,
+    n_pilots: int,
+    k: int,
+    n_boot: int,
+    seed: int,
+    n_jobs: int,
+    policies: Sequence[str] = POLICIES,
+    max_rounds: int | None = None,
+    max_share: float = 1.0,
+) -> dict[str, Any]:
+    """The benchmark on one pool: reference width, pilots, every trajectory, the summary."""
+    from joblib import Parallel, delayed
+
+    t0 = time.perf_counter()
+    pool = load_pool(name)
+    full = measure(pool, range(len(pool)), n_boot, n_jobs=n_jobs)
+    target = TARGET_FACTOR * full["width"]
+    pilots = draw_pilots(pool, PILOT_BUDGETS[name], n_pilots, seed)
+    kwargs = dict(policies=policies, k=k, n_boot=n_boot, target=target, seed=seed)
+    kwargs.update(max_rounds=max_rounds, max_share=max_share)
+    results = Parallel(n_jobs=n_jobs)(delayed(run_pilot)(pool, p, i, **kwargs) for i, p in enumerate(pilots))
+    trajectories = {p: [r[p] for r in results] for p in policies}
+    return {
+        "pool": name,
+        "n_runs": len(pool),
+        "total_flops": float(pool["flops"].sum()),
+        "full_width": full["width"],
+        "full_phi": full["phi"],
+        "target": target,
+        "pilots": [p.tolist() for p in pilots],
+        "pilot_share": [float(pool.loc[p, "flops"].sum() / pool["flops"].sum()) for p in pilots],
+        "summary": summarise(trajectories, target),
+        "phifit_vs": paired_wins(trajectories, target) if "phifit" in policies else {},
+        "trajectories": trajectories,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _pct(v: float) -> str:
+    return "  n/r" if not math.isfinite(v) else f"{100 * v:5.1f}"
+
+
+def _w(v: float) -> str:
+    return "  inf" if not math.isfinite(v) else f"{v:5.3f}"
+
+
+def format_pool(result: dict[str, Any]) -> str:
+    """A readable table of one pool's summary."""
+    lines = [
+        f"pool {result['pool']}: {result['n_runs']} runs, {result['total_flops']:.3g} FLOPs; "
+        f"{len(result['pilots'])} pilots of {np.median([len(p) for p in result['pilots']]):.0f} runs "
+        f"({100 * np.median(result['pilot_share']):.1f}% of the FLOPs); full-pool width "
+        f"{result['full_width']:.4f} (phi {result['full_phi']:.3f}), target {result['target']:.4f}",
+        "",
+        f"{'policy':12} {'% FLOPs to target':>24} {'n/r':>4}"
+        + "".join(f" {'width at ' + format(s, '.0%'):>24}" for s in SHARES),
+        f"{'':12} {'median [10%, 90%]':>24} {'':>4}" + "".join(f" {'median [10%, 90%]':>24}" for _ in SHARES),
+    ]
+    for policy, s in result["summary"].items():
+        t = s["to_target"]
+        cells = f"{_pct(t['median'])} [{_pct(t['q10'])}, {_pct(t['q90'])}]"
+        line = f"{policy:12} {cells:>24} {s['not_reached']:>4}"
+        for share in SHARES:
+            w = s["width_at"][f"{share:g}"]
+            line += f" {_w(w['median']) + ' [' + _w(w['q10']) + ', ' + _w(w['q90']) + ']':>24}"
+        lines.append(line)
+    if result["phifit_vs"]:
+        lines.append("")
+        lines.append(
+            "phifit vs each policy, per pilot (less / same / more compute to the target): "
+            + "; ".join(f"{o} {v['less']}/{v['same']}/{v['more']}" for o, v in result["phifit_vs"].items())
+        )
+    lines.append(f"({result['seconds']:.0f} s)")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pools", nargs="+", choices=sorted(PILOT_BUDGETS), default=["study", "cpu"])
+    ap.add_argument("--pilots", type=int, default=20, help="pilots per pool")
+    ap.add_argument("--k", type=int, default=4, help="runs added per round")
+    ap.add_argument("--boot", type=int, default=400, help="bootstrap replicates per width")
+    ap.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES))
+    ap.add_argument(
+        "--max-share", type=float, default=1.0, help="stop each trajectory at this share of FLOPs"
+    )
+    ap.add_argument("--max-rounds", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    t0 = time.perf_counter()
+    out = {"args": vars(args), "pools": {}}
+    for name in args.pools:
+        result = run_pool(
+            name,
+            n_pilots=args.pilots,
+            k=args.k,
+            n_boot=args.boot,
+            seed=args.seed,
+            n_jobs=args.jobs,
+            policies=args.policies,
+            max_rounds=args.max_rounds,
+            max_share=args.max_share,
+        )
+        out["pools"][name] = result
+        print(format_pool(result) + "\n", flush=True)
+    out["seconds"] = time.perf_counter() - t0
+    print(f"total {out['seconds']:.0f} s")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=1, default=float)
+
+
+if __name__ == "__main__":
+    main()

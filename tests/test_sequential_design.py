@@ -1,0 +1,131 @@
+"""The retrospective benchmark of the next-runs policy (benchmarks/sequential_design.py) on a tiny
+configuration: the study pool, 2 pilots, 50 bootstrap replicates, 2 rounds of 4 runs."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+try:
+    import sequential_design as sd
+finally:
+    sys.path.remove(str(BENCHMARKS))
+
+K = 4
+ROUNDS = 2
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return sd.load_pool("study")
+
+
+@pytest.fixture(scope="module")
+def pilots(pool):
+    return sd.draw_pilots(pool, sd.PILOT_BUDGETS["study"], 2, seed=0)
+
+
+@pytest.fixture(scope="module")
+def runs(pool, pilots):
+    """Every policy's trajectory from each of the two pilots."""
+    return [
+        sd.run_pilot(pool, p, i, policies=sd.POLICIES, k=K, n_boot=50, target=0.1, seed=0, max_rounds=ROUNDS)
+        for i, p in enumerate(pilots)
+    ]
+
+
+def test_pilots_are_half_of_each_low_cell_and_distinct(pool, pilots):
+    low = sorted(pool["budget"].unique())[:2]
+    for rows in pilots:
+        chosen = pool.loc[rows]
+        assert set(chosen["budget"]) == set(low)
+        cells = pool[pool["budget"].isin(low)].groupby(["budget", "r"]).size()
+        got = chosen.groupby(["budget", "r"]).size()
+        assert got.to_dict() == {c: math.ceil(n / 2) for c, n in cells.items()}
+        assert (chosen.groupby("r").size() >= 2).all()
+    assert len(pilots[0]) == 20
+    assert tuple(pilots[0]) != tuple(pilots[1])
+    # fixed seeds: the same pilots again
+    again = sd.draw_pilots(pool, 2, 2, seed=0)
+    assert all(np.array_equal(a, b) for a, b in zip(pilots, again))
+
+
+def test_cpu_pool_keeps_runs_trained_in_both_tables():
+    cpu = sd.load_pool("cpu")
+    assert len(cpu) == 44 + 88
+    assert cpu["run_id"].is_unique
+    base = cpu["run_id"].str.split(":", n=1).str[1]
+    assert base.duplicated().sum() == 20
+
+
+def test_trajectories_are_monotone_in_flops(runs, pool):
+    total = pool["flops"].sum()
+    for by_policy in runs:
+        for policy, states in by_policy.items():
+            assert len(states) == ROUNDS + 1, policy
+            flops = [s["flops"] for s in states]
+            assert all(b > a for a, b in zip(flops, flops[1:])), policy
+            assert [s["n_runs"] for s in states] == [20 + K * i for i in range(ROUNDS + 1)]
+            for s in states:
+                assert s["share"] == pytest.approx(s["flops"] / total)
+                assert s["width"] > 0
+
+
+def test_picks_are_distinct_new_pool_rows(runs, pilots, pool):
+    for pilot, by_policy in zip(pilots, runs):
+        for policy, states in by_policy.items():
+            added = [i for s in states for i in s["added"]]
+            assert len(added) == K * ROUNDS, policy
+            assert len(set(added)) == len(added), policy
+            assert not set(added) & set(pilot.tolist()), policy
+            assert all(0 <= i < len(pool) for i in added)
+            # the state's flops are the pilot's plus the picks'
+            assert states[-1]["flops"] == pytest.approx(pool.loc[list(pilot) + added, "flops"].sum())
+
+
+def test_static_orders(runs, pilots, pool):
+    for pilot, by_policy in zip(pilots, runs):
+        left = [i for i in range(len(pool)) if i not in set(pilot.tolist())]
+        study = sd.static_order("study-order", pool, left, np.random.default_rng(0))
+        keys = [(pool.loc[i, "budget"], i) for i in study]
+        assert keys == sorted(keys)  # budget ascending, file order within a budget
+        added = [i for s in by_policy["study-order"] for i in s["added"]]
+        assert added == study[: len(added)]
+        # the pilot takes half of the lowest budget: the study order finishes that budget first
+        assert set(pool.loc[added, "budget"]) == {pool["budget"].min()}
+        cheap = [i for s in by_policy["cheapest"] for i in s["added"]]
+        flops = pool.loc[cheap, "flops"].to_numpy()
+        assert np.all(np.diff(flops) >= 0)
+        assert flops[-1] <= pool.loc[left, "flops"].drop(cheap).min()
+        rand = [i for s in by_policy["random"] for i in s["added"]]
+        assert rand != study[: len(rand)]
+
+
+def test_metrics_on_a_hand_made_trajectory():
+    states = [
+        {"share": 0.02, "width": math.inf},
+        {"share": 0.08, "width": 0.30},
+        {"share": 0.12, "width": 0.09},
+        {"share": 0.30, "width": 0.12},
+        {"share": 0.55, "width": 0.05},
+    ]
+    assert sd.share_to_target(states, 0.1) == 0.12  # the first state within the target
+    assert sd.share_to_target(states, 0.01) is None
+    assert sd.width_at(states, 0.10) == 0.30
+    assert sd.width_at(states, 0.25) == 0.09
+    assert sd.width_at(states, 0.50) == 0.12  # the last state within 50%, though wider
+    assert sd.width_at(states, 0.01) is None
+    q = sd.quantiles([0.1, 0.2, None, 0.3, 0.4])
+    assert q["median"] == 0.3 and q["n_none"] == 1 and math.isinf(q["q90"])
+    summary = sd.summarise({"a": [states, states[:2]]}, 0.1)["a"]
+    assert summary["not_reached"] == 1
+    assert summary["to_target_per_pilot"] == [0.12, None]
+    assert summary["width_at_per_pilot"]["0.25"] == [0.09, 0.30]
+    wins = sd.paired_wins({"phifit": [states, states], "b": [states[:2], states]}, 0.1)
+    assert wins == {"b": {"less": 1, "same": 1, "more": 0}}
