@@ -130,13 +130,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def write_json(path: str, data: dict) -> None:
+    """``--json PATH``: the result as indented JSON, on stdout for "-"."""
+    import json
+
+    text = json.dumps(data, indent=2)
+    if path == "-":
+        print(text)
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def _check_out(path: str | None, force: bool) -> None:
     if path and path != "-" and os.path.exists(path) and not force:
         raise FileExistsError(f"{path}: exists; choose another path or pass --force")
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
 
     check_jobs(args.n_jobs)
     from ..plan.design import (
@@ -224,12 +235,7 @@ def run(args: argparse.Namespace) -> int:
         result = _optimize(args, design, params, noise, result, simulation, n_tables)
     print(result.summary())
     if args.json:
-        text = json.dumps(result.to_dict(), indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w", encoding="utf-8") as f:
-                f.write(text)
+        write_json(args.json, result.to_dict())
     if args.figure:
         from ..plan.design import plan_figure
 
@@ -252,7 +258,6 @@ def load_pool(pool: str) -> tuple[Any, str]:
 
 def _next(args: argparse.Namespace) -> int:
     """``--next K``: the K pool runs to train next (:func:`phifit.plan.next_runs.choose_next`)."""
-    import json
 
     from ..plan.next_runs import choose_next
 
@@ -285,12 +290,7 @@ def _next(args: argparse.Namespace) -> int:
         if "run_id" in result.frame and not source.endswith(".csv"):
             print(f"train them: phifit sweep {source} --out RUNS.csv --runs-from {args.out_spec}")
     if args.json:
-        text = json.dumps(result.to_dict(), indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w", encoding="utf-8") as f:
-                f.write(text)
+        write_json(args.json, result.to_dict())
     return 0
 
 
