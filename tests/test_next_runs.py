@@ -191,3 +191,12 @@ def test_cli_next_writes_picks_that_sweep_reads(tmp_path, capsys):
     bad.write_text("id\nx\n")
     with pytest.raises(ValueError, match="expected a 'run_id' column"):
         read_pick_ids(str(bad))
+
+
+def test_a_tiny_pilot_is_flagged(study):
+    """7 runs for 6 parameters leave the noise unmeasured: the widths are flagged, first."""
+    pilot = table_from_frame(study.frame.sample(7, random_state=1).reset_index(drop=True), source="seven")
+    nxt = choose_next(pilot, study.frame, 2)
+    assert nxt.warnings and "1 residual degree" in nxt.warnings[0]
+    assert nxt.summary().startswith("WARNING: the runs so far leave 1 residual")
+    assert not choose_next(lowest_budgets(study, 3), study.frame, 1).warnings

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,9 @@ POOL_COLUMNS = ("budget", "r", "n_once", "n_rec", "tokens", "flops")
 MATCH_COLUMNS = ("r", "n_once", "n_rec", "tokens")
 OBJECTIVES = ("width", "power")
 REFERENCE_PARAMS_KEYS = ("E", "A", "alpha", "B", "beta", "phi")
+#: Fewer residual degrees of freedom than this (runs minus the law's 6 parameters) leave the pilot's
+#: noise unmeasured: the widths are then flagged.
+MIN_NOISE_DOF = 10
 
 
 def box_precision() -> np.ndarray:
@@ -172,6 +175,7 @@ class NextRuns(JsonIO):
     flops_added: float
     picks: list[dict[str, Any]]
     stopped: str = ""
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain({**self.__dict__, "noise": self.noise.to_dict()})
@@ -187,7 +191,7 @@ class NextRuns(JsonIO):
         return pd.DataFrame([{k: p[k] for k in keep} for p in self.picks], columns=keep)
 
     def summary(self) -> str:
-        lines = [
+        lines = [f"WARNING: {w}" for w in self.warnings] + [
             "[[Next runs]]",
             f"runs so far  {self.n_runs} ({self.flops_now:.3g} training FLOPs); "
             f"candidates {self.n_candidates}"
@@ -374,7 +378,16 @@ def choose_next(
         se = float(se_new[best])
         spent += float(cost[i])
         left[i] = False
+    warnings = []
+    dof = len(now) - len(params)
+    if dof < MIN_NOISE_DOF:
+        warnings.append(
+            f"the runs so far leave {dof} residual degree(s) of freedom for 6 parameters: their noise "
+            f"({noise.per_run:.2g} per run) is not measured, and every width below is only as small as that "
+            "guess; plan from a larger pilot, or give the noise of a comparable sweep (--cell-noise)"
+        )
     return NextRuns(
+        warnings=warnings,
         k=k,
         objective=objective,
         max_flops=max_flops,
