@@ -16,14 +16,25 @@ When ``choose_next`` picks fewer than K runs (it stops when no candidate narrows
 interval) or fails, the batch is filled cheapest-first; each state records how many runs were
 filled so.
 
-After every round the runs so far are fitted and cell-bootstrapped as ``phifit report`` does,
-with fewer replicates: :func:`phifit.fitters.huber.fit_huber`, then
-:func:`phifit.bootstrap.block.block_bootstrap` (``--boot`` replicates, default 400, seed 0, no
-jackknife); the *realised* width is the 95% percentile interval's width of phi (inf when the
-fit or the bootstrap fails or phi is not identified).  The target is 1.1 x the width of the
-whole pool, measured with the same settings.  A trajectory stops early once it has reached the
-target and its next batch would take it past the largest reported share of the pool's compute
-(50%): nothing after that enters the metrics.
+After every round the runs so far are fitted and cell-bootstrapped as ``phifit report`` does:
+:func:`phifit.fitters.huber.fit_huber`, then :func:`phifit.bootstrap.block.block_bootstrap`
+(seed 0, no jackknife); the *realised* width is the 95% percentile interval's width of phi (inf
+when the fit or the bootstrap fails or phi is not identified).  Widths are measured in two
+stages, because a percentile width from few replicates is noisy (on the study's tables its
+Monte-Carlo sd is about 10% of the width at 400 replicates, as large as the target's slack):
+
+1. while the policies run, each state gets a quick width (``--boot`` replicates, default 400),
+   used only to stop a trajectory early: once it has reached the quick target and its next
+   batch would take it past the largest reported share of the pool's compute (50%);
+2. afterwards every state that enters the metrics (share within 50%, and beyond that up to the
+   first state within the target) is re-measured with ``--boot-final`` replicates (default
+   2000, Monte-Carlo sd about 4%); the metrics read these widths.  The target is 1.1 x the
+   whole pool's width at ``--boot-final`` replicates, averaged over ``--target-seeds`` seeds
+   (default 5).
+
+The policies' choices do not depend on the widths (only on the fits), so
+``--trajectories-from RESULTS.json`` re-measures the trajectories of an earlier run (same
+pools, pilots and K) without replaying the policies.
 
 Reported per pool and policy, over the pilots: the share of the pool's FLOPs at the first state
 whose width is within the target (median, 10-90%; "not reached" counted: possible only with
@@ -144,7 +155,9 @@ def table(pool: pd.DataFrame, rows: Sequence[int]):
     return table_from_frame(pool.loc[list(rows)].reset_index(drop=True), source="runs so far")
 
 
-def measure(pool: pd.DataFrame, rows: Sequence[int], n_boot: int, n_jobs: int = 1) -> dict[str, Any]:
+def measure(
+    pool: pd.DataFrame, rows: Sequence[int], n_boot: int, n_jobs: int = 1, seed: int = 0
+) -> dict[str, Any]:
     """Huber fit and cell bootstrap of the rows: ``width`` of phi's 95% percentile interval (inf
     when the fit or bootstrap fails or phi is not identified), ``phi``, and ``fit`` (None on
     failure; for the planners)."""
@@ -160,7 +173,7 @@ def measure(pool: pd.DataFrame, rows: Sequence[int], n_boot: int, n_jobs: int = 
         return {"width": math.inf, "phi": None, "fit": fit}
     try:
         boot = block_bootstrap(
-            runs, fit, n_boot=n_boot, seed=0, n_jobs=n_jobs, progress=False, jackknife=False
+            runs, fit, n_boot=n_boot, seed=seed, n_jobs=n_jobs, progress=False, jackknife=False
         )
         lo, hi = boot.ci["phi"]
         width = float(hi - lo)
@@ -283,7 +296,7 @@ def share_to_target(states: Sequence[dict[str, Any]], target: float) -> float | 
     """Cumulative share of the pool's FLOPs at the first state whose width is within ``target``
     (None: not reached)."""
     for s in states:
-        if s["width"] <= target:
+        if s["width"] is not None and s["width"] <= target:
             return float(s["share"])
     return None
 
@@ -337,6 +350,75 @@ def paired_wins(trajectories: dict[str, list[list[dict]]], target: float, policy
 
 
 # ---------------------------------------------------------------------------------------------
+# the precise widths
+
+
+def state_rows(pilot: Sequence[int], states: Sequence[dict[str, Any]]) -> list[list[int]]:
+    """The pool rows of each state of a trajectory: the pilot, then each batch added."""
+    rows = [int(i) for i in pilot]
+    out = []
+    for s in states:
+        rows = rows + [int(i) for i in s["added"]]
+        out.append(rows)
+    return out
+
+
+def _width(pool: pd.DataFrame, rows: Sequence[int], n_boot: int) -> float:
+    warnings.simplefilter("ignore")
+    return measure(pool, rows, n_boot)["width"]
+
+
+def remeasure(
+    pool: pd.DataFrame,
+    pilots: Sequence[Sequence[int]],
+    trajectories: dict[str, list[list[dict[str, Any]]]],
+    *,
+    n_boot: int,
+    target: float,
+    stop_share: float = max(SHARES),
+    n_jobs: int = 1,
+) -> int:
+    """Replace each state's ``width`` by a measurement with ``n_boot`` replicates (seed 0, rows
+    in pool order), in place; the quick width moves to ``width_quick``.  Measured: every state
+    within ``stop_share`` of the pool's FLOPs, and beyond it, state by state, those up to the
+    first within ``target``; the others keep ``width`` None.  Returns the number of distinct
+    sets of runs measured."""
+    from joblib import Parallel, delayed
+
+    widths: dict[frozenset, float] = {}
+
+    def measure_all(sets: Sequence[frozenset]) -> None:
+        todo = [key for key in dict.fromkeys(sets) if key not in widths]
+        got = Parallel(n_jobs=n_jobs)(delayed(_width)(pool, sorted(key), n_boot) for key in todo)
+        widths.update(zip(todo, got))
+
+    items = []
+    for runs in trajectories.values():
+        for pilot, states in zip(pilots, runs):
+            for s in states:
+                s["width_quick"] = s.get("width_quick", s["width"])
+                s["width"] = None
+            items.append(list(zip(state_rows(pilot, states), states)))
+    within = [(r, s) for item in items for r, s in item if s["share"] <= stop_share * (1 + 1e-12)]
+    measure_all([frozenset(r) for r, _ in within])
+    for r, s in within:
+        s["width"] = widths[frozenset(r)]
+    while True:
+        pending = []
+        for item in items:
+            if share_to_target([s for _, s in item], target) is not None:
+                continue
+            nxt = next(((r, s) for r, s in item if s["width"] is None), None)
+            if nxt is not None:
+                pending.append(nxt)
+        if not pending:
+            return len(widths)
+        measure_all([frozenset(r) for r, _ in pending])
+        for r, s in pending:
+            s["width"] = widths[frozenset(r)]
+
+
+# ---------------------------------------------------------------------------------------------
 # running
 
 
@@ -379,38 +461,69 @@ def run_pool(
     n_pilots: int,
     k: int,
     n_boot: int,
+    n_boot_final: int,
+    target_seeds: int,
     seed: int,
     n_jobs: int,
     policies: Sequence[str] = POLICIES,
     max_rounds: int | None = None,
     max_share: float = 1.0,
+    previous: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The benchmark on one pool: reference width, pilots, every trajectory, the summary."""
+    """The benchmark on one pool: reference width, pilots, every trajectory (replayed, or taken
+    from ``previous``, an earlier result of this pool), the precise widths, the summary."""
     from joblib import Parallel, delayed
 
     t0 = time.perf_counter()
     pool = load_pool(name)
-    full = measure(pool, range(len(pool)), n_boot, n_jobs=n_jobs)
-    target = TARGET_FACTOR * full["width"]
     pilots = draw_pilots(pool, PILOT_BUDGETS[name], n_pilots, seed)
-    kwargs = dict(policies=policies, k=k, n_boot=n_boot, target=target, seed=seed)
-    kwargs.update(max_rounds=max_rounds, max_share=max_share)
-    results = Parallel(n_jobs=n_jobs)(delayed(run_pilot)(pool, p, i, **kwargs) for i, p in enumerate(pilots))
-    trajectories = {p: [r[p] for r in results] for p in policies}
+    if previous is None:
+        full_quick = measure(pool, range(len(pool)), n_boot, n_jobs=n_jobs)["width"]
+        kwargs = dict(policies=policies, k=k, n_boot=n_boot, target=TARGET_FACTOR * full_quick, seed=seed)
+        kwargs.update(max_rounds=max_rounds, max_share=max_share)
+        jobs = (delayed(run_pilot)(pool, p, i, **kwargs) for i, p in enumerate(pilots))
+        results = Parallel(n_jobs=n_jobs)(jobs)
+        trajectories = {p: [r[p] for r in results] for p in policies}
+    else:
+        if previous["pilots"] != [p.tolist() for p in pilots]:
+            raise ValueError(f"--trajectories-from: pool {name!r} was run with other pilots")
+        missing = [p for p in policies if p not in previous["trajectories"]]
+        if missing:
+            raise ValueError(f"--trajectories-from: pool {name!r} lacks the policies {missing}")
+        full_quick = previous.get("full_width_quick", previous["full_width"])
+        trajectories = {p: previous["trajectories"][p] for p in policies}
+    replayed = time.perf_counter() - t0
+    every = range(len(pool))
+    full = [measure(pool, every, n_boot_final, n_jobs=n_jobs, seed=i)["width"] for i in range(target_seeds)]
+    target = TARGET_FACTOR * float(np.mean(full))
+    n_sets = remeasure(pool, pilots, trajectories, n_boot=n_boot_final, target=target, n_jobs=n_jobs)
     return {
         "pool": name,
         "n_runs": len(pool),
         "total_flops": float(pool["flops"].sum()),
-        "full_width": full["width"],
-        "full_phi": full["phi"],
+        "full_width": float(np.mean(full)),
+        "full_widths": full,
+        "full_width_quick": full_quick,
+        "full_phi": float(fit_phi(pool)),
         "target": target,
+        "n_boot": n_boot,
+        "n_boot_final": n_boot_final,
         "pilots": [p.tolist() for p in pilots],
         "pilot_share": [float(pool.loc[p, "flops"].sum() / pool["flops"].sum()) for p in pilots],
         "summary": summarise(trajectories, target),
         "phifit_vs": paired_wins(trajectories, target) if "phifit" in policies else {},
         "trajectories": trajectories,
+        "states_measured": n_sets,
+        "seconds_policies": replayed,
         "seconds": time.perf_counter() - t0,
     }
+
+
+def fit_phi(pool: pd.DataFrame) -> float:
+    """phi of the Huber fit of the whole pool."""
+    from phifit.fitters.huber import fit_huber
+
+    return float(fit_huber(table(pool, range(len(pool)))).phi)
 
 
 def _pct(v: float) -> str:
@@ -427,7 +540,10 @@ def format_pool(result: dict[str, Any]) -> str:
         f"pool {result['pool']}: {result['n_runs']} runs, {result['total_flops']:.3g} FLOPs; "
         f"{len(result['pilots'])} pilots of {np.median([len(p) for p in result['pilots']]):.0f} runs "
         f"({100 * np.median(result['pilot_share']):.1f}% of the FLOPs); full-pool width "
-        f"{result['full_width']:.4f} (phi {result['full_phi']:.3f}), target {result['target']:.4f}",
+        f"{result['full_width']:.4f} ({result['n_boot_final']} replicates, mean of "
+        f"{len(result['full_widths'])} seeds: "
+        f"{min(result['full_widths']):.4f}-{max(result['full_widths']):.4f}; "
+        f"phi {result['full_phi']:.3f}), target {result['target']:.4f}",
         "",
         f"{'policy':12} {'% FLOPs to target':>24} {'n/r':>4}"
         + "".join(f" {'width at ' + format(s, '.0%'):>24}" for s in SHARES),
@@ -447,7 +563,10 @@ def format_pool(result: dict[str, Any]) -> str:
             "phifit vs each policy, per pilot (less / same / more compute to the target): "
             + "; ".join(f"{o} {v['less']}/{v['same']}/{v['more']}" for o, v in result["phifit_vs"].items())
         )
-    lines.append(f"({result['seconds']:.0f} s)")
+    lines.append(
+        f"({result['seconds']:.0f} s: policies {result['seconds_policies']:.0f} s, "
+        f"{result['states_measured']} sets of runs measured at {result['n_boot_final']} replicates)"
+    )
     return "\n".join(lines)
 
 
@@ -456,7 +575,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--pools", nargs="+", choices=sorted(PILOT_BUDGETS), default=["study", "cpu"])
     ap.add_argument("--pilots", type=int, default=20, help="pilots per pool")
     ap.add_argument("--k", type=int, default=4, help="runs added per round")
-    ap.add_argument("--boot", type=int, default=400, help="bootstrap replicates per width")
+    ap.add_argument("--boot", type=int, default=400, help="replicates of the quick widths (early stop)")
+    ap.add_argument("--boot-final", type=int, default=2000, help="replicates of the widths the metrics read")
+    ap.add_argument("--target-seeds", type=int, default=5, help="seeds averaged for the full pool's width")
+    ap.add_argument(
+        "--trajectories-from",
+        default=None,
+        metavar="RESULTS.json",
+        help="re-measure the trajectories of an earlier --json instead of replaying the policies",
+    )
     ap.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES))
     ap.add_argument(
         "--max-share", type=float, default=1.0, help="stop each trajectory at this share of FLOPs"
@@ -469,17 +596,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
     out = {"args": vars(args), "pools": {}}
+    previous = None
+    if args.trajectories_from:
+        with open(args.trajectories_from, encoding="utf-8") as f:
+            previous = json.load(f)
+        if previous["args"]["k"] != args.k or previous["args"]["seed"] != args.seed:
+            raise SystemExit(f"{args.trajectories_from}: run with another --k or --seed")
     for name in args.pools:
+        if previous is not None and name not in previous["pools"]:
+            raise SystemExit(f"{args.trajectories_from}: no pool {name!r}")
         result = run_pool(
             name,
             n_pilots=args.pilots,
             k=args.k,
             n_boot=args.boot,
+            n_boot_final=args.boot_final,
+            target_seeds=args.target_seeds,
             seed=args.seed,
             n_jobs=args.jobs,
             policies=args.policies,
             max_rounds=args.max_rounds,
             max_share=args.max_share,
+            previous=None if previous is None else previous["pools"][name],
         )
         out["pools"][name] = result
         print(format_pool(result) + "\n", flush=True)

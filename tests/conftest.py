@@ -20,6 +20,12 @@ def paper_table(noise: float = 0.0, seed: int = 0, **params: float) -> RunTable:
     return table_from_frame(frame, source=f"paper(noise={noise}, seed={seed})")
 
 
+def play_text(n: int) -> str:
+    """``n`` words of a deterministic pseudo-play: a tiny training corpus for real trainer steps."""
+    words = "to be or not to be that is the question whether tis nobler in the mind to suffer".split()
+    return " ".join(words[(i * 7 + i // 13) % len(words)] for i in range(n))
+
+
 @pytest.fixture(scope="session")
 def paper_clean() -> RunTable:
     return paper_table()

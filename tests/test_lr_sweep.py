@@ -7,19 +7,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import play_text
 from phifit.trainers.lr_sweep import choose_rate, write_tuned_spec
 
 from phifit.plan.sweep_spec import load_spec, plan_lr_sweep
 
 
-def _text(n: int) -> str:
-    words = "to be or not to be that is the question whether tis nobler in the mind to suffer".split()
-    return " ".join(words[(i * 7 + i // 13) % len(words)] for i in range(n))
-
-
 def write_spec(tmp_path: Path, lr_table: str = "adamw = [0.001, 0.01]\nmuon = [0.005, 0.02]") -> Path:
     corpus = tmp_path / "play.txt"
-    corpus.write_text(_text(40000))
+    corpus.write_text(play_text(40000))
     spec = tmp_path / "tune.toml"
     spec.write_text(
         textwrap.dedent(f"""

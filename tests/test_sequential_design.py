@@ -129,3 +129,54 @@ def test_metrics_on_a_hand_made_trajectory():
     assert summary["width_at_per_pilot"]["0.25"] == [0.09, 0.30]
     wins = sd.paired_wins({"phifit": [states, states], "b": [states[:2], states]}, 0.1)
     assert wins == {"b": {"less": 1, "same": 1, "more": 0}}
+
+
+def test_remeasure_reads_the_metrics_off_precise_widths(runs, pilots, pool):
+    """The second stage: every state within 50% gets a fresh width (rows in pool order, seed 0),
+    the quick one is kept, and the metrics then read the fresh one."""
+    trajectories = {p: [by_policy[p] for by_policy in runs] for p in ("phifit", "cheapest")}
+    quick = {p: [[s["width"] for s in t] for t in ts] for p, ts in trajectories.items()}
+    n = sd.remeasure(pool, pilots, trajectories, n_boot=60, target=0.0)
+    states = [s for ts in trajectories.values() for t in ts for s in t]
+    assert n == len(
+        {
+            frozenset(r)
+            for ts in trajectories.values()
+            for p, t in zip(pilots, ts)
+            for r in sd.state_rows(p, t)
+        }
+    )
+    for p, ts in trajectories.items():
+        for t, widths in zip(ts, quick[p]):
+            assert [s["width_quick"] for s in t] == widths
+    # a state's fresh width is the measurement of its rows, in any order
+    s0, rows0 = trajectories["phifit"][0][-1], sd.state_rows(pilots[0], trajectories["phifit"][0])[-1]
+    assert s0["width"] == pytest.approx(sd.measure(pool, sorted(rows0), 60)["width"])
+    assert all(s["width"] is not None and s["width"] > 0 for s in states)  # all within 50%
+    # a target nobody reaches: nothing is reached, the widths at each share still are read
+    summary = sd.summarise(trajectories, 0.0)
+    assert summary["phifit"]["not_reached"] == len(pilots)
+    assert summary["phifit"]["width_at_per_pilot"]["0.1"] == [
+        sd.width_at(t, 0.1) for t in trajectories["phifit"]
+    ]
+
+
+def test_remeasure_goes_past_the_largest_share_only_until_the_target():
+    """Beyond 50% of the FLOPs, states are measured one by one until one is within the target."""
+    pool = sd.load_pool("study")
+    pilot = sd.draw_pilots(pool, 2, 1, seed=0)[0]
+    order = sd.static_order(
+        "study-order", pool, [i for i in range(len(pool)) if i not in set(pilot.tolist())], None
+    )
+    total = pool["flops"].sum()
+    states, rows = [], list(pilot)
+    for batch in (order[:40], order[40:60], order[60:80], order[80:]):
+        rows += batch
+        states.append({"share": pool.loc[rows, "flops"].sum() / total, "width": 1.0, "added": batch})
+    assert states[1]["share"] < 0.5 < states[2]["share"]
+    sd.remeasure(pool, [pilot], {"study-order": [states]}, n_boot=60, target=10.0)
+    # the target is reached within 50%: nothing beyond is measured
+    assert [s["width"] is None for s in states] == [False, False, True, True]
+    sd.remeasure(pool, [pilot], {"study-order": [states]}, n_boot=60, target=0.0)
+    assert all(s["width"] is not None for s in states)  # never reached: measured to the end
+    assert [s["width_quick"] for s in states] == [1.0] * 4

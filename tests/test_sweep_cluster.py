@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import play_text
 
 pytest.importorskip("torch")
 submitit = pytest.importorskip("submitit")
@@ -21,14 +22,9 @@ from phifit.trainers.cli import main as trainer_main  # noqa: E402
 from phifit.trainers.sweep import load_spec, plan  # noqa: E402
 
 
-def _text(n: int) -> str:
-    words = "to be or not to be that is the question whether tis nobler in the mind to suffer".split()
-    return " ".join(words[(i * 7 + i // 13) % len(words)] for i in range(n))
-
-
 def write_spec(tmp_path: Path, budget: float = 1.2e10) -> Path:
     corpus = tmp_path / "play.txt"
-    corpus.write_text(_text(40000))
+    corpus.write_text(play_text(40000))
     spec = tmp_path / "array.toml"
     spec.write_text(
         textwrap.dedent(f"""

@@ -9,6 +9,7 @@ import multiprocessing as mp
 from pathlib import Path
 
 import pytest
+from conftest import play_text
 
 torch = pytest.importorskip("torch")
 
@@ -26,15 +27,10 @@ TINY_ARGS = (
 )
 
 
-def _text(n: int) -> str:
-    words = "to be or not to be that is the question whether tis nobler in the mind to suffer".split()
-    return " ".join(words[(i * 7 + i // 13) % len(words)] for i in range(n))
-
-
 @pytest.fixture(scope="module")
 def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("corpus") / "play.txt"
-    path.write_text(_text(40000))
+    path.write_text(play_text(40000))
     return str(path)
 
 
