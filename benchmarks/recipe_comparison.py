@@ -134,6 +134,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     old, new = load(args.old), load(args.new)
+    for path, runs in ((args.old, old), (args.new, new)):
+        absent = [c for c in ("budget", "d_model", "r") if c not in runs.frame]
+        if absent:
+            raise SystemExit(
+                f"{path}: no column {', '.join(absent)}; the side-by-side matches runs by (budget, d_model, r), "
+                "as the trainer writes them"
+            )
     missing = grid_of(old.frame) ^ grid_of(new.frame)
     if missing:
         raise SystemExit(
