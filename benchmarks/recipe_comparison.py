@@ -138,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         absent = [c for c in ("budget", "d_model", "r") if c not in runs.frame]
         if absent:
             raise SystemExit(
-                f"{path}: no column {', '.join(absent)}; the side-by-side matches runs by (budget, d_model, r), "
+                f"{path}: no column {', '.join(absent)}; the side-by-side matches runs "
+                "by (budget, d_model, r), "
                 "as the trainer writes them"
             )
     missing = grid_of(old.frame) ^ grid_of(new.frame)
