@@ -75,6 +75,7 @@ def _z_for(theta: np.ndarray, data: dict, spec: LawSpec | None = None) -> np.nda
         B.log_exponents(spec),
         B.interval_bounds(spec),
         B.ridge_floor(spec),
+        B.level_split(spec),
     )
     return np.linalg.solve(data["chol"], v[spec.free_mask] - data["centre"])
 
@@ -131,8 +132,9 @@ def _reference_logp(theta, sigma, nu, runs, spec, data):
             lo, hi = spec.bounds[c]
             lp += stats.truncnorm.logpdf(theta[i], (lo - mu) / sd, (hi - mu) / sd, mu, sd)
     flags, intervals, ridge = B.log_exponents(spec), B.interval_bounds(spec), B.ridge_floor(spec)
-    v = B.theta_to_v(theta, float(data["c_n"]), float(data["c_d"]), flags, intervals, ridge)
-    jac = B.dtheta_dv(v, float(data["c_n"]), float(data["c_d"]), flags, intervals, ridge)
+    split = B.level_split(spec)
+    v = B.theta_to_v(theta, float(data["c_n"]), float(data["c_d"]), flags, intervals, ridge, split)
+    jac = B.dtheta_dv(v, float(data["c_n"]), float(data["c_d"]), flags, intervals, ridge, split)
     mask = spec.free_mask
     lp += np.linalg.slogdet(jac[np.ix_(mask, mask)])[1]
     # sigma, nu: prior density + log-Jacobian of PyMC's log transform
@@ -235,31 +237,43 @@ def test_student_t_loglik_matches_the_model(pymc_model, table):
     np.testing.assert_allclose(got, mine, rtol=1e-12, atol=1e-10)
 
 
-@pytest.mark.parametrize("box", [False, True], ids=["plain", "interval-phi-and-ridge"])
-def test_sampling_coordinates_round_trip(box):
+@pytest.mark.parametrize("coords", ["plain", "n-ridge", "level-split"])
+def test_sampling_coordinates_round_trip(coords):
+    """theta -> v -> theta is the identity and d theta / d v matches central differences, in the
+    plain coordinates, with phi's logistic and the N-term ridge (S, log G, w), and with the total
+    level split three ways (T, log G, w_B, log H, w_A)."""
     theta = params_to_theta({"E": 1.6, "A": 28.0, "alpha": 0.2, "B": 900.0, "beta": 0.37, "phi": -0.4})
-    intervals = B.interval_bounds(LawSpec()) if box else None
-    ridge = B.ridge_floor(LawSpec()) if box else None
-    if box:  # phi goes through a logistic onto its box; (A_c, log alpha, E) -> (S, log G, w)
+    intervals = B.interval_bounds(LawSpec()) if coords != "plain" else None
+    ridge = B.ridge_floor(LawSpec()) if coords != "plain" else None
+    split = coords == "level-split"
+    if coords != "plain":  # phi goes through a logistic onto its box; (A_c, log alpha, E) -> (S, log G, w)
         assert intervals == {5: (-3.0, 3.0)} and ridge == pytest.approx(math.exp(-3))
-    for flags in (np.array([0, 1, 0, 1, 0, 0], bool), np.zeros(6, bool)):
-        v = B.theta_to_v(theta, 18.5, 22.0, flags, intervals, ridge)
-        np.testing.assert_allclose(B.v_to_theta(v, 18.5, 22.0, flags, intervals, ridge), theta, atol=1e-12)
-        # analytic Jacobian vs central differences
+    flag_sets = [np.array([0, 1, 0, 1, 0, 0], bool)] + ([] if split else [np.zeros(6, bool)])
+    for flags in flag_sets:
+        v = B.theta_to_v(theta, 18.5, 22.0, flags, intervals, ridge, split)
+        np.testing.assert_allclose(
+            B.v_to_theta(v, 18.5, 22.0, flags, intervals, ridge, split), theta, atol=1e-12
+        )
         h = 1e-6
         num = np.stack(
             [
                 (
-                    B.v_to_theta(v + h * e, 18.5, 22.0, flags, intervals, ridge)
-                    - B.v_to_theta(v - h * e, 18.5, 22.0, flags, intervals, ridge)
+                    B.v_to_theta(v + h * e, 18.5, 22.0, flags, intervals, ridge, split)
+                    - B.v_to_theta(v - h * e, 18.5, 22.0, flags, intervals, ridge, split)
                 )
                 / (2 * h)
                 for e in np.eye(6)
             ],
             axis=1,
         )
-        jac = B.dtheta_dv(v, 18.5, 22.0, flags, intervals, ridge)
+        jac = B.dtheta_dv(v, 18.5, 22.0, flags, intervals, ridge, split)
         np.testing.assert_allclose(jac, num, rtol=1e-6, atol=1e-6)
+    if split:  # T = E + A_c + B_c at the centres; |d u / d v| = (T - lo)^2 s_E s_A s_B
+        a_c, e_big, b_c = math.exp(theta[0] - 0.2 * 18.5), 1.6, math.exp(theta[2] - 0.37 * 22.0)
+        assert v[0] == pytest.approx(e_big + a_c + b_c)
+        s = B.level_shares(v[4], v[2])
+        assert sum(s) == pytest.approx(1.0)
+        assert np.array(s) * (v[0] - ridge) == pytest.approx([e_big - ridge, a_c, b_c])
 
 
 def test_interval_coordinates_never_leave_the_box():
@@ -277,6 +291,15 @@ def test_interval_coordinates_never_leave_the_box():
         assert theta[4] >= -3.0 and np.isfinite(theta).all()
     assert B.ridge_floor(LawSpec(fixed={"E": 1.5})) is None
     assert B.ridge_floor(LawSpec(bounds={"alpha": (-0.5, 2.5)})) is None  # alpha not logged
+    # the level split: any (T > floor, w_A, w_B) gives E above its floor, A_c > 0 and B_c > 0
+    assert B.level_split(LawSpec())
+    for w_a, w_b in ((-30.0, 30.0), (30.0, -30.0), (30.0, 30.0), (-30.0, -30.0)):
+        v = np.array([0.9, -1.0, w_b, -1.0, w_a, 0.0])
+        theta = B.v_to_theta(v, 18.5, 22.0, flags, intervals, floor, True)
+        assert theta[4] >= -3.0 and np.isfinite(theta).all()
+    assert not B.level_split(LawSpec(fixed={"beta": 0.37}))
+    assert not B.level_split(LawSpec(fixed={"E": 1.5}))
+    assert not B.level_split(LawSpec(bounds={"beta": (-0.5, 2.5)}))  # beta not logged
 
 
 def test_log_exponents_follow_the_box():

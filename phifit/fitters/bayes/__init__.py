@@ -25,7 +25,16 @@ from __future__ import annotations
 
 from ...law import lse_log_loss
 from .backends import SAMPLERS, nutpie_available
-from .coords import dtheta_dv, interval_bounds, log_exponents, ridge_floor, theta_to_v, v_to_theta
+from .coords import (
+    dtheta_dv,
+    interval_bounds,
+    level_shares,
+    level_split,
+    log_exponents,
+    ridge_floor,
+    theta_to_v,
+    v_to_theta,
+)
 from .diagnostics import ESS_MIN, PPC_P, RHAT_MAX, convergence_cautions, ppc_cautions
 from .loo import pareto_k_caution, psis_loo
 from .loo_compare import MIN_DIFF, RULE, SE_MULT, LooComparison, compare_loo
@@ -84,6 +93,8 @@ __all__ = [
     "prior_description",
     "psis_loo",
     "resolve_noise",
+    "level_shares",
+    "level_split",
     "ridge_floor",
     "sample_posterior",
     "student_t_loglik",

@@ -33,6 +33,19 @@ they are therefore sampled as (S, log G, w) (:func:`ridge_floor`),
 lo = e^lo_e: the ridge is the w axis, E > lo and A_c > 0 hold for every w, and the Jacobian
 adds log((S - lo) s (1 - s)).
 
+The D-term ridge.  Three budgets fix the D-term no better: the data fix the total level at the
+centre, T = E + A_c + B_c, and the D-slope H = beta B_c, but E trades against B_c (and beta)
+as it does against A_c.  With the N-term's coordinates alone, E, B and beta still mixed ten
+times worse than A and alpha on failing 12-cell tables (bulk ESS 120-140 against 1100-1500).
+When b and beta are free too (beta logged: :func:`level_split`), the total level is therefore
+split three ways, v = (T, log G, w_B, log H, w_A, phi):
+
+    (E - lo, A_c, B_c) = (T - lo) softmax(0, -w_A, -w_B),   alpha = G / A_c,   beta = H / B_c,
+
+w_A = log((E - lo) / A_c), w_B = log((E - lo) / B_c) (:func:`level_shares`): both ridges are
+axes, E > lo, A_c > 0 and B_c > 0 hold everywhere, and the Jacobian adds
+log((T - lo)^2 s_E s_A s_B).
+
 This is a change of variables only: :func:`phifit.fitters.bayes.model.build_model`
 evaluates the priors and the box on theta and adds log |d theta / d v|
 (:func:`dtheta_dv`), so the posterior of theta is unchanged.  On the study's design it
@@ -92,28 +105,43 @@ def ridge_floor(spec: LawSpec) -> float | None:
     return None
 
 
+def level_split(spec: LawSpec) -> bool:
+    """Whether the D-term joins the ridge coordinates, splitting the total level three ways
+    (:func:`ridge_floor` applies, and b and beta are free with beta logged; module docstring)."""
+    free = dict(zip(THETA_NAMES, spec.free_mask))
+    return ridge_floor(spec) is not None and free["b"] and free["beta"] and bool(log_exponents(spec)[3])
+
+
 def _sigmoid(w: float) -> float:
     return 1.0 / (1.0 + math.exp(-w)) if w >= 0 else math.exp(w) / (1.0 + math.exp(w))
 
 
-def _to_ridge(u: np.ndarray, lo: float | None) -> np.ndarray:
+def _to_ridge(u: np.ndarray, lo: float | None, d_term: bool = False) -> np.ndarray:
     """(A_c, log alpha, ., ., E, .) -> (S, log G, ., ., w, .): S = E + A_c, G = alpha A_c,
-    w = logit((E - lo) / (S - lo))."""
+    w = logit((E - lo) / (S - lo)); with ``d_term`` also (., ., B_c, log beta, ., .) ->
+    (T, log G, w_B, log H, w_A, .): T = E + A_c + B_c, H = beta B_c, w_A = log((E - lo) / A_c),
+    w_B = log((E - lo) / B_c)."""
     if lo is None:
         return u
     v = np.array(u, float)
     a_c, e_big = u[0], u[4]
-    big_s = e_big + a_c
-    v[0], v[1] = big_s, u[1] + math.log(a_c)
+    v[0], v[1] = e_big + a_c, u[1] + math.log(a_c)
     v[4] = math.log(e_big - lo) - math.log(a_c)  # logit((E - lo) / (S - lo)); S - E = A_c
+    if d_term:
+        b_c = u[2]
+        v[0] += b_c
+        v[2] = math.log(e_big - lo) - math.log(b_c)
+        v[3] = u[3] + math.log(b_c)
     return v
 
 
-def _from_ridge(v: np.ndarray, lo: float | None) -> tuple[np.ndarray, np.ndarray]:
+def _from_ridge(v: np.ndarray, lo: float | None, d_term: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Inverse of :func:`_to_ridge` and d u / d v (6 x 6; the identity without the ridge)."""
     jac = np.eye(len(v))
     if lo is None:
         return np.array(v, float), jac
+    if d_term:
+        return _from_level_split(v, lo)
     u = np.array(v, float)
     big_s, g, w = v[0], v[1], v[4]
     s = _sigmoid(w)
@@ -124,6 +152,37 @@ def _from_ridge(v: np.ndarray, lo: float | None) -> tuple[np.ndarray, np.ndarray
     jac[0, 0], jac[0, 4] = 1.0 - s, -ds
     jac[1, 0], jac[1, 1], jac[1, 4] = -(1.0 - s) / a_c, 1.0, ds / a_c
     jac[4, 0], jac[4, 4] = s, ds
+    return u, jac
+
+
+def level_shares(w_a: float, w_b: float) -> tuple[float, float, float]:
+    """(s_E, s_A, s_B): the softmax of (0, -w_A, -w_B), the shares of T - lo held by E - lo, A_c
+    and B_c."""
+    m = max(0.0, -w_a, -w_b)
+    e0, ea, eb = math.exp(-m), math.exp(-w_a - m), math.exp(-w_b - m)
+    z = e0 + ea + eb
+    return e0 / z, ea / z, eb / z
+
+
+def _from_level_split(v: np.ndarray, lo: float) -> tuple[np.ndarray, np.ndarray]:
+    """(T, log G, w_B, log H, w_A, .) -> (A_c, log alpha, B_c, log beta, E, .) and d u / d v:
+
+    (E - lo, A_c, B_c) = (T - lo) (s_E, s_A, s_B) (:func:`level_shares`), alpha = G / A_c,
+    beta = H / B_c; |d u / d v| = (T - lo)^2 s_E s_A s_B."""
+    big_t, g, w_b, h, w_a = v[0], v[1], v[2], v[3], v[4]
+    k = big_t - lo
+    s_e, s_a, s_b = level_shares(w_a, w_b)
+    u = np.array(v, float)
+    a_c, b_c = k * s_a, k * s_b
+    u[0], u[1], u[2], u[3], u[4] = a_c, g - math.log(a_c), b_c, h - math.log(b_c), lo + k * s_e
+    jac = np.eye(len(v))
+    # columns: T (0), w_A (4), w_B (2); rows: A_c (0), B_c (2), E (4), log alpha (1), log beta (3)
+    jac[0, 0], jac[0, 4], jac[0, 2] = s_a, -k * s_a * (1.0 - s_a), k * s_a * s_b
+    jac[2, 0], jac[2, 4], jac[2, 2] = s_b, k * s_a * s_b, -k * s_b * (1.0 - s_b)
+    jac[4, 0], jac[4, 4], jac[4, 2] = s_e, k * s_e * s_a, k * s_e * s_b
+    jac[1, 0], jac[1, 1], jac[1, 4], jac[1, 2] = -1.0 / k, 1.0, 1.0 - s_a, -s_b
+    jac[3, 0], jac[3, 3], jac[3, 4], jac[3, 2] = -1.0 / k, 1.0, -s_a, 1.0 - s_b
+    jac[1, 3] = jac[3, 1] = 0.0
     return u, jac
 
 
@@ -156,6 +215,7 @@ def theta_to_v(
     log_exp: np.ndarray,
     intervals: dict[int, tuple[float, float]] | None = None,
     ridge: float | None = None,
+    d_term: bool = False,
 ) -> np.ndarray:
     """Sampling coordinates v from theta = (a, alpha, b, beta, e, phi):
 
@@ -180,7 +240,7 @@ def theta_to_v(
             phi,
         ]
     )
-    return _to_interval(_to_ridge(v, ridge), intervals)
+    return _to_interval(_to_ridge(v, ridge, d_term), intervals)
 
 
 def v_to_theta(
@@ -190,10 +250,11 @@ def v_to_theta(
     log_exp: np.ndarray,
     intervals: dict[int, tuple[float, float]] | None = None,
     ridge: float | None = None,
+    d_term: bool = False,
 ) -> np.ndarray:
     """Inverse of :func:`theta_to_v`."""
     v, _ = _from_interval(v, intervals)
-    v, _ = _from_ridge(v, ridge)
+    v, _ = _from_ridge(v, ridge, d_term)
     alpha = math.exp(v[1]) if log_exp[1] else float(v[1])
     beta = math.exp(v[3]) if log_exp[3] else float(v[3])
     return np.array(
@@ -208,6 +269,7 @@ def dtheta_dv(
     log_exp: np.ndarray,
     intervals: dict[int, tuple[float, float]] | None = None,
     ridge: float | None = None,
+    d_term: bool = False,
 ) -> np.ndarray:
     """Jacobian d theta / d v (6 x 6), v as :func:`theta_to_v` returns it.
 
@@ -217,7 +279,7 @@ def dtheta_dv(
     of the model's prior potential.
     """
     v, dv_dw = _from_interval(v, intervals)
-    v, du_dv = _from_ridge(v, ridge)
+    v, du_dv = _from_ridge(v, ridge, d_term)
     m = np.eye(len(THETA_NAMES))
     d_alpha = math.exp(v[1]) if log_exp[1] else 1.0
     d_beta = math.exp(v[3]) if log_exp[3] else 1.0
@@ -243,18 +305,18 @@ def whitening(runs: RunTable, spec: LawSpec, prior_sd: dict[str, float]) -> dict
 
     mask = spec.free_mask
     log_exp = log_exponents(spec)
-    intervals, ridge = interval_bounds(spec), ridge_floor(spec)
+    intervals, ridge, d_term = interval_bounds(spec), ridge_floor(spec), level_split(spec)
     huber = fit_huber(runs, spec=spec, options=HuberOptions(n_starts=200, seed=0))
     theta = np.asarray(huber.theta, dtype=float)
     lo, hi = spec.lower, spec.upper
     margin = 1e-3 * (hi - lo)
     theta[mask] = np.clip(theta[mask], lo + margin, hi - margin)
     c_n, c_d = centres(runs, float(theta[5]))
-    v = theta_to_v(theta, c_n, c_d, log_exp, intervals, ridge)
+    v = theta_to_v(theta, c_n, c_d, log_exp, intervals, ridge, d_term)
     pred, jac = log_loss_and_jacobian(theta, runs.design)
     resid = runs.log_loss - pred
     scale = max(1.4826 * float(np.median(np.abs(resid - np.median(resid)))), 1e-4)
-    m = dtheta_dv(v, c_n, c_d, log_exp, intervals, ridge)[np.ix_(mask, mask)]
+    m = dtheta_dv(v, c_n, c_d, log_exp, intervals, ridge, d_term)[np.ix_(mask, mask)]
     jv = jac[:, mask] @ m
     prior_prec = np.diag([1.0 / prior_sd[c] ** 2 for c, f in zip(THETA_NAMES, mask) if f])
     precision = jv.T @ jv / scale**2 + m.T @ prior_prec @ m

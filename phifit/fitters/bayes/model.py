@@ -76,7 +76,7 @@ from ...cache import use_pytensor_cache
 from ...extras import import_optional
 from ...law import THETA_NAMES, THETA_TO_PARAM, LawSpec, lse_log_loss
 from ...runs.table import SINGLE_RUNS, RunTable
-from .coords import INTERVAL_INDEX, interval_bounds, log_exponents, ridge_floor, whitening
+from .coords import INTERVAL_INDEX, interval_bounds, level_split, log_exponents, ridge_floor, whitening
 
 #: Truncated-normal priors (mean, sd) per internal coordinate; truncation = the LawSpec box.
 PRIORS: Mapping[str, tuple[float, float]] = MappingProxyType(
@@ -252,7 +252,9 @@ def build_model(data: Mapping[str, np.ndarray], spec: LawSpec):
     With v = centre + L z, the free sampling coordinates among (A_c, log alpha, B_c,
     log beta, E, w_phi), where phi = lo + (hi - lo) sigmoid(w_phi)
     (:func:`.coords.interval_bounds`) and, with a, alpha, e free, (A_c, log alpha, E) come from
-    the ridge coordinates (S, log G, w) (:func:`.coords.ridge_floor`), the law's coordinates are
+    the ridge coordinates (S, log G, w) (:func:`.coords.ridge_floor`), or, with b and beta free
+    too, (A_c, log alpha, B_c, log beta, E) from the level split (T, log G, w_B, log H, w_A)
+    (:func:`.coords.level_split`), the law's coordinates are
 
         alpha = exp(v_alpha), beta = exp(v_beta), phi = v_phi,
         a = log A_c + alpha c_N,  b = log B_c + beta c_D,  e = log E
@@ -261,7 +263,8 @@ def build_model(data: Mapping[str, np.ndarray], spec: LawSpec):
     potential is the truncated-normal prior density of the free theta plus
     log |d theta / d v| = sum(log alpha, log beta) - sum(log A_c, log B_c, log E)
     + log((hi - lo) s (1 - s)) for phi (s = sigmoid(w_phi)) + log((S - lo) s (1 - s)) for
-    the ridge (s = sigmoid(w)), and -inf outside the box, for B_c <= 0 or S <= lo.
+    the ridge (s = sigmoid(w)) or log((T - lo)^2 s_E s_A s_B) for the level split, and -inf
+    outside the box, for B_c <= 0 or S (T) <= lo.
     Deterministics: a, alpha, b, beta, e, phi and ``log_loss_hat`` (the law's log-loss per run).
 
     PyTensor is imported here, first pointed at phifit's compile cache
@@ -287,7 +290,20 @@ def build_model(data: Mapping[str, np.ndarray], spec: LawSpec):
                 v[c] = lo + (hi - lo) * pt.sigmoid(w)
                 log_jac = log_jac + math.log(hi - lo) - pt.softplus(-w) - pt.softplus(w)
         floor = ridge_floor(spec)
-        if floor is not None:  # (S, log G, w) -> (A_c, log alpha, E): the N-term ridge is the w axis
+        if floor is not None and level_split(spec):
+            # (T, log G, w_B, log H, w_A) -> (A_c, log alpha, B_c, log beta, E): both ridges are axes
+            valid.append(pt.gt(v["a"], floor))
+            span = pt.switch(valid[-1], v["a"], floor + 1.0) - floor  # finite off the support
+            w_a, w_b = v["e"], v["b"]
+            log_s_e = -pt.logsumexp(pt.stack([pt.zeros_like(w_a), -w_a, -w_b]))
+            log_s_a, log_s_b = log_s_e - w_a, log_s_e - w_b
+            log_span = pt.log(span)
+            v["a"], v["b"] = span * pt.exp(log_s_a), span * pt.exp(log_s_b)
+            v["e"] = floor + span * pt.exp(log_s_e)
+            v["alpha"] = v["alpha"] - log_span - log_s_a
+            v["beta"] = v["beta"] - log_span - log_s_b
+            log_jac = log_jac + 2.0 * log_span + log_s_e + log_s_a + log_s_b
+        elif floor is not None:  # (S, log G, w) -> (A_c, log alpha, E): the N-term ridge is the w axis
             valid.append(pt.gt(v["a"], floor))
             span = pt.switch(valid[-1], v["a"], floor + 1.0) - floor  # finite off the support
             w = v["e"]
