@@ -633,3 +633,30 @@ def test_log_axis_tick_labels_never_overlap(analysis):
                 assert b1.x1 <= b2.x0, f"{name}: x tick labels overlap"
             checked += 1
     assert checked >= 5
+
+
+def test_a_restriction_kept_by_the_held_out_budgets_says_so_beside_its_small_p():
+    """The verdict rule keeps phi = 0 when its test rejects (p < 0.05) but it predicts held-out
+    budgets better than the free fit; the headline must then say "in-sample evidence only" first,
+    not print "not rejected" next to p = 0.049 unexplained. A plain rejection and a plain
+    non-rejection read as before."""
+    from types import SimpleNamespace as NS
+
+    from phifit.report.sections_fit import restriction_verdicts
+
+    def stats(p, rejected, cv):
+        return NS(wild=NS(p_value=p), lr_p_value=None, cv_rmse=cv, undecided=None, rejected=rejected)
+
+    comparison = NS(
+        stats={
+            "free": NS(cv_rmse=0.0355),
+            "phi=0": stats(0.049, False, 0.0336),
+            "phi=1": stats(0.015, True, 0.0575),
+        }
+    )
+    (l0, v0, e0), (l1, v1, e1) = restriction_verdicts(comparison)
+    assert (l0, v0) == ("φ = 0", "not rejected")
+    assert e0.startswith("in-sample evidence only") and "p = 0.049" in e0 and "0.0336 vs 0.0355" in e0
+    assert v1 == "rejected" and not e1.startswith("in-sample") and "p = 0.015" in e1
+    comparison.stats["phi=0"] = stats(0.3, False, 0.0336)
+    assert not restriction_verdicts(comparison)[0][2].startswith("in-sample")

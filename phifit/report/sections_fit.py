@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..bootstrap.result import MARK_FAILED_SHARE, MAX_FAILED_SHARE
-from ..fitters.likelihood import p_text
+from ..fitters.likelihood import SIGNIFICANCE, p_text
 from ..law import PARAM_NAMES
 from ..result import FitResult
 from ..study import REFERENCE_PARAMS, STUDY_PHI, STUDY_PHI_CI, STUDY_R2
@@ -144,6 +144,15 @@ def restriction_verdicts(comparison: Any) -> list[tuple[str, str, str]]:
             evidence = [undecided, *(f"{e}, not read as evidence" for e in evidence[:1])]
         else:
             verdict = "not tested" if st.rejected is None else ("rejected" if st.rejected else "not rejected")
+            p = wild.p_value if wild is not None and getattr(wild, "p_value", None) is not None else st.lr_p_value
+            if st.rejected is False and p is not None and p < SIGNIFICANCE:
+                # the verdict rule keeps a restriction that the test rejects but that predicts held-out
+                # budgets better: say so first, so "not rejected" never sits beside a small p unexplained
+                evidence = [
+                    "in-sample evidence only: the test rejects at 5%, but the restricted law predicts "
+                    "held-out budgets better",
+                    *evidence,
+                ]
         out.append((label.replace("phi", "φ ").replace("=", "= "), verdict, "; ".join(evidence)))
     return out
 
