@@ -6,7 +6,10 @@
 - ``study-table`` (docs/study.md): phifit on the study's read-off runs next to the study's
   published numbers;
 - ``cpu-table``, ``recipes-table`` and ``prediction-table`` (docs/cpu-runs.md): what the two
-  bundled CPU sweeps give, and the planned sweep's predictions against its outcome.
+  bundled CPU sweeps give, and the planned sweep's predictions against its outcome;
+- ``adaptive-headline`` (README.md) and ``adaptive-table`` (docs/cpu-runs.md): the third CPU
+  reproduction (``reports/cpu_adaptive``): phi, its interval and whether (0, 1) holds it, against
+  its prediction of record, and the adaptive loop round by round (``data/cpu_adaptive_rounds.jsonl``).
 
 Each table sits between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``; only that block is
 replaced, so every number these pages quote from a report comes from the report.
@@ -27,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"README.md": True, "docs/index.md": False}
 START, END = "<!-- results-table:start -->", "<!-- results-table:end -->"
 #: reports listed first, in this order; any other report follows alphabetically
-ORDER = ("looped_study", "paper_design_simulated", "cpu_small", "cpu_planned")
+ORDER = ("looped_study", "paper_design_simulated", "cpu_small", "cpu_planned", "cpu_adaptive")
 
 
 def _reports(root: Path) -> list[Path]:
@@ -63,7 +66,11 @@ def _verdict(fit: dict | None) -> str:
         return "undecided"
     p = fit.get("wild_p_value")
     word = "rejected" if fit["rejected"] else "not rejected"
-    return word if p is None else f"{word} (p = {p:.2g})"
+    if p is None:
+        return word
+    if not fit["rejected"] and p < 0.05:  # kept by the held-out budgets (the verdict rule)
+        return f"{word} (p = {p:.2g}: in-sample only, it predicts held-out budgets better)"
+    return f"{word} (p = {p:.2g})"
 
 
 def _lack_of_fit(results: dict) -> str:
@@ -287,6 +294,120 @@ def prediction_table(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
+#: the third CPU reproduction: its report, round log and prediction of record
+ADAPTIVE = "cpu_adaptive"
+ADAPTIVE_ROUNDS = Path("data") / "cpu_adaptive_rounds.jsonl"
+ADAPTIVE_PREDICTION = Path("reports") / ADAPTIVE / "prediction_of_record.json"
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _on_box(lo: float, hi: float, box) -> bool:
+    return lo <= box[0] + 1e-9 or hi >= box[1] - 1e-9
+
+
+def _inside_unit(lo: float, hi: float, box) -> str:
+    """Whether phi's interval lies inside (0, 1), and if not, which way it leaves."""
+    if 0 < lo and hi < 1:
+        return "lies inside (0, 1)"
+    where = []
+    if lo <= 0:
+        where.append("reaches the box's lower end" if lo <= box[0] + 1e-9 else "reaches below 0")
+    if hi >= 1:
+        where.append("reaches the box's upper end" if hi >= box[1] - 1e-9 else "reaches above 1")
+    return "does not lie inside (0, 1): it " + " and ".join(where)
+
+
+def _width(lo: float, hi: float, box) -> str:
+    text = f"{hi - lo:.3g}"
+    return text + " (an end on the box)" if _on_box(lo, hi, box) else text
+
+
+def adaptive_headline(root: Path = ROOT) -> str:
+    """The README's sentence on the third CPU reproduction: phi, its interval, whether (0, 1) holds
+    it, against the prediction of record made before its first run."""
+    res = _load(root, ADAPTIVE)
+    rounds = _jsonl(root / ADAPTIVE_ROUNDS)
+    pred = json.loads((root / ADAPTIVE_PREDICTION).read_text(encoding="utf-8"))
+    sim = pred["simulation"]
+    fit = res["fit"]
+    lo, hi = fit["ci"]["phi"]
+    box = fit["bounds"]["phi"]
+    outcomes = [r for r in rounds if r["event"] == "outcome"]
+    pilot = next(r for r in outcomes if r["round"] == 0)
+    stop = next((r for r in rounds if r["event"] == "stop"), None)
+    n_rounds = max(r["round"] for r in outcomes)
+    stopped = f"; stopped by {stop['reason']}" if stop else ""
+    widths = [t["width"] for t in sim["tables"] if t.get("width") is not None]
+    wider = sum(w < hi - lo for w in widths) / len(widths)
+    reaches = "reaches" if _on_box(lo, hi, box) else "does not reach"
+    return (
+        f"**Third CPU reproduction** ([`cpu_adaptive`](reports/cpu_adaptive/), {fit['n_runs']} runs of "
+        f"the study's recipe: a {pilot['n_runs']}-run pilot and {n_rounds} rounds of `phifit sweep "
+        f"--adaptive`{stopped}): phi = {_number(fit['params']['phi'])}, 95% cell-bootstrap interval "
+        f"{interval_text_(lo, hi, box)}, which {_inside_unit(lo, hi, box)}; width "
+        f"{_width(lo, hi, box)}. Its prediction of record, committed before its first run (all "
+        f"{pred['design']['n_runs']} runs of the design, {sim['n_tables']} simulated tables): a median "
+        f"width of {sim['width_median']:.3g} (10–90%: {sim['width_q10']:.3g}–{sim['width_q90']:.3g}), the "
+        f"interval reaching the box in {sim['p_box']:.0%} of tables. Realised: wider than {wider:.0%} of "
+        f"those tables, and it {reaches} the box. Round by round: "
+        f"[docs/cpu-runs.md](docs/cpu-runs.md#cpu_adaptive-the-third-reproduction-run-by-the-adaptive-loop)."
+    )
+
+
+def _picks(decision: dict | None) -> str:
+    if not decision:
+        return "—"
+    return "; ".join(f"r {p['r']} · d {p['size']:g} · {p['budget']:.3g}" for p in decision["picks"])
+
+
+def adaptive_table(root: Path = ROOT) -> str:
+    """The adaptive loop round by round: what each round trained, the width its decision predicted
+    (asymptotic) and the width the cell bootstrap then measured; the report's final interval last."""
+    rounds = _jsonl(root / ADAPTIVE_ROUNDS)
+    decisions = {r["round"]: r for r in rounds if r["event"] == "decision"}
+    outcomes = {r["round"]: r for r in rounds if r["event"] == "outcome"}
+    lines = [
+        "| round | trained (r · width · budget) | runs | training FLOPs | phi | 95% interval "
+        "| width: predicted | width: realised |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for k in sorted(outcomes):
+        o = outcomes[k]
+        ci = o.get("phi_ci")
+        if ci:
+            interval, realised = f"[{_number(ci[0])}, {_number(ci[1])}]", f"{o['width_realised']:.3g}"
+        else:
+            interval, realised = "not bootstrapped", "—"
+        predicted = decisions.get(k, {}).get("width_predicted")
+        trained = _picks(decisions.get(k)) if k else "the pilot grid"
+        lines.append(
+            f"| {'pilot' if k == 0 else k} | {trained} "
+            f"| {o['n_runs']} | {o['flops']:.3g} | {_number(o['phi'])} | {interval} "
+            f"| {'—' if predicted is None else f'{predicted:.3g}'} | {realised} |"
+        )
+    res = _load(root, ADAPTIVE)
+    fit = res["fit"]
+    lo, hi = fit["ci"]["phi"]
+    box = fit["bounds"]["phi"]
+    lines.append(
+        f"| report | ({res['bootstrap']['n_boot']:,} replicates) | {fit['n_runs']} | — "
+        f"| {_number(fit['params']['phi'])} | {interval_text_(lo, hi, box)} | — | {_width(lo, hi, box)} |"
+    )
+    pred = json.loads((root / ADAPTIVE_PREDICTION).read_text(encoding="utf-8"))
+    sim = pred["simulation"]
+    lines.append("")
+    lines.append(
+        f"The prediction of record (`{ADAPTIVE_PREDICTION.as_posix()}`, before the first run; all "
+        f"{pred['design']['n_runs']} runs of the design, misfit carried, {sim['n_tables']} simulated "
+        f"tables): median width {sim['width_median']:.3g} (10–90%: {sim['width_q10']:.3g}–"
+        f"{sim['width_q90']:.3g}), the interval reaching the box in {sim['p_box']:.0%} of tables."
+    )
+    return "\n".join(lines)
+
+
 #: block name -> (file, builder); the README's rows link to the report folders, the docs' do not
 BLOCKS = (
     ("results-table", "README.md", lambda root: table(root, link=True)),
@@ -295,6 +416,8 @@ BLOCKS = (
     ("cpu-table", "docs/cpu-runs.md", cpu_table),
     ("recipes-table", "docs/cpu-runs.md", recipes_table),
     ("prediction-table", "docs/cpu-runs.md", prediction_table),
+    ("adaptive-headline", "README.md", adaptive_headline),
+    ("adaptive-table", "docs/cpu-runs.md", adaptive_table),
 )
 
 

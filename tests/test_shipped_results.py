@@ -256,3 +256,54 @@ def test_the_planned_sweeps_second_basin():
     assert int(((phi >= -1) & (phi < 0)).sum()) <= 1  # a second basin below -1, not a tail towards it
     assert 0.025 < float((phi < -1).mean()) < 0.1  # ... holding the 2.5% quantile
     assert results["fit"]["ci"]["phi"][0] < -1
+
+
+ADAPTIVE_TABLE = ROOT / "data" / "cpu_adaptive_runs.csv"
+ADAPTIVE_ROUNDS = ROOT / "data" / "cpu_adaptive_rounds.jsonl"
+ADAPTIVE_RESULTS = ROOT / "reports" / "cpu_adaptive" / "results.json"
+ADAPTIVE_PREDICTION = ROOT / "reports" / "cpu_adaptive" / "prediction_of_record.json"
+
+
+def _rounds() -> list[dict]:
+    lines = ADAPTIVE_ROUNDS.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def test_the_adaptive_table_is_its_pilot_and_round_log():
+    """data/cpu_adaptive_runs.csv holds runs of trainers/sweeps/cpu_adaptive.toml only, once each:
+    the new-recipe pilot's 44 runs (data/cpu_recipe_runs.csv, copied in) and exactly the runs the
+    round log says the loop trained; each round's outcome fitted the runs in the table by then and
+    every pick of a decision was trained in that round, and none diverged."""
+    pytest.importorskip("torch")
+    from phifit.trainers.sweep import load_spec, plan
+
+    ids = list(load_runs(ADAPTIVE_TABLE).frame["run_id"])
+    assert len(ids) == len(set(ids)) >= 60
+    assert set(ids) <= {r.run_id for r in plan(load_spec("cpu_adaptive"))}
+    pilot = set(load_runs(ROOT / "data" / "cpu_recipe_runs.csv").frame["run_id"])
+    rounds = _rounds()
+    outcomes = {r["round"]: r for r in rounds if r["event"] == "outcome"}
+    decisions = {r["round"]: r for r in rounds if r["event"] == "decision"}
+    trained = [set(outcomes[k]["trained"]) for k in sorted(outcomes)]
+    assert set(ids) == pilot.union(*trained)
+    assert all(not o["failed"] for o in outcomes.values())
+    seen = set(pilot)
+    for k in sorted(outcomes):
+        seen |= set(outcomes[k]["trained"])
+        assert outcomes[k]["n_runs"] == len(seen)
+        if k:
+            assert {p["run_id"] for p in decisions[k]["picks"]} == set(outcomes[k]["trained"])
+    assert max(outcomes) == max(decisions)  # no decision left untrained in the shipped log
+
+
+def test_the_adaptive_report_is_of_the_whole_table_and_its_prediction_of_the_design():
+    """The report fits every run of the table; the prediction of record is of the spec's 92-run
+    design (misfit carried, 100 simulated tables), made from the new-recipe pilot."""
+    results = read(ADAPTIVE_RESULTS)
+    n = len(load_runs(ADAPTIVE_TABLE).frame)
+    assert results["fit"]["n_runs"] == results["n_table_runs"] == n
+    assert re.search(r"cpu_adaptive_runs\.csv$", results["source"])
+    pred = read(ADAPTIVE_PREDICTION)
+    assert pred["design"]["n_runs"] == 92 and pred["simulation"]["n_tables"] == 100
+    assert pred["simulation"]["misfit"] is not None
+    assert "cpu_recipe_runs.csv" in pred["law_source"]

@@ -144,7 +144,8 @@ def restriction_verdicts(comparison: Any) -> list[tuple[str, str, str]]:
             evidence = [undecided, *(f"{e}, not read as evidence" for e in evidence[:1])]
         else:
             verdict = "not tested" if st.rejected is None else ("rejected" if st.rejected else "not rejected")
-            p = wild.p_value if wild is not None and getattr(wild, "p_value", None) is not None else st.lr_p_value
+            has_wild = wild is not None and getattr(wild, "p_value", None) is not None
+            p = wild.p_value if has_wild else st.lr_p_value
             if st.rejected is False and p is not None and p < SIGNIFICANCE:
                 # the verdict rule keeps a restriction that the test rejects but that predicts held-out
                 # budgets better: say so first, so "not rejected" never sits beside a small p unexplained
