@@ -51,14 +51,16 @@ def _table(condition: str, index: int):
     return table_from_frame(cov.table_frame(CONDITIONS[condition], index), source=f"{condition} {index}")
 
 
-def one_fit(condition: str, index: int, noise: str) -> dict:
-    """Fit table ``index`` of ``condition`` with the default sampler settings and ``noise``."""
+def one_fit(condition: str, index: int, noise: str, target_accept: float | None = None) -> dict:
+    """Fit table ``index`` of ``condition`` with the default sampler settings and ``noise`` (and
+    ``target_accept`` in place of the default's, when given)."""
     from phifit.fitters.bayes import sample_posterior
     from phifit.fitters.bayes.diagnostics import ESS_MIN, RHAT_MAX
 
     runs = _table(condition, index)
     start = time.perf_counter()
-    res = sample_posterior(runs, noise=noise, seed=index, progress=False).result
+    settings = {} if target_accept is None else {"target_accept": target_accept}
+    res = sample_posterior(runs, noise=noise, seed=index, progress=False, **settings).result
     d = res.extras["diagnostics"]
     lo, hi = res.ci.get("phi", [math.nan, math.nan])
     tau = (res.extras.get("cell_effects") or {}).get("tau", {})
@@ -109,7 +111,10 @@ def run(args: argparse.Namespace) -> None:
     with path.open("a", encoding="utf-8") as fh:
         # one process: nutpie runs the 4 chains in parallel and the compiled model is reused
         for k, (c, i, m) in enumerate(todo, 1):
-            fh.write(json.dumps(one_fit(c, i, m)) + "\n")
+            row = one_fit(c, i, m, args.target_accept)
+            if args.target_accept is not None:
+                row["target_accept"] = args.target_accept
+            fh.write(json.dumps(row) + "\n")
             fh.flush()
             if k % 10 == 0 or k == len(todo):
                 print(f"  {k}/{len(todo)} fits, {(time.perf_counter() - start) / k:.1f} s each", flush=True)
@@ -154,6 +159,12 @@ def main() -> None:
     parser.add_argument("--conditions", nargs="*", default=list(CONDITIONS), choices=list(CONDITIONS))
     parser.add_argument("--noise", nargs="*", default=["cell", "run"], choices=["cell", "run"])
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="JSON lines, one per fit (resumable)")
+    parser.add_argument(
+        "--target-accept",
+        type=float,
+        default=None,
+        help="NUTS target acceptance in place of the default fit's (use its own --out)",
+    )
     parser.add_argument("--summary", action="store_true", help="only summarise what --out holds")
     args = parser.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
