@@ -474,7 +474,12 @@ def bayes_summary(result: FitResult) -> str:
         f"    max R-hat         {_num(diag.get('max_r_hat'), '.4f')} (warn above {diag.get('r_hat_max')})",
         f"    min ESS bulk/tail {_num(diag.get('min_ess_bulk'), '.0f')} / "
         f"{_num(diag.get('min_ess_tail'), '.0f')} (warn below {diag.get('ess_min')})",
-        f"    converged         {result.converged} (R-hat within threshold and no divergences)",
+        f"    converged         {result.converged} "
+        + (
+            f"(every R-hat <= {diag.get('r_hat_max')} and no divergence)"
+            if result.converged
+            else f"(needs every R-hat <= {diag.get('r_hat_max')} and no divergence; see the warnings)"
+        ),
         f"    sampling          {_num(ex.get('sampling_s'), '.1f')} s "
         f"(compile {_num(ex.get('compile_s'), '.1f')} s)",
         "",
