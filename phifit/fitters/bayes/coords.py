@@ -182,7 +182,6 @@ def _from_level_split(v: np.ndarray, lo: float) -> tuple[np.ndarray, np.ndarray]
     jac[4, 0], jac[4, 4], jac[4, 2] = s_e, k * s_e * s_a, k * s_e * s_b
     jac[1, 0], jac[1, 1], jac[1, 4], jac[1, 2] = -1.0 / k, 1.0, 1.0 - s_a, -s_b
     jac[3, 0], jac[3, 3], jac[3, 4], jac[3, 2] = -1.0 / k, 1.0, -s_a, 1.0 - s_b
-    jac[1, 3] = jac[3, 1] = 0.0
     return u, jac
 
 
@@ -275,7 +274,8 @@ def dtheta_dv(
 
     Its log-determinant is -log A_c - log B_c - log E (+ log alpha + log beta when those
     are logged) + sum over the interval coordinates of log((hi - lo) s (1 - s)), s =
-    sigmoid(w), + log((S - lo) s (1 - s)) with the ridge coordinates: the ``log_jac`` term
+    sigmoid(w), + log((S - lo) s (1 - s)) with the ridge coordinates or log((T - lo)^2 s_E s_A s_B)
+    with the level split: the ``log_jac`` term
     of the model's prior potential.
     """
     v, dv_dw = _from_interval(v, intervals)
