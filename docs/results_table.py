@@ -9,7 +9,8 @@
   bundled CPU sweeps give, and the planned sweep's predictions against its outcome;
 - ``adaptive-headline`` (README.md) and ``adaptive-table`` (docs/cpu-runs.md): the third CPU
   reproduction (``reports/cpu_adaptive``): phi, its interval and whether (0, 1) holds it, against
-  its prediction of record, and the adaptive loop round by round (``data/cpu_adaptive_rounds.jsonl``).
+  its prediction of record, and the adaptive loop round by round (the report's ``adaptive``
+  section, read from ``data/cpu_adaptive_rounds.jsonl``).
 
 Each table sits between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``; only that block is
 replaced, so every number these pages quote from a report comes from the report.
@@ -196,7 +197,7 @@ def cpu_table(root: Path = ROOT) -> str:
     def width(res):
         lo, hi = res["fit"]["ci"]["phi"]
         box = res["fit"]["bounds"]["phi"]
-        if lo <= box[0] + 1e-9 or hi >= box[1] - 1e-9:
+        if _on_box(lo, hi, box):
             return "not determined (an end on the box)"
         return f"{hi - lo:.3g}"
 
@@ -275,7 +276,7 @@ def prediction_table(root: Path = ROOT) -> str:
         return f"{sum(w < realised for w in widths) / len(widths):.0%} of {len(widths)}"
 
     fits = res["comparison"]["fits"]
-    on_box = lo <= box[0] + 1e-9 or hi >= box[1] - 1e-9
+    on_box = _on_box(lo, hi, box)
     rows = [
         (
             "width of phi's 95% interval",
@@ -294,14 +295,10 @@ def prediction_table(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
-#: the third CPU reproduction: its report, round log and prediction of record
+#: the third CPU reproduction: its report (whose ``adaptive`` section is its round log, read by
+#: :func:`phifit.plan.rounds.load_rounds`) and its prediction of record
 ADAPTIVE = "cpu_adaptive"
-ADAPTIVE_ROUNDS = Path("data") / "cpu_adaptive_rounds.jsonl"
 ADAPTIVE_PREDICTION = Path("reports") / ADAPTIVE / "prediction_of_record.json"
-
-
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _on_box(lo: float, hi: float, box) -> bool:
@@ -325,29 +322,31 @@ def _width(lo: float, hi: float, box) -> str:
     return text + " (an end on the box)" if _on_box(lo, hi, box) else text
 
 
+def _prediction(root: Path) -> tuple[dict, dict]:
+    pred = json.loads((root / ADAPTIVE_PREDICTION).read_text(encoding="utf-8"))
+    return pred, pred["simulation"]
+
+
 def adaptive_headline(root: Path = ROOT) -> str:
     """The README's sentence on the third CPU reproduction: phi, its interval, whether (0, 1) holds
     it, against the prediction of record made before its first run."""
     res = _load(root, ADAPTIVE)
-    rounds = _jsonl(root / ADAPTIVE_ROUNDS)
-    pred = json.loads((root / ADAPTIVE_PREDICTION).read_text(encoding="utf-8"))
-    sim = pred["simulation"]
+    rounds = res["adaptive"]
+    pred, sim = _prediction(root)
     fit = res["fit"]
     lo, hi = fit["ci"]["phi"]
     box = fit["bounds"]["phi"]
-    outcomes = [r for r in rounds if r["event"] == "outcome"]
-    pilot = next(r for r in outcomes if r["round"] == 0)
-    stop = next((r for r in rounds if r["event"] == "stop"), None)
-    n_rounds = max(r["round"] for r in outcomes)
-    stopped = f"; stopped by {stop['reason']}" if stop else ""
+    finished = [r for r in rounds["rounds"] if r["finished"]]
+    pilot = next(r for r in finished if r["round"] == 0)
+    stopped = f"; stopped: {rounds['stop']['reason']}" if rounds.get("stop") else ""
     widths = [t["width"] for t in sim["tables"] if t.get("width") is not None]
     wider = sum(w < hi - lo for w in widths) / len(widths)
     reaches = "reaches" if _on_box(lo, hi, box) else "does not reach"
     return (
         f"**Third CPU reproduction** ([`cpu_adaptive`](reports/cpu_adaptive/), {fit['n_runs']} runs of "
-        f"the study's recipe: a {pilot['n_runs']}-run pilot and {n_rounds} rounds of `phifit sweep "
-        f"--adaptive`{stopped}): phi = {_number(fit['params']['phi'])}, 95% cell-bootstrap interval "
-        f"{interval_text_(lo, hi, box)}, which {_inside_unit(lo, hi, box)}; width "
+        f"the study's recipe: a {pilot['n_runs']}-run pilot and {max(r['round'] for r in finished)} rounds "
+        f"of `phifit sweep --adaptive`{stopped}): phi = {_number(fit['params']['phi'])}, 95% cell-bootstrap "
+        f"interval {interval_text_(lo, hi, box)}, which {_inside_unit(lo, hi, box)}; width "
         f"{_width(lo, hi, box)}. Its prediction of record, committed before its first run (all "
         f"{pred['design']['n_runs']} runs of the design, {sim['n_tables']} simulated tables): a median "
         f"width of {sim['width_median']:.3g} (10–90%: {sim['width_q10']:.3g}–{sim['width_q90']:.3g}), the "
@@ -357,38 +356,34 @@ def adaptive_headline(root: Path = ROOT) -> str:
     )
 
 
-def _picks(decision: dict | None) -> str:
-    if not decision:
-        return "—"
-    return "; ".join(f"r {p['r']} · d {p['size']:g} · {p['budget']:.3g}" for p in decision["picks"])
-
-
 def adaptive_table(root: Path = ROOT) -> str:
-    """The adaptive loop round by round: what each round trained, the width its decision predicted
-    (asymptotic) and the width the cell bootstrap then measured; the report's final interval last."""
-    rounds = _jsonl(root / ADAPTIVE_ROUNDS)
-    decisions = {r["round"]: r for r in rounds if r["event"] == "decision"}
-    outcomes = {r["round"]: r for r in rounds if r["event"] == "outcome"}
+    """The adaptive loop round by round (the report's ``adaptive`` section): what each round trained,
+    the width its decision predicted (asymptotic) and the width the cell bootstrap then measured; the
+    report's final interval last."""
+    res = _load(root, ADAPTIVE)
     lines = [
         "| round | trained (r · width · budget) | runs | training FLOPs | phi | 95% interval "
         "| width: predicted | width: realised |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for k in sorted(outcomes):
-        o = outcomes[k]
-        ci = o.get("phi_ci")
-        if ci:
-            interval, realised = f"[{_number(ci[0])}, {_number(ci[1])}]", f"{o['width_realised']:.3g}"
+    for row in res["adaptive"]["rounds"]:
+        if not row["finished"]:
+            continue
+        k, ci, predicted = row["round"], row.get("phi_ci"), row.get("width_predicted")
+        if ci and row.get("width_realised") is not None:
+            interval, realised = f"[{_number(ci[0])}, {_number(ci[1])}]", f"{row['width_realised']:.3g}"
         else:
             interval, realised = "not bootstrapped", "—"
-        predicted = decisions.get(k, {}).get("width_predicted")
-        trained = _picks(decisions.get(k)) if k else "the pilot grid"
-        lines.append(
-            f"| {'pilot' if k == 0 else k} | {trained} "
-            f"| {o['n_runs']} | {o['flops']:.3g} | {_number(o['phi'])} | {interval} "
-            f"| {'—' if predicted is None else f'{predicted:.3g}'} | {realised} |"
+        trained = (
+            "; ".join(f"r {p['r']} · d {p['size']:g} · {p['budget']:.3g}" for p in row["picks"])
+            if k
+            else "the pilot grid"
         )
-    res = _load(root, ADAPTIVE)
+        lines.append(
+            f"| {'pilot' if k == 0 else k} | {trained} | {row['n_runs']} | {row['flops']:.3g} "
+            f"| {_number(row['phi'])} | {interval} | {'—' if predicted is None else f'{predicted:.3g}'} "
+            f"| {realised} |"
+        )
     fit = res["fit"]
     lo, hi = fit["ci"]["phi"]
     box = fit["bounds"]["phi"]
@@ -396,8 +391,7 @@ def adaptive_table(root: Path = ROOT) -> str:
         f"| report | ({res['bootstrap']['n_boot']:,} replicates) | {fit['n_runs']} | — "
         f"| {_number(fit['params']['phi'])} | {interval_text_(lo, hi, box)} | — | {_width(lo, hi, box)} |"
     )
-    pred = json.loads((root / ADAPTIVE_PREDICTION).read_text(encoding="utf-8"))
-    sim = pred["simulation"]
+    pred, sim = _prediction(root)
     lines.append("")
     lines.append(
         f"The prediction of record (`{ADAPTIVE_PREDICTION.as_posix()}`, before the first run; all "

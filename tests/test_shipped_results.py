@@ -265,8 +265,11 @@ ADAPTIVE_PREDICTION = ROOT / "reports" / "cpu_adaptive" / "prediction_of_record.
 
 
 def _rounds() -> list[dict]:
-    lines = ADAPTIVE_ROUNDS.read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
+    from phifit.plan.rounds import read_records
+
+    records, torn = read_records(ADAPTIVE_ROUNDS)
+    assert torn == 0
+    return records
 
 
 def test_the_adaptive_table_is_its_pilot_and_round_log():
