@@ -624,6 +624,23 @@ def test_auto_falls_back_to_pymc_which_agrees(table, default_fit, monkeypatch):
     assert res.extras["divergences"] == 0
 
 
+def test_one_token_count_samples_with_nutpie(monkeypatch):
+    """On a table with one token count the D-term is fixed out of the model, so its datum c_d is no
+    input of the compiled graph; nutpie itself must sample it (no fallback to PyMC's NUTS), with the
+    D-term reported as unidentified. (The disk cache is off, so the data are swapped into a freshly
+    compiled or memory-cached model, the path that refused c_d.)"""
+    monkeypatch.setenv(backends.DISK_CACHE_ENV, "0")
+    frame = simulate("paper", noise=0.005, seed=5)
+    frame = frame[frame["budget"] == frame["budget"].unique()[3]].copy()
+    frame["tokens"] = float(frame["tokens"].median())
+    runs = table_from_frame(frame, source="one token count")
+    res = B.fit_bayes(runs, sampler="nutpie", seed=2, **SMALL)
+    assert res.extras["sampler"] == "nutpie"
+    assert not [w for w in res.warnings if w.kind == "sampler_fallback"]
+    assert any(w.kind == "d_term_unidentified" for w in res.warnings)
+    assert res.params["B"] is None or not np.isfinite(res.params["B"])
+
+
 # -- acceptance 3: LOO ---------------------------------------------------------------------
 def test_loo_prefers_free_model_when_phi_is_046(table):
     from phifit.fitters.bayes import LooComparison, compare_loo

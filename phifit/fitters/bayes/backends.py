@@ -165,7 +165,7 @@ def compiled_model(data: Mapping[str, np.ndarray], spec: LawSpec) -> tuple[Any, 
 
     key = model_structure(spec, data)
     if key in _NUTPIE_CACHE:
-        return _NUTPIE_CACHE[key].with_data(**data), {"cache": "memory"}
+        return _with_data(_NUTPIE_CACHE[key], data), {"cache": "memory"}
     use_disk = disk_cache_enabled()
     info: dict[str, Any] = {"cache": "miss" if use_disk else "off"}
     model = build_model(data, spec)
@@ -191,7 +191,14 @@ def compiled_model(data: Mapping[str, np.ndarray], spec: LawSpec) -> tuple[Any, 
             save_compiled(path, compiled, parts)
         except Exception as err:  # noqa: BLE001 - the fit goes on without the disk cache
             info["reason"] = f"not saved: {type(err).__name__}: {err}"
-    return compiled.with_data(**data), info
+    return _with_data(compiled, data), info
+
+
+def _with_data(compiled: Any, data: Mapping[str, np.ndarray]) -> Any:
+    """``compiled`` with ``data`` swapped in, for the inputs its graph uses: a datum the spec leaves
+    out of the graph (``c_d`` when the D-term is fixed, e.g. on a table with one token count) is no
+    shared variable of the compiled model, and nutpie refuses unknown names."""
+    return compiled.with_data(**{k: v for k, v in data.items() if k in compiled.shared_data})
 
 
 def _version(package: str) -> str:
