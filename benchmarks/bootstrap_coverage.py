@@ -353,6 +353,22 @@ def _interval_array(sub: list[dict], key: str) -> np.ndarray:
     return np.array([r[key] if r[key] and None not in r[key] else [np.nan, np.nan] for r in sub], float)
 
 
+def _covered_or_flagged(rows: list[dict]) -> str:
+    """Where the law misfits, how often a user is either covered or told: the cell percentile
+    interval covers the generating phi, or the report flags the table (the lack-of-fit test of
+    r^phi rejects at 5%, or an end of the interval sits at phi's box and prints as "search bound:
+    not determined").  A miss that nothing flags is the failure that matters."""
+    ci = _interval_array(rows, "cell_percentile")
+    covers = (ci[:, 0] <= TRUE_PHI) & (TRUE_PHI <= ci[:, 1])
+    lof = np.array([r["lof_p"] is not None and r["lof_p"] < 0.05 for r in rows])
+    at_box = (ci[:, 0] <= -3 + 1e-6) | (ci[:, 1] >= 3 - 1e-6)
+    return (
+        f"covered or flagged {_share(covers | lof | at_box).strip()} (lack of fit rejects: "
+        f"{int(lof.sum())}, an end at the box: {int(at_box.sum())}, neither and missed: "
+        f"{int((~covers & ~lof & ~at_box).sum())} of {len(rows)})"
+    )
+
+
 def summarise(path: Path, conditions: list[str] | None = None) -> str:
     """The study's table: every condition ``path`` holds (or ``conditions``), in CONDITIONS order."""
     merged: dict[tuple[str, int], dict] = {}
@@ -424,6 +440,9 @@ def summarise(path: Path, conditions: list[str] | None = None) -> str:
                     f"{'':<18} {'':>6} noiseless fit's phi {target:.4f}: the cell percentile interval "
                     f"covers it in {_share((ci[:, 0] <= target) & (target <= ci[:, 1])).strip()}"
                 )
+                both = [r for r in sub if "lof_p" in r]
+                if both:
+                    lines.append(f"{'':<18} {'':>6} {_covered_or_flagged(both)}")
         if inv:
             covers = np.array([bool(r["inv_covers"]) for r in inv])
             censored = sum(any(c for pair in r["inv_censored"] for c in pair) for r in inv)

@@ -111,3 +111,19 @@ def test_every_misfit_condition_has_a_law_true_twin_and_every_part_a_done_key():
         if "offsets" in spec:
             assert spec["twin"] in bc.LAW_TRUE, name
     assert set(bc.PART_KEYS) == set(bc.PARTS)
+
+
+def test_covered_or_flagged_counts_only_unflagged_misses():
+    """A table counts as a failure only when its interval misses the generating phi and nothing
+    warns: neither the lack-of-fit test (p < 0.05) nor an interval end at phi's box (-3, 3)."""
+    true = bc.TRUE_PHI
+    rows = [
+        {"cell_percentile": [true - 0.1, true + 0.1], "lof_p": 0.5},  # covers
+        {"cell_percentile": [true + 0.01, true + 0.2], "lof_p": 0.01},  # misses, flagged by lack of fit
+        {"cell_percentile": [-3.0, true - 0.01], "lof_p": 0.3},  # misses, an end at the box
+        {"cell_percentile": [true + 0.01, true + 0.2], "lof_p": 0.05},  # misses, p not below 0.05
+        {"cell_percentile": [true - 0.3, true - 0.01], "lof_p": None},  # misses, untestable
+    ]
+    text = bc._covered_or_flagged(rows)
+    assert text.startswith("covered or flagged 60.0 ± ")
+    assert "lack of fit rejects: 1, an end at the box: 1, neither and missed: 2 of 5" in text
