@@ -19,6 +19,9 @@ R-hat <= 1.01 and ESS >= 400.  One JSON line per table and model in ``--out`` (r
     python benchmarks/bayes_coverage.py --tables 200 --conditions paper-cell-shared
     python benchmarks/bayes_coverage.py --tables 200 --conditions small-cell-shared
     python benchmarks/bayes_coverage.py --summary
+
+Tables are numbered from 0 and table i uses seed i, so a study can be extended with fresh tables
+(``--first 200 --tables 400`` fits tables 200-399) and its JSON lines concatenated.
 """
 
 from __future__ import annotations
@@ -51,15 +54,14 @@ def _table(condition: str, index: int):
     return table_from_frame(cov.table_frame(CONDITIONS[condition], index), source=f"{condition} {index}")
 
 
-def one_fit(condition: str, index: int, noise: str, target_accept: float | None = None) -> dict:
-    """Fit table ``index`` of ``condition`` with the default sampler settings and ``noise`` (and
-    ``target_accept`` in place of the default's, when given)."""
+def one_fit(condition: str, index: int, noise: str, **settings: float | int) -> dict:
+    """Fit table ``index`` of ``condition`` with the default sampler settings and ``noise``, and
+    any of ``target_accept``, ``draws``, ``tune`` in ``settings`` in place of the default's."""
     from phifit.fitters.bayes import sample_posterior
     from phifit.fitters.bayes.diagnostics import ESS_MIN, RHAT_MAX
 
     runs = _table(condition, index)
     start = time.perf_counter()
-    settings = {} if target_accept is None else {"target_accept": target_accept}
     res = sample_posterior(runs, noise=noise, seed=index, progress=False, **settings).result
     d = res.extras["diagnostics"]
     lo, hi = res.ci.get("phi", [math.nan, math.nan])
@@ -101,19 +103,23 @@ def run(args: argparse.Namespace) -> None:
     done = _rows(path)
     todo = [
         (c, i, m)
-        for i in range(args.tables)
+        for i in range(args.first, args.tables)
         for c in args.conditions
         for m in args.noise
         if (c, i, m) not in done
     ]
+    settings = {
+        key: value
+        for key, value in (("target_accept", args.target_accept), ("draws", args.draws), ("tune", args.tune))
+        if value is not None
+    }
     print(f"{len(todo)} fits to go -> {path}", flush=True)
     start = time.perf_counter()
     with path.open("a", encoding="utf-8") as fh:
         # one process: nutpie runs the 4 chains in parallel and the compiled model is reused
         for k, (c, i, m) in enumerate(todo, 1):
-            row = one_fit(c, i, m, args.target_accept)
-            if args.target_accept is not None:
-                row["target_accept"] = args.target_accept
+            row = one_fit(c, i, m, **settings)
+            row.update(settings)
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             if k % 10 == 0 or k == len(todo):
@@ -156,6 +162,12 @@ def summarise(path: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", type=int, default=200, help="tables per condition (default 200)")
+    parser.add_argument(
+        "--first",
+        type=int,
+        default=0,
+        help="first table index (default 0): --first 200 --tables 400 fits tables 200-399, fresh seeds",
+    )
     parser.add_argument("--conditions", nargs="*", default=list(CONDITIONS), choices=list(CONDITIONS))
     parser.add_argument("--noise", nargs="*", default=["cell", "run"], choices=["cell", "run"])
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="JSON lines, one per fit (resumable)")
@@ -163,8 +175,10 @@ def main() -> None:
         "--target-accept",
         type=float,
         default=None,
-        help="NUTS target acceptance in place of the default fit's (use its own --out)",
+        help="NUTS target acceptance in place of the default fit's (its own --out, as for --draws, --tune)",
     )
+    parser.add_argument("--draws", type=int, default=None, help="draws per chain in place of the default's")
+    parser.add_argument("--tune", type=int, default=None, help="tuning steps per chain, not the default")
     parser.add_argument("--summary", action="store_true", help="only summarise what --out holds")
     args = parser.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
