@@ -40,13 +40,21 @@ def _log_loss(condition, index, size, cache):
     return frame, np.log(frame["loss"].to_numpy())
 
 
+#: The study's design simulates from fixed constants, to the last digit; the CPU design ("small"
+#: conditions) from a law fitted to the CPU table at run time, whose last digits follow the
+#: installed numpy / scipy (two installs differed by 1.8e-10 relative).  A changed noise draw
+#: moves a log-loss by about 1e-2, so 1e-8 still tells a changed table from the same one.
+REL_TOL = {"small": 1e-8, "small-cell-shared": 1e-8}
+
+
 @pytest.mark.parametrize("key", list(BEFORE), ids=lambda k: f"{k[0]}-{k[1]}-{'size' if k[2] else 'cov'}")
 def test_law_true_tables_are_unchanged(key, cache):
     _, y = _log_loss(*key, cache)
     first, last, total = BEFORE[key]
-    assert y[0] == pytest.approx(first, rel=1e-13)
-    assert y[-1] == pytest.approx(last, rel=1e-13)
-    assert y.sum() == pytest.approx(total, rel=1e-13)
+    rel = REL_TOL.get(key[0], 1e-13)
+    assert y[0] == pytest.approx(first, rel=rel)
+    assert y[-1] == pytest.approx(last, rel=rel)
+    assert y.sum() == pytest.approx(total, rel=rel)
 
 
 @pytest.mark.parametrize(
