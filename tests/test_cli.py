@@ -404,3 +404,18 @@ def test_fit_on_a_table_u_shaped_in_r_does_not_end_without_warnings(tmp_path, ca
     out = capsys.readouterr().out
     assert "no warnings" not in out
     assert "r = 8: runs lie systematically above the law" in out
+
+
+def test_closing_line_counts_a_kind_met_more_than_once():
+    from phifit.cautions import Caution
+    from phifit.cli.fit import closing_line
+
+    cautions = [Caution("bayes", "r_hat", "m")] * 7 + [Caution("bayes", "low_ess", "m")] * 13
+    cautions += [
+        Caution("diagnostics", "residuals_not_checked", "m"),
+        Caution("runs", "no_budget", "m", level="note"),
+    ]
+    assert closing_line(cautions) == (
+        "done: 21 warnings: 7 r_hat (bayes), 13 low_ess (bayes), residuals_not_checked (diagnostics); "
+        "1 note: no_budget (runs) (see [[Notes]])"
+    )

@@ -374,3 +374,24 @@ def test_profile_figure_names_the_interval_it_draws():
     assert "95% bootstrap interval [0.350, 0.450]" in labels
     assert not any(label.startswith("profile interval") for label in labels)
     assert ax.get_ylabel() == "profile deviance n log(F(φ) / F_min)"
+
+
+def test_fit_command_checks_residuals_only_at_a_posterior_whose_chains_mixed():
+    """`phifit fit --method bayes` reads per-r offsets at the posterior medians; where the chains
+    sit in separate places (R-hat 1.5) those medians are not one law's fit, so it says it did not
+    check rather than flag every r as misfit; slow but mixed chains (R-hat 1.02) are still checked."""
+    from phifit.cli.fit import UNMIXED_R_HAT, _offset_flags
+
+    runs = _shifted(0.03)
+    fit = fit_huber(runs)
+    assert [c.kind for c in _offset_flags(runs, fit)] == ["systematic_r_offset"]
+
+    def as_bayes(r_hat_phi):
+        posterior = {name: {"r_hat": 1.001} for name in fit.params}
+        posterior["phi"] = {"r_hat": r_hat_phi}
+        return fit.with_updates(method="bayes", extras={"posterior": posterior})
+
+    assert [c.kind for c in _offset_flags(runs, as_bayes(1.02))] == ["systematic_r_offset"]
+    (note,) = _offset_flags(runs, as_bayes(1.53))
+    assert note.kind == "residuals_not_checked" and note.values["r_hat"] == {"phi": 1.53}
+    assert "phi 1.53" in note.message and f"> {UNMIXED_R_HAT}" in note.message

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from .. import defaults
@@ -275,7 +276,8 @@ def _inverted_line(runs: RunTable, result: FitResult, args: argparse.Namespace):
 
 
 def closing_line(cautions) -> str:
-    """The last line of a fit: every caution by source and kind (the [[Notes]] hold the text)."""
+    """The last line of a fit: every caution by source and kind, a kind met n > 1 times once with
+    its count ("13 low_ess (bayes)"); the [[Notes]] hold the text."""
     if not cautions:
         return "done: no warnings"
     warn = [c for c in cautions if c.level == "warning"]
@@ -283,9 +285,29 @@ def closing_line(cautions) -> str:
     parts = []
     for group, word in ((warn, "warning"), (notes, "note")):
         if group:
-            kinds = ", ".join(f"{c.kind} ({c.source})" for c in group)
+            counts = Counter(f"{c.kind} ({c.source})" for c in group)  # first-seen order
+            kinds = ", ".join(f"{n} {kind}" if n > 1 else kind for kind, n in counts.items())
             parts.append(f"{len(group)} {word}{'s' * (len(group) != 1)}: {kinds}")
     return "done: " + "; ".join(parts) + " (see [[Notes]])"
+
+
+#: R-hat above which a posterior's chains count as not mixed (Gelman & Rubin's classic 1.1; the
+#: convergence check's stricter 1.01 also fails on chains that sit together but mix slowly, whose
+#: medians still make one law): coordinate-wise medians then mix separate places of the posterior.
+UNMIXED_R_HAT = 1.1
+
+
+def _unmixed_law_parameters(result: FitResult) -> dict[str, float]:
+    """Law parameters of a Bayesian fit whose R-hat exceeds :data:`UNMIXED_R_HAT` (empty for
+    other methods and for a posterior whose chains mixed)."""
+    if result.method != "bayes":
+        return {}
+    posterior = result.extras.get("posterior") or {}
+    return {
+        name: float(posterior[name]["r_hat"])
+        for name in result.params
+        if name in posterior and float(posterior[name].get("r_hat", 1.0)) > UNMIXED_R_HAT
+    }
 
 
 def _offset_flags(runs: RunTable, result: FitResult) -> list[Caution]:
@@ -294,6 +316,22 @@ def _offset_flags(runs: RunTable, result: FitResult) -> list[Caution]:
     (loss U-shaped in r, say) does not end "no warnings" beside a tight phi."""
     if result.phi is None or "phi" in result.fixed:
         return []
+    unmixed = _unmixed_law_parameters(result)
+    if unmixed:
+        from ..cautions import Caution
+
+        worst = max(unmixed, key=unmixed.get)
+        return [
+            Caution(
+                "diagnostics",
+                "residuals_not_checked",
+                f"per-r residual checks not run: the chains have not mixed (R-hat of {worst} "
+                f"{unmixed[worst]:.3g} > {UNMIXED_R_HAT}), so the posterior medians of the parameters "
+                f"are not one law's fit (R^2 {result.r2:.3f} there) and residuals against them would "
+                "read as misfit; sample longer, or read the Huber fit's residuals (phifit diagnose)",
+                {"r_hat": dict(unmixed), "r2_at_median": result.r2},
+            )
+        ]
     from ..diagnostics.residuals import residual_diagnostics
 
     flags = residual_diagnostics(runs, result).flags
