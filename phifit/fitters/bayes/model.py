@@ -32,8 +32,10 @@ coord  prior                      why
 a      Normal(5, 5) on the box    log A: A from e^-5 to e^15 within 2 sd (Chinchilla: a = 6.0,
                                   the study: 3.3)
 b      Normal(5, 5) on the box    log B, same reasoning (Chinchilla 6.0, the study 6.8)
-alpha  Normal(0.3, 0.5) on box    published exponents lie in 0.2-0.5; 0 to 1.3 within 2 sd
-beta   Normal(0.3, 0.5) on box    as alpha
+alpha  LogNormal(log 0.3, 0.5)     median 0.3, 0.11-0.82 within 2 sd: published exponents lie
+       on box                     in 0.2-0.5 (Chinchilla 0.34, the study 0.20); see below
+beta   LogNormal(log 0.3, 0.5)     as alpha (Chinchilla 0.28, the study 0.37)
+       on box
 e      Normal(0.5, 1) on box      log E: irreducible loss 0.6-4.5 nats within 1 sd (study 1.57)
 phi    Normal(0.5, 1) on box      centred between the two reference values: equal prior
                                   density at phi = 0 and phi = 1, both within half a sd
@@ -46,6 +48,16 @@ nu     Gamma(2, 0.1)              degrees of freedom (Juarez & Steel 2010; Stan 
 =====  =========================  ============================================================
 
 Fixed parameters (``LawSpec(fixed={"phi": 0.0})``) are constants in the law.
+
+Why log-normal exponents.  Where the budgets span little compute (the 12-cell CPU design),
+the data fix the N-term's level and slope at the centre but hardly its curvature, so the
+posterior runs along a ridge on which E takes nearly the whole level while A_c falls and
+alpha = G / A_c rises; only the prior on alpha ends it.  The sampler moves along that ridge
+in log alpha (:mod:`.coords`), where a Normal prior on alpha is a wall that steepens as
+exp(2 log alpha): NUTS's step, tuned in the bulk, diverges there.  A log-normal prior on
+alpha is a Normal in log alpha, a tail of constant curvature.  (Likewise beta and the
+D-term's ridge.)  Where an exponent's box reaches below 0 it is sampled linearly
+(:func:`.coords.log_exponents`) and its prior is Normal(0.3, 0.5) on the box instead.
 
 Why Student-t and not Normal.  The reference fit minimises a Huber loss with delta = 1e-3:
 it deliberately down-weights runs with large residuals.  The Student-t likelihood is the
@@ -78,7 +90,9 @@ from ...law import THETA_NAMES, THETA_TO_PARAM, LawSpec, lse_log_loss
 from ...runs.table import SINGLE_RUNS, RunTable
 from .coords import INTERVAL_INDEX, interval_bounds, level_split, log_exponents, ridge_floor, whitening
 
-#: Truncated-normal priors (mean, sd) per internal coordinate; truncation = the LawSpec box.
+#: Priors per internal coordinate, truncated to the LawSpec box: Normal(mean, sd), except alpha
+#: and beta where sampled in log (:func:`.coords.log_exponents`, the default box):
+#: LogNormal(log mean, sd), i.e. log alpha ~ Normal(log 0.3, 0.5).
 PRIORS: Mapping[str, tuple[float, float]] = MappingProxyType(
     {
         "a": (5.0, 5.0),
@@ -129,6 +143,7 @@ def stored_vars(data: Mapping[str, Any]) -> tuple[str, ...]:
 def prior_description(spec: LawSpec | None = None, *, noise: str = "run") -> dict[str, str]:
     """Readable prior per parameter for ``spec`` (fixed parameters say so) and ``noise``."""
     spec = spec or LawSpec()
+    logged = {c for c, f in zip(THETA_NAMES, log_exponents(spec)) if f}
     out = {}
     for coord in THETA_NAMES:
         name = THETA_TO_PARAM[coord]
@@ -137,7 +152,8 @@ def prior_description(spec: LawSpec | None = None, *, noise: str = "run") -> dic
         else:
             mu, sd = PRIORS[coord]
             lo, hi = spec.bounds[coord]
-            out[coord] = f"Normal({mu:g}, {sd:g}) truncated to [{lo:g}, {hi:g}]"
+            kind = f"LogNormal(log {mu:g}, {sd:g})" if coord in logged else f"Normal({mu:g}, {sd:g})"
+            out[coord] = f"{kind} truncated to [{lo:g}, {hi:g}]"
     out["sigma"] = f"HalfNormal({SIGMA_PRIOR_SD:g})"
     out["nu"] = f"Gamma({NU_PRIOR[0]:g}, rate {NU_PRIOR[1]:g})"
     if noise == "cell":
@@ -333,7 +349,12 @@ def build_model(data: Mapping[str, np.ndarray], spec: LawSpec):
                 mu, sd = PRIORS[c]
                 lo, hi = spec.bounds[c]
                 valid += [pt.ge(theta[c], lo), pt.le(theta[c], hi)]
-                prior = prior - 0.5 * ((theta[c] - mu) / sd) ** 2 - _truncnorm_log_norm(mu, sd, lo, hi)
+                if logged[c]:  # LogNormal(log mu, sd): Normal in log theta = v[c], times 1 / theta
+                    log_lo = math.log(lo) if lo > 0 else -math.inf
+                    prior = prior - 0.5 * ((v[c] - math.log(mu)) / sd) ** 2 - v[c]
+                    prior = prior - _truncnorm_log_norm(math.log(mu), sd, log_lo, math.log(hi))
+                else:
+                    prior = prior - 0.5 * ((theta[c] - mu) / sd) ** 2 - _truncnorm_log_norm(mu, sd, lo, hi)
         inside = valid[0]
         for cond in valid[1:]:
             inside = pt.and_(inside, cond)
