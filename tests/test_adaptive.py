@@ -121,6 +121,31 @@ def test_a_decision_without_its_outcome_is_an_open_round() -> None:
     assert rounds.rounds[1].note == "outcome not recorded yet"
 
 
+def test_the_report_says_where_the_loop_stands() -> None:
+    """Stopped (with its reason), a round training, a log ending after an outcome with no stop rule met
+    (interrupted: rerunning resumes it), and an empty log: each gets its own line."""
+    from types import SimpleNamespace
+
+    from phifit.report.sections_adaptive import section_adaptive
+
+    def state(records: list[dict]) -> str:
+        ad = AdaptiveRounds.from_records(records, "log")
+        html = section_adaptive(SimpleNamespace(adaptive=ad), lambda *a, **k: "")
+        return html.split("</p>", 1)[0]
+
+    pilot = record("outcome", 0, phi=0.5, phi_ci=[-1.0, 2.0], width_realised=3.0, target_width=0.9)
+    stop = {"event": "stop", "round": 0, "time": "t", "reason": "--max-rounds 0 reached"}
+    assert "stopped after round 0: --max-rounds 0 reached" in state([pilot, stop])
+    assert "round 1 is being trained" in state([pilot, record("decision", 1, width_predicted=2.0, picks=[])])
+    paused = state([pilot])
+    expected = (
+        "ends after the pilot's outcome with no stop rule met (realised width 3 against the target 0.9)"
+    )
+    assert expected in paused
+    assert "rerunning its command resumes it" in paused and "not stopped yet" not in paused
+    assert "no round recorded yet" in state([])
+
+
 # ---- options (no training) ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("args", "message"),

@@ -29,6 +29,23 @@ def _phi_text(row: Any) -> str:
     return f"{T.num(row.phi, 3)} {iv}" if iv else T.num(row.phi, 3)
 
 
+def _paused_text(ad: Any) -> str:
+    """The state of a log that ends after a round's outcome with no stop record: the loop was
+    interrupted (or is deciding its next round) before any stop rule held; rerun, it resumes."""
+    last = ad.rounds[-1]
+    label = "the pilot" if last.round == 0 else f"round {last.round}"
+    width = last.width_realised
+    if width is not None and ad.target_width is not None:
+        why = f"realised width {T.num(width, 3)} against the target {T.num(ad.target_width, 3)}"
+        rule = f"no stop rule met ({why})"
+    else:
+        rule = "no stop rule met"
+    return (
+        f"the log ends after {label}'s outcome with {rule}: the loop was interrupted or is still "
+        "running, and rerunning its command resumes it"
+    )
+
+
 def figure_points(adaptive: Any) -> list[dict[str, Any]]:
     """Per round: its number, the training FLOPs of the runs fitted after it (before it plus its picks'
     while its outcome is not recorded), the predicted and the realised width."""
@@ -57,8 +74,10 @@ def section_adaptive(a: Analysis, fig: Fig) -> str:
         state = f"stopped after round {T.esc(ad.stop.get('round'))}: {T.esc(ad.stop.get('reason'))}"
     elif ad.rounds and not ad.rounds[-1].finished:
         state = f"round {ad.rounds[-1].round} is being trained (its outcome is not recorded yet)"
+    elif ad.rounds:
+        state = _paused_text(ad)
     else:
-        state = "not stopped yet"
+        state = "no round recorded yet"
     html = (
         f"<p>Sweep <code>{T.esc(ad.spec)}</code>, trained adaptively: a pilot and {n} round(s) "
         f"(round log <code>{T.esc(ad.source)}</code>); {state}.</p>"
