@@ -206,17 +206,23 @@ def test_report_plan_section(tmp_path):
     assert carried.noise.per_run < noise_from_pilot(runs, analysis.fit).per_run
 
 
-def test_cli_plan_and_optimize(tmp_path, capsys):
+def test_cli_plan_and_optimize(tmp_path, capsys, monkeypatch):
+    from phifit import defaults
     from phifit.cli.main import main
 
     out = tmp_path / "plan.json"
     assert main(["plan", "--design", "paper", "--noise", "0.004", "--json", str(out)]) == 0
     assert "95% interval width" in capsys.readouterr().out
     spec = tmp_path / "planned.toml"
+    # without --simulate a pilot's plan simulates defaults.PLAN_TABLES tables for the widths alone
+    # (100; 4 here, the path is the same)
+    monkeypatch.setattr(defaults, "PLAN_TABLES", 4)
     args = ["plan", "--pilot", "data/cpu_small_runs.csv", "--design", "cpu_small", "--optimize"]
     assert main(args + ["--out-spec", str(spec)]) == 0
     text = capsys.readouterr().out
     assert "[[Optimised design]]" in text
+    assert "simulation: 4 tables x 100 bootstrap replicates (widths only;" in text
+    assert "predicted width (simulation)" in text
     from phifit.plan.sweep_spec import load_spec
 
     assert load_spec(str(spec)).name == "cpu_small_planned"

@@ -98,7 +98,18 @@ def test_plan_pilot_reads_a_mapped_table(tmp_path, capsys):
     """plan --pilot with --columns runs (exit 0) on a table whose loss column is renamed."""
     text = (DATA / "cpu_small_runs.csv").read_text().replace(",loss,", ",val_loss,", 1)
     path = write(tmp_path, text)
-    assert main(["plan", "--pilot", str(path), "--columns", "loss=val_loss", "--design", "paper"]) == 0
+    args = [
+        "plan",
+        "--pilot",
+        str(path),
+        "--columns",
+        "loss=val_loss",
+        "--design",
+        "paper",
+        "--simulate",
+        "0",
+    ]
+    assert main(args) == 0
     assert "Huber fit of the pilot" in capsys.readouterr().out
 
 
@@ -217,7 +228,7 @@ def test_plan_pilot_reads_a_decimal_comma_budget(tmp_path, capsys):
     for row in rows:
         row[k] = '"' + row[k].replace(".", ",") + '"'
     path = write(tmp_path, "\n".join([lines[0], *(",".join(r) for r in rows)]) + "\n")
-    assert main(["plan", "--pilot", str(path)]) == 0, capsys.readouterr().err
+    assert main(["plan", "--pilot", str(path), "--simulate", "0"]) == 0, capsys.readouterr().err
     assert "Huber fit of the pilot" in capsys.readouterr().out
 
 
