@@ -395,3 +395,8 @@ def test_fit_command_checks_residuals_only_at_a_posterior_whose_chains_mixed():
     (note,) = _offset_flags(runs, as_bayes(1.53))
     assert note.kind == "residuals_not_checked" and note.values["r_hat"] == {"phi": 1.53}
     assert "phi 1.53" in note.message and f"> {UNMIXED_R_HAT}" in note.message
+    # mixed chains whose medians fit worse than the mean (R^2 < 0: 7 runs at one budget, say)
+    (note,) = _offset_flags(runs, as_bayes(1.02).with_updates(r2=-5.9))
+    assert note.kind == "residuals_not_checked" and note.values["r_hat"] == {}
+    assert "fits worse than the runs' mean loss" in note.message and "R^2 -5.900" in note.message
+    assert [c.kind for c in _offset_flags(runs, fit.with_updates(r2=-5.9))] == ["systematic_r_offset"]

@@ -317,16 +317,20 @@ def _offset_flags(runs: RunTable, result: FitResult) -> list[Caution]:
     if result.phi is None or "phi" in result.fixed:
         return []
     unmixed = _unmixed_law_parameters(result)
-    if unmixed:
+    medians_unfit = result.method == "bayes" and result.r2 is not None and result.r2 < 0
+    if unmixed or medians_unfit:
         from ..cautions import Caution
 
-        worst = max(unmixed, key=unmixed.get)
+        if unmixed:
+            worst = max(unmixed, key=unmixed.get)
+            why = f"the chains have not mixed (R-hat of {worst} {unmixed[worst]:.3g} > {UNMIXED_R_HAT}), so"
+        else:  # e.g. 7 runs at one budget: heavy-tailed marginals whose medians do not fit together
+            why = "the law at the posterior medians fits worse than the runs' mean loss, so"
         return [
             Caution(
                 "diagnostics",
                 "residuals_not_checked",
-                f"per-r residual checks not run: the chains have not mixed (R-hat of {worst} "
-                f"{unmixed[worst]:.3g} > {UNMIXED_R_HAT}), so the posterior medians of the parameters "
+                f"per-r residual checks not run: {why} the posterior medians of the parameters "
                 f"are not one law's fit (R^2 {result.r2:.3f} there) and residuals against them would "
                 "read as misfit; sample longer, or read the Huber fit's residuals (phifit diagnose)",
                 {"r_hat": dict(unmixed), "r2_at_median": result.r2},
