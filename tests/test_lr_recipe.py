@@ -69,3 +69,13 @@ def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="lr_ref_width=0"):
         make_train_config(**SMALL, r=1, width=32, lr_ref_width=0)
     assert math.isfinite(reference_tokens(make_train_config(**SMALL, r=8, width=16)))
+
+
+def test_reference_does_not_need_the_runs_head_dim_to_divide_its_width():
+    """A run whose head dim does not divide d_ref (48 against 64) gets the same D_ref as any other head dim:
+    parameter counts do not depend on the heads (this once stopped with 'd_model=64, expected a multiple of
+    head_dim=48')."""
+    for r in (1, 4):
+        odd = make_train_config(**{**SMALL, "head_dim": 48}, r=r, width=48, optimizer="muon", lr=0.02)
+        usual = make_train_config(**SMALL, r=r, width=48, optimizer="muon", lr=0.02)
+        assert reference_tokens(odd) == reference_tokens(usual) > 0

@@ -373,3 +373,24 @@ def test_optimisers_reduce_the_loss_on_a_fixed_batch(kind: str) -> None:
     assert losses[-1] < losses[0] - 0.5
     if kind == "muon":  # the hyperball projection keeps each matrix on its initial Frobenius sphere
         assert model.recur[0].mlp.c_fc.weight.norm().item() == pytest.approx(norm0, rel=1e-4)
+
+
+def test_loop_r1_control_is_the_looped_machinery_iterated_once():
+    """loop_r1 builds r = 1 as prelude / shared stack / coda with the injection and norm_recur (a control that
+    prices the machinery), not the plain stack; it has its own run id and the model's tensors match the
+    accounting."""
+    plain = make_train_config(depth=10, r=1, width=32, head_dim=16, seq_len=16, budget=1e10)
+    ctl = make_train_config(depth=10, r=1, width=32, head_dim=16, seq_len=16, budget=1e10, loop_r1=True)
+    m = ctl.model
+    assert (m.n_prelude, m.n_recur, m.n_coda, m.r, m.injection) == (1, 8, 1, 1, "linear")
+    assert (plain.model.n_prelude, plain.model.injection) == (0, "none")
+    from phifit.plan.run_config import make_run_id
+
+    assert make_run_id(ctl.identity()) != make_run_id(plain.identity())
+    model = LoopedGPT(m)
+    pc = param_counts(m)
+    assert model.param_split() == pc and pc.inject == 2 * 32 * 32
+    assert flops_per_token(m) > flops_per_token(plain.model)  # the injection's matmul is counted
+    x = torch.randint(0, 256, (2, 16))
+    _, loss = model(x, x)
+    assert torch.isfinite(loss)

@@ -81,6 +81,14 @@ def _add_train_arguments(p: argparse.ArgumentParser) -> None:
         default="baseline",
         help="baseline | tbptt | hc | additive | passthrough (default baseline)",
     )
+    g.add_argument(
+        "--loop-r1",
+        dest="loop_r1",
+        action="store_true",
+        default=None,
+        help="r = 1 built with the loop machinery (prelude, injection, norm_recur, coda), iterated once: a "
+        "control that prices the machinery alone (default: r = 1 is the plain transformer)",
+    )
     g.add_argument("--bptt-k", type=int, help="tbptt: iterations with gradients (default ceil(r/2))")
     g.add_argument("--lanes", type=int, help=f"hc: number of lanes K (default {_default(_M['lanes'])})")
     g.add_argument(

@@ -34,25 +34,20 @@ LR_SCALINGS = ("mup", "none")
 def reference_tokens(cfg: Any) -> float:
     """D_ref = 10 (N_once + r_ref N_rec) of the reference model: width ``cfg.lr_ref_width`` at the run's
     depth, prelude and coda, r_ref = 4 when the run loops and 1 when it does not."""
-    from .run_config import LoopedGPTConfig, param_counts
+    from ..study import looped_param_counts
 
     m = cfg.model
     depth = m.n_prelude + m.n_recur * m.r + m.n_coda
+    # Counted by the study's formula, not built: parameter counts do not depend on the heads, and the run's
+    # head_dim need not divide d_ref.
     if m.r == 1:
-        ref = LoopedGPTConfig.from_depth(depth=depth, r=1, d_model=cfg.lr_ref_width, head_dim=m.head_dim)
-        r_ref = 1
+        r_ref, shape = 1, {"n_prelude": 0, "n_recur": depth, "n_coda": 0, "injection": "none"}
     else:
         looped = depth - m.n_prelude - m.n_coda
         r_ref = REF_R_LOOPED if looped % REF_R_LOOPED == 0 else m.r
-        ref = LoopedGPTConfig.from_depth(
-            depth=depth,
-            r=r_ref,
-            d_model=cfg.lr_ref_width,
-            prelude=m.n_prelude,
-            coda=m.n_coda,
-            head_dim=m.head_dim,
-        )
-    pc = param_counts(ref)
+        shape = {"n_prelude": m.n_prelude, "n_recur": looped // r_ref, "n_coda": m.n_coda}
+        shape["injection"] = "linear"
+    pc = looped_param_counts(d=cfg.lr_ref_width, vocab_padded=64, r=r_ref, lanes=m.lanes, **shape)
     return REF_TOKENS_PER_PARAM * (pc.n_once + r_ref * pc.n_rec)
 
 

@@ -160,6 +160,7 @@ class LoopedGPTConfig:
         variant: str = "baseline",
         bptt_k: int | None = None,
         lanes: int = 2,
+        loop_r1: bool = False,
         **kwargs: Any,
     ) -> LoopedGPTConfig:
         """Iso-depth configuration: ``depth`` effective layers, ``prelude`` / ``(depth - prelude - coda) / r``
@@ -169,6 +170,12 @@ class LoopedGPTConfig:
         the (once-iterated) stack, no injection layer (``passthrough``), variant ``baseline``. Its parameter
         split is then n_once = the three model-level RMSNorm gains, n_rec = the ``depth`` blocks (paper-notes
         §5.3; r^phi = 1, so the split does not matter for the law).
+
+        ``loop_r1=True`` builds r = 1 with the loop machinery instead: ``prelude`` /
+        ``depth - prelude - coda`` / ``coda`` with the linear injection W [e; s] and the shared
+        ``norm_recur``, iterated once. It is a control, not the study's baseline: against the plain r = 1 it
+        prices the machinery alone (the injection, the re-normalised state, a short prelude and coda), with no
+        recurrence to be worth anything.
 
         Raises ``ValueError`` when ``depth - prelude - coda`` is not a positive multiple of r, for an unknown
         variant, or for a looped variant asked of r = 1.
@@ -186,6 +193,22 @@ class LoopedGPTConfig:
             if bptt_k not in (None, 1):
                 raise ValueError(
                     f"bptt_k={bptt_k!r}: r = 1 has a single iteration (bptt_k must be 1 or unset)"
+                )
+            if loop_r1:
+                looped = depth - prelude - coda
+                if prelude < 0 or coda < 0 or looped < 1:
+                    raise ValueError(
+                        f"loop_r1: depth={depth} with prelude={prelude} and coda={coda} leaves {looped} "
+                        "layers for the loop, expected at least 1"
+                    )
+                return cls(
+                    d_model=d_model,
+                    n_prelude=prelude,
+                    n_recur=looped,
+                    n_coda=coda,
+                    r=1,
+                    injection="linear",
+                    **kwargs,
                 )
             return cls(d_model=d_model, n_prelude=0, n_recur=depth, n_coda=0, r=1, injection="none", **kwargs)
         looped = depth - prelude - coda
@@ -347,6 +370,7 @@ MODEL_KEYS = (
     "seq_len",
     "softcap",
     "rope_base",
+    "loop_r1",
 )
 TRAIN_KEYS = tuple(f for f in TrainConfig.__dataclass_fields__ if f != "model")
 _FLOAT_FIELDS = tuple(f.name for f in fields(TrainConfig) if f.type in ("float", "float | None"))
