@@ -240,6 +240,14 @@ def register_sweep(subparsers: Any) -> None:
         "--plot", action="store_true", help="draw the loss curves of the sweep's runs to OUT.d/curves.svg"
     )
     s.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="train N runs at once on this machine, each with cores / N torch threads (default 1; on CPU two "
+        "one-thread runs side by side train ~1.7x the tokens/s of one two-thread run)",
+    )
+    s.add_argument(
         "--run-id", action="append", help="train only this run of the spec (repeatable; used by array tasks)"
     )
     s.add_argument(
@@ -523,7 +531,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     run_ids = args.run_id
     if args.runs_from:
         run_ids = (run_ids or []) + read_pick_ids(args.runs_from)
-    failed = run_sweep(spec, args.out, args.grid, run_ids=run_ids)
+    failed = run_sweep(spec, args.out, args.grid, run_ids=run_ids, jobs=args.jobs)
     if args.plot:
         _plot_sweep(spec, args)
     return 1 if failed else 0

@@ -1,0 +1,164 @@
+"""The CPU regime study: for each arm, the gap of r = 4 to r = 1 at equal FLOPs and m_4 with intervals.
+
+Each arm is a small run table (``data/regime/ARM_runs.csv``, trained from ``trainers/sweeps/regime/ARM.toml``)
+that changes one thing, or one named group of things, against ``regime_base`` (the recipe of the shipped
+``cpu_recipe_tuned`` / ``cpu_adaptive`` tables). Two measured quantities per arm:
+
+- **The gap** Delta = L(r = 4) - L(r = 1) at the same width, budget (hence, iso-depth, nearly the same tokens)
+  and seed, in nats per token. Per (budget, width) cell the mean over seeds; the arm's gap is the mean over
+  cells, with a 95% t interval from the seed-to-seed spread within cells (pooled variance of the paired
+  differences, n_cells x (n_seeds - 1) degrees of freedom). A negative gap means the looped model wins.
+- **m_4 = 4^phi**, the worth of the shared block's four passes in unique-block units (the study: m_4 ~ 1.9;
+  m_4 = 1: four passes are worth one block; m_4 < 1: looping costs more than its passes bring). With only r in
+  {1, 4} an arm cannot fit every exponent, so alpha and beta are held at a reference pair and E, A, B, phi are
+  fitted (Huber on log-loss, phifit's reference method); the interval is the percentile interval of a
+  bootstrap over (budget, width, r) cells. The reference pair is the shipped ``cpu_adaptive`` fit (alpha
+  0.362, beta 0.442; the same recipe as regime_base); ``--exponents`` gives another pair, to show how much m_4
+  leans on it.
+
+Arms with only one r (the r = 1 control, the r = 4 learning rates) are measured against regime_base: the
+control's r = 1 against the plain r = 1 (the price of the loop machinery alone), a learning-rate arm's r = 4
+against regime_base's r = 4; their m_4 pairs the arm's runs with regime_base's other r.
+
+    python benchmarks/regime_study.py                      # the side-by-side table (markdown)
+    python benchmarks/regime_study.py --exponents 0.243 0.332 --n-boot 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+import phifit
+from phifit.bootstrap import block_bootstrap
+from phifit.runs.table import table_from_frame
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "regime"
+
+#: (arm, what it changes, the arm paired with it for m_4 when it has one r only)
+ARMS = [
+    ("base", "today's recipe: 10 layers 1 / (8/r) / 1, head dim 16, bytes, context 128, clip 1.0", None),
+    ("prelude2", "12 layers as 2 / (8/r) / 2 (the study's prelude and coda)", None),
+    ("loopctl", "r = 1 built with the loop machinery (1 / 8 / 1, injection, norm_recur)", "base"),
+    ("headdim32", "head dim 32 (widths 32, 64)", None),
+    ("bpe", "BPE 4,096 with context 256 (batch 8: 2,048 tokens per step)", None),
+    ("recipe", "no gradient clipping; AdamW groups at the study's rates", None),
+    ("shape", "6 layers as 1 / (4/r) / 1 at widths 64, 96 (d/L 11-16)", None),
+    ("lr010", "MuonH base rate 0.01 for r = 4 (base: 0.02)", "base"),
+    ("lr040", "MuonH base rate 0.04 for r = 4 (base: 0.02)", "base"),
+]
+
+
+def load(arm: str) -> pd.DataFrame | None:
+    path = DATA / f"{arm}_runs.csv"
+    if not path.exists():
+        return None
+    df = pd.read_csv(path)
+    df = df[df["budget"].isin([2e12, 4e12]) | df["budget"].astype(str).isin(["2e12", "4e12"])]
+    return df if len(df) else None
+
+
+def paired_gap(looped: pd.DataFrame, anchor: pd.DataFrame) -> dict[str, float] | None:
+    """Mean of L(looped) - L(anchor) over (budget, size) cells, paired by seed, with a 95% t interval."""
+    keys = ["budget", "size", "seed"]
+    m = looped[keys + ["loss"]].merge(anchor[keys + ["loss"]], on=keys, suffixes=("_x", "_y"))
+    if m.empty:
+        return None
+    m["d"] = m["loss_x"] - m["loss_y"]
+    cells = m.groupby(["budget", "size"])["d"]
+    means = cells.mean()
+    dev = m["d"] - cells.transform("mean")
+    dof = int(len(m) - len(means))
+    out = {"gap": float(means.mean()), "cells": int(len(means)), "pairs": int(len(m)), "dof": dof}
+    if dof > 0:
+        pooled = float((dev**2).sum() / dof)
+        # mean over cells of cell means: var = sum_c s^2 / n_c / C^2
+        n_c = cells.size().to_numpy()
+        se = math.sqrt(pooled * float(np.sum(1.0 / n_c)) / len(n_c) ** 2)
+        half = float(stats.t.ppf(0.975, dof)) * se
+        out |= {"lo": out["gap"] - half, "hi": out["gap"] + half, "se": se}
+    out["by_cell"] = {f"{b:g}/d{int(s)}": round(float(v), 4) for (b, s), v in means.items()}
+    return out
+
+
+def m4(
+    table: pd.DataFrame, exponents: tuple[float, float], n_boot: int, seed: int
+) -> dict[str, float] | None:
+    """m_4 = 4^phi with alpha, beta held at ``exponents``; percentile interval over (budget, size, r)
+    cells."""
+    if set(table["r"]) != {1, 4}:
+        return None
+    runs = table_from_frame(table.reset_index(drop=True), source="regime")
+    fix = {"alpha": exponents[0], "beta": exponents[1]}
+    if len(runs) <= 4 or table.groupby(["budget", "size", "r"]).ngroups < 6:
+        return None  # fewer cells than a fit of E, A, B, phi and its cell bootstrap need
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = phifit.fit(runs, fix=fix)
+        boot = block_bootstrap(
+            runs, fit, n_boot=n_boot, block=["budget", "size", "r"], seed=seed, progress=False
+        )
+    phi = fit.params["phi"]
+    draws = np.asarray(boot.params["phi"], dtype=float)
+    draws = draws[np.isfinite(draws)]
+    lo, hi = np.percentile(draws, [2.5, 97.5]) if len(draws) else (math.nan, math.nan)
+    return {"m4": 4.0**phi, "lo": 4.0**lo, "hi": 4.0**hi, "phi": phi, "r2": fit.r2, "n": len(runs)}
+
+
+def fmt(x: float | None, nd: int = 3) -> str:
+    return "–" if x is None or not np.isfinite(x) else f"{x:.{nd}f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--exponents", nargs=2, type=float, default=(0.362, 0.442), metavar=("ALPHA", "BETA"))
+    parser.add_argument("--n-boot", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    base = load("base")
+    print(
+        "| arm | changes | runs | seeds | gap r=4 − r=1 (nats) [95%] | per cell (budget/width) | m_4 [95%] | "
+        "train h |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for arm, what, partner in ARMS:
+        df = load(arm)
+        if df is None:
+            print(f"| {arm} | {what} | 0 | – | not trained yet | | | |")
+            continue
+        seeds = ",".join(str(s) for s in sorted(df["seed"].unique()))
+        hours = df["wall_s"].sum() / 3600
+        if partner is None:
+            gap = paired_gap(df[df.r == 4], df[df.r == 1])
+            table = df
+        elif arm == "loopctl":  # the control's r = 1 against the plain r = 1; m_4 against it as the anchor
+            gap = paired_gap(df[df.r == 1], base[base.r == 1])
+            table = pd.concat([df[df.r == 1], base[(base.r == 4) & base["size"].isin(df["size"].unique())]])
+        else:  # r = 4 only: against base's r = 4; m_4 with base's r = 1
+            gap = paired_gap(df[df.r == 4], base[base.r == 4])
+            table = pd.concat([df[df.r == 4], base[(base.r == 1) & base["size"].isin(df["size"].unique())]])
+        m = m4(table, tuple(args.exponents), args.n_boot, args.seed)
+        g = "–"
+        if gap:
+            g = f"{gap['gap']:+.3f}"
+            if "lo" in gap:
+                g += f" [{gap['lo']:+.3f}, {gap['hi']:+.3f}]"
+            g += f" ({gap['pairs']} pairs)"
+        cells = ", ".join(f"{k} {v:+.3f}" for k, v in (gap or {}).get("by_cell", {}).items())
+        mm = f"{fmt(m['m4'], 2)} [{fmt(m['lo'], 2)}, {fmt(m['hi'], 2)}]" if m else "–"
+        print(f"| {arm} | {what} | {len(df)} | {seeds} | {g} | {cells} | {mm} | {hours:.2f} |")
+    print(
+        f"\nm_4 with alpha = {args.exponents[0]}, beta = {args.exponents[1]} held; {args.n_boot} bootstrap "
+        "replicates over (budget, width, r) cells. Gap rows of loopctl: its r = 1 minus the plain r = 1; of "
+        "lr010 / lr040: their r = 4 minus base's r = 4."
+    )
+
+
+if __name__ == "__main__":
+    main()
