@@ -465,7 +465,7 @@ def test_interrupted_sweep_resumes_without_duplicates(
 def test_runs_side_by_side_give_the_rows_of_one_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """--jobs 2 trains the same runs, each once, to the same losses as a serial sweep (one thread per run on
+    """--parallel-runs 2 trains the same runs, each once, to the same losses as a serial sweep (one thread per run on
     both sides: threads are an execution setting, so the run ids are the same)."""
     monkeypatch.setattr(os, "cpu_count", lambda: 2)  # one thread per worker, as in the serial spec
     spec = load_spec(str(write_spec(tmp_path, "[[budgets]]\nflops = 2e9\nwidths = [32]\n")))
@@ -476,7 +476,7 @@ def test_runs_side_by_side_give_the_rows_of_one_at_a_time(
     two = {r["run_id"]: float(r["loss"]) for r in rows(parallel)}
     assert len(rows(parallel)) == len(two) == 2 and set(two) == set(one)
     assert all(two[k] == pytest.approx(one[k], abs=1e-4) for k in one)
-    with pytest.raises(ValueError, match="--jobs 0"):
+    with pytest.raises(ValueError, match="--parallel-runs 0"):
         run_sweep(spec, str(parallel), file=open(os.devnull, "w"), jobs=0)
 
 

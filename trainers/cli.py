@@ -240,7 +240,8 @@ def register_sweep(subparsers: Any) -> None:
         "--plot", action="store_true", help="draw the loss curves of the sweep's runs to OUT.d/curves.svg"
     )
     s.add_argument(
-        "--jobs",
+        "--parallel-runs",
+        dest="parallel_runs",
         type=int,
         default=1,
         metavar="N",
@@ -531,7 +532,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     run_ids = args.run_id
     if args.runs_from:
         run_ids = (run_ids or []) + read_pick_ids(args.runs_from)
-    failed = run_sweep(spec, args.out, args.grid, run_ids=run_ids, jobs=args.jobs)
+    failed = run_sweep(spec, args.out, args.grid, run_ids=run_ids, jobs=args.parallel_runs)
     if args.plot:
         _plot_sweep(spec, args)
     return 1 if failed else 0

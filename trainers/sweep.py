@@ -335,10 +335,10 @@ def run_sweep(
     checkpoint when one exists (a sweep killed mid-run loses at most ``ckpt_every`` steps); its row lands
     through ``runlog.finish_run``. ``run_ids`` restricts the sweep to those runs (one task of a job array).
 
-    ``jobs`` > 1 trains that many runs at once in separate processes, each with ``cores // jobs`` torch
-    threads (at least 1; the spec's ``threads`` is replaced, as an execution setting it is not part of a
-    run's id). On CPU, small models use a second thread poorly: two one-thread runs side by side train about
-    1.7x the tokens per second of one two-thread run (``benchmarks/train_speed.py --jobs``). Rows still land
+    ``jobs`` > 1 (``--parallel-runs``) trains that many runs at once in separate processes, each with
+    ``cores // jobs`` torch threads (at least 1; the spec's ``threads`` is replaced, as an execution setting
+    it is not part of a run's id). On CPU, small models use a second thread poorly: two one-thread runs side by side train about
+    1.7x the tokens per second of one two-thread run (``benchmarks/train_cpu_settings.py``). Rows still land
     one at a time, atomically, so a killed parallel sweep also loses only the runs in progress.
     """
     torch = import_optional("torch", "train", "phifit sweep (training)")
@@ -347,10 +347,11 @@ def run_sweep(
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     if jobs < 1:
-        raise ValueError(f"sweep: --jobs {jobs}, expected an integer >= 1")
+        raise ValueError(f"sweep: --parallel-runs {jobs}, expected an integer >= 1")
     if jobs > 1 and world > 1:
         raise ValueError(
-            "sweep: --jobs > 1 trains runs side by side on one machine; it does not combine with torchrun"
+            "sweep: --parallel-runs > 1 trains runs side by side on one machine; "
+            "it does not combine with torchrun"
         )
     runs = plan(spec, grids, world_size=world) if runs is None else runs
     if run_ids is not None:
