@@ -337,9 +337,10 @@ def run_sweep(
 
     ``jobs`` > 1 (``--parallel-runs``) trains that many runs at once in separate processes, each with
     ``cores // jobs`` torch threads (at least 1; the spec's ``threads`` is replaced, as an execution setting
-    it is not part of a run's id). On CPU, small models use a second thread poorly: two one-thread runs side by side train about
-    1.7x the tokens per second of one two-thread run (``benchmarks/train_cpu_settings.py``). Rows still land
-    one at a time, atomically, so a killed parallel sweep also loses only the runs in progress.
+    it is not part of a run's id). On CPU, small models use a second thread poorly: two one-thread runs side
+    by side train about 1.7x the tokens per second of one two-thread run
+    (``benchmarks/train_cpu_settings.py``). Rows still land one at a time, atomically, so a killed parallel
+    sweep also loses only the runs in progress.
     """
     torch = import_optional("torch", "train", "phifit sweep (training)")
 
