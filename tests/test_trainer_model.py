@@ -394,3 +394,9 @@ def test_loop_r1_control_is_the_looped_machinery_iterated_once():
     x = torch.randint(0, 256, (2, 16))
     _, loss = model(x, x)
     assert torch.isfinite(loss)
+    # without W: u = s + e from s = 0 (the additive injection), the same blocks and norm_recur
+    add = make_train_config(
+        depth=10, r=1, width=32, head_dim=16, seq_len=16, budget=1e10, loop_r1=True, variant="additive"
+    ).model
+    assert (add.n_prelude, add.n_recur, add.injection) == (1, 8, "additive") and param_counts(add).inject == 0
+    assert LoopedGPT(add).param_split() == param_counts(add)

@@ -175,7 +175,9 @@ class LoopedGPTConfig:
         ``depth - prelude - coda`` / ``coda`` with the linear injection W [e; s] and the shared
         ``norm_recur``, iterated once. It is a control, not the study's baseline: against the plain r = 1 it
         prices the machinery alone (the injection, the re-normalised state, a short prelude and coda), with no
-        recurrence to be worth anything.
+        recurrence to be worth anything. With ``variant="additive"`` the control has no W (u = s + e from
+        s = 0, so u = e): against the linear control it prices W, against the plain r = 1 the ``norm_recur``
+        between the stack and the coda.
 
         Raises ``ValueError`` when ``depth - prelude - coda`` is not a positive multiple of r, for an unknown
         variant, or for a looped variant asked of r = 1.
@@ -185,6 +187,23 @@ class LoopedGPTConfig:
         if not isinstance(r, int) or r < 1:
             raise ValueError(f"r={r!r}: expected an integer >= 1")
         if r == 1:
+            if loop_r1 and variant in ("baseline", "additive"):
+                looped = depth - prelude - coda
+                if prelude < 0 or coda < 0 or looped < 1:
+                    raise ValueError(
+                        f"loop_r1: depth={depth} with prelude={prelude} and coda={coda} leaves {looped} "
+                        "layers for the loop, expected at least 1"
+                    )
+                injection = "linear" if variant == "baseline" else "additive"
+                return cls(
+                    d_model=d_model,
+                    n_prelude=prelude,
+                    n_recur=looped,
+                    n_coda=coda,
+                    r=1,
+                    injection=injection,
+                    **kwargs,
+                )
             if variant != "baseline":
                 raise ValueError(
                     f"variant={variant!r} needs r > 1: r = 1 is the plain non-looped baseline "
@@ -193,22 +212,6 @@ class LoopedGPTConfig:
             if bptt_k not in (None, 1):
                 raise ValueError(
                     f"bptt_k={bptt_k!r}: r = 1 has a single iteration (bptt_k must be 1 or unset)"
-                )
-            if loop_r1:
-                looped = depth - prelude - coda
-                if prelude < 0 or coda < 0 or looped < 1:
-                    raise ValueError(
-                        f"loop_r1: depth={depth} with prelude={prelude} and coda={coda} leaves {looped} "
-                        "layers for the loop, expected at least 1"
-                    )
-                return cls(
-                    d_model=d_model,
-                    n_prelude=prelude,
-                    n_recur=looped,
-                    n_coda=coda,
-                    r=1,
-                    injection="linear",
-                    **kwargs,
                 )
             return cls(d_model=d_model, n_prelude=0, n_recur=depth, n_coda=0, r=1, injection="none", **kwargs)
         looped = depth - prelude - coda
