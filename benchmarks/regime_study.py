@@ -45,13 +45,16 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "regime"
 ARMS = [
     ("base", "today's recipe: 10 layers 1 / (8/r) / 1, head dim 16, bytes, context 128, clip 1.0", None),
     ("prelude2", "12 layers as 2 / (8/r) / 2 (the study's prelude and coda)", None),
-    ("loopctl", "r = 1 built with the loop machinery (1 / 8 / 1, injection, norm_recur)", "base"),
+    ("loopctl", "r = 1 built with the loop machinery (1 / 8 / 1, injection W, norm_recur)", "base"),
+    ("loopadd", "r = 1 with the machinery less W (additive injection: u = e), norm_recur kept", "base"),
     ("headdim32", "head dim 32 (widths 32, 64)", None),
     ("bpe", "BPE 4,096 with context 256 (batch 8: 2,048 tokens per step)", None),
     ("recipe", "no gradient clipping; AdamW groups at the study's rates", None),
     ("shape", "6 layers as 1 / (4/r) / 1 at widths 64, 96 (d/L 11-16)", None),
     ("lr010", "MuonH base rate 0.01 for r = 4 (base: 0.02)", "base"),
     ("lr040", "MuonH base rate 0.04 for r = 4 (base: 0.02)", "base"),
+    ("scale", "base at 8e12 and 1.6e13 FLOPs (d = 32)", None),
+    ("scalectl", "loopctl at 8e12 and 1.6e13 FLOPs (d = 32)", "scale"),
 ]
 
 
@@ -121,15 +124,16 @@ def main() -> None:
     parser.add_argument("--n-boot", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    base = load("base")
+    tables = {arm: load(arm) for arm, _, _ in ARMS}
     print(
         "| arm | changes | runs | seeds | gap r=4 − r=1 (nats) [95%] | per cell (budget/width) | m_4 [95%] | "
         "train h |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for arm, what, partner in ARMS:
-        df = load(arm)
-        if df is None:
+        df = tables[arm]
+        base = tables.get(partner) if partner else None
+        if df is None or (partner and base is None):
             print(f"| {arm} | {what} | 0 | – | not trained yet | | | |")
             continue
         seeds = ",".join(str(s) for s in sorted(df["seed"].unique()))
@@ -137,7 +141,7 @@ def main() -> None:
         if partner is None:
             gap = paired_gap(df[df.r == 4], df[df.r == 1])
             table = df
-        elif arm == "loopctl":  # the control's r = 1 against the plain r = 1; m_4 against it as the anchor
+        elif set(df["r"]) == {1}:  # a control's r = 1 against the plain r = 1; m_4 with it as the anchor
             gap = paired_gap(df[df.r == 1], base[base.r == 1])
             table = pd.concat([df[df.r == 1], base[(base.r == 4) & base["size"].isin(df["size"].unique())]])
         else:  # r = 4 only: against base's r = 4; m_4 with base's r = 1
@@ -155,8 +159,9 @@ def main() -> None:
         print(f"| {arm} | {what} | {len(df)} | {seeds} | {g} | {cells} | {mm} | {hours:.2f} |")
     print(
         f"\nm_4 with alpha = {args.exponents[0]}, beta = {args.exponents[1]} held; {args.n_boot} bootstrap "
-        "replicates over (budget, width, r) cells. Gap rows of loopctl: its r = 1 minus the plain r = 1; of "
-        "lr010 / lr040: their r = 4 minus base's r = 4."
+        "replicates over (budget, width, r) cells. Gap rows of the r = 1 controls (loopctl, loopadd, "
+        "scalectl): their r = 1 minus the plain r = 1 of base (scale); their m_4 pairs base's (scale's) "
+        "r = 4 with the control's r = 1 as the anchor. Of lr010 / lr040: their r = 4 minus base's r = 4."
     )
 
 
