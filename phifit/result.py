@@ -148,6 +148,10 @@ class FitResult(JsonIO):
 
     @property
     def phi_identified(self) -> bool:
+        """Whether the design identifies phi (looped runs at two values of r; phi is then
+        reported, not null).  A design question only: at a particular optimum phi can still be
+        undetermined (a singular information matrix, e.g. alpha on its bound 0); :func:`phifit.fit`
+        then adds the caution ``ill_conditioned`` naming the parameters concerned."""
         return self.params.get("phi") is not None
 
     @property
@@ -218,7 +222,10 @@ class FitResult(JsonIO):
         """Readable multi-section text in the manner of lmfit's ``fit_report``: fit
         statistics (runs, free parameters, degrees of freedom, objective, R^2, RMSE, the
         stored log-likelihood, AIC and BIC, how the uncertainty was obtained), parameters,
-        correlations (least squares), notes.
+        correlations (least squares), notes.  A low R^2 (caution ``low_r2``, R^2 < 0.9) and
+        an ill-conditioned information matrix (caution ``ill_conditioned``: the stderr
+        column then means nothing) are flagged next to the numbers they concern and in the notes
+        (:func:`phifit.fit` adds both checks).
 
         A Bayesian fit prints the posterior's own table (median, mean, sd, HDI, MCSE, ESS,
         R-hat per parameter; :func:`bayes_summary`)."""
@@ -235,6 +242,7 @@ class FitResult(JsonIO):
             lines.append("")
         lines.append("[[Fit statistics]]")
         k = self.n_free
+        kinds = {c.kind for c in self.warnings}
         stats = [
             ("runs", f"{self.n_runs}"),
             (
@@ -250,7 +258,7 @@ class FitResult(JsonIO):
             ("degrees of freedom", f"{self.n_runs - k}"),
             ("objective", f"{self.objective:.10g}"),
             ("  definition", self.objective_name),
-            ("R^2 (raw nats)", f"{self.r2:.5f}"),
+            ("R^2 (raw nats)", f"{self.r2:.5f}" + ("  (low: see [[Notes]])" if "low_r2" in kinds else "")),
             ("RMSE (nats)", f"{self.rmse:.5f}"),
         ]
         if self.residuals:
@@ -276,6 +284,8 @@ class FitResult(JsonIO):
             )
         if self.stderr and self.extras.get("stderr_method"):
             stats.append(("stderr", str(self.extras["stderr_method"])))
+        if self.stderr and "ill_conditioned" in kinds:  # phifit.fitters.common.conditioning_cautions
+            stats.append(("", "MEANINGLESS: the information matrix is ill-conditioned (see [[Notes]])"))
         if self.bootstrap:
             b = self.bootstrap
             n, failed = b.get("n"), b.get("n_failed", 0)

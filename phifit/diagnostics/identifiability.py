@@ -14,7 +14,8 @@ At the optimum (:func:`identifiability`)
     Gauss-Newton information I = J^T W J of the log-loss Jacobian (W: the fit's IRLS
     weights, 1 inside the Huber threshold delta and delta / |res| beyond; all 1 for
     least squares), the parameter correlation matrix of I^-1, the condition number of I
-    scaled to unit diagonal, approximate standard errors sigma^2 I^-1 with
+    scaled to unit diagonal (:func:`phifit.fitters.standard_errors.information`, the matrix the
+    fit's own conditioning check reads), approximate standard errors sigma^2 I^-1 with
     sigma^2 = sum(log_resid^2) / (n - k).
 
 The phi profile (:func:`phi_profile`)
@@ -48,7 +49,8 @@ from ..fitters.lm import batched_weighted_lm
 from ..fitters.objective import law_model, loss_terms, refit_settings
 from ..fitters.polish import polish
 from ..fitters.refit import spread_starts
-from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss, log_loss_and_jacobian
+from ..fitters.standard_errors import MAX_CONDITION, information
+from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
 from ..serialize import JsonIO, to_plain
@@ -168,10 +170,6 @@ def design_warnings(
 
 
 # ------------------------------------------------------------------- at the optimum
-#: The unit-diagonal information matrix is numerically singular when its smallest eigenvalue
-#: is below this times k times its largest (machine rounding of a k x k matrix): its inverse,
-#: correlations and standard errors are then rounding noise and are not reported.
-SINGULAR_RTOL = float(np.finfo(float).eps)
 
 
 def _profile_text(interval: list[float], grid: list[float] | None) -> str:
@@ -256,7 +254,7 @@ def identifiability(
     profile_starts: int = 8,
     seed: int = defaults.SEED,
     max_corr: float = 0.99,
-    max_cond: float = 1e12,
+    max_cond: float = MAX_CONDITION,
     max_phi_se: float = 0.25,
 ) -> Identifiability:
     """Correlation matrix, condition number, phi profile and design warnings at the optimum.
@@ -278,25 +276,11 @@ def identifiability(
         warnings.append(caution("diagnostics", "profile_skipped", f"no phi profile: {err}", level="note"))
         profile_points = 0
     theta = fit.theta
-    pred, jac = log_loss_and_jacobian(theta, runs.design)
-    res = pred - runs.log_loss
-    ares = np.abs(res)
-    w = np.minimum(1.0, delta / np.maximum(ares, 1e-300)) if np.isfinite(delta) else np.ones_like(res)
-    mask = spec.free_mask.copy()
-    if fit.phi is None:
-        mask[5] = False
-    names = [THETA_NAMES[i] for i in np.flatnonzero(mask)]
-    j = jac[:, mask]
-    info = (j * w[:, None]).T @ j
-    scale = np.sqrt(np.diag(info))
     warnings = design_warnings(runs, phi=fit.phi if fit.phi is not None else 0.5) + warnings
-    with np.errstate(divide="ignore", invalid="ignore"):
-        unit = info / np.outer(scale, scale)
-    finite = bool(np.all(np.isfinite(unit)))
-    eig = np.linalg.eigvalsh(unit) if finite else np.array([0.0])
-    cond = float(eig.max() / eig.min()) if eig.min() > 0 else float("inf")
+    im, res = information(runs, spec, theta, delta, phi_free=fit.phi is not None)
+    names, scale, unit, eig, cond = im.names, im.scale, im.unit, im.eig, im.condition
     # numerically singular: the smallest eigenvalue is below rounding of the largest
-    reliable = finite and eig.min() > SINGULAR_RTOL * len(eig) * eig.max()
+    reliable = not im.singular
     cov_unit = np.linalg.inv(unit) if reliable else None
     # a positive-definite matrix has a positive-definite inverse: a diagonal that is not
     # positive means the inverse is rounding noise

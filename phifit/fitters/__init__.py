@@ -55,7 +55,10 @@ def fit(
     :class:`HuberOptions`, :class:`LsqOptions`, :class:`BayesOptions`), or ``options=`` one
     of those; an unknown name raises ``ValueError`` listing the valid ones, before any fit.
     The result's warnings add the checks of
-    :func:`phifit.fitters.common.fit_quality_cautions`: outlying runs by name and a low R^2.
+    :func:`phifit.fitters.common.fit_quality_cautions` (outlying runs by name and R^2 below
+    :data:`~phifit.fitters.common.LOW_R2` = 0.9) and of
+    :func:`phifit.fitters.common.conditioning_cautions` (a singular or ill-conditioned
+    information matrix, whose standard errors then mean nothing).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
@@ -74,12 +77,12 @@ def fit(
     import numpy as np
 
     from ..cautions import collect
-    from .common import fit_quality_cautions
+    from .common import conditioning_cautions, fit_quality_cautions
 
     n_free = sum(1 for k, v in result.params.items() if v is not None and k not in result.fixed)
     quality = fit_quality_cautions(
         np.asarray(result.residuals), list(result.run_ids), result.r2, n_free, source=method
-    )
+    ) + conditioning_cautions(runs, result, source=method)
     return result.with_updates(warnings=collect(result.warnings, quality)) if quality else result
 
 

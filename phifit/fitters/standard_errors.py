@@ -16,11 +16,21 @@ What it assumes: runs are independent with a common error distribution.  When ru
 noise within a (budget, r) cell, as real sweeps do, no such formula is right: use the
 cell block bootstrap.  The label in :data:`ASSUMPTION` goes wherever these numbers are
 printed.
+
+**Conditioning** (:func:`information`): the Gauss-Newton information I = J^T W J of the
+log-loss Jacobian over the free coordinates (W: the Huber IRLS weights, 1 inside +-delta and
+delta / |r_i| beyond; all 1 for least squares), scaled to unit diagonal.  Its condition number
+(largest over smallest eigenvalue) above :data:`MAX_CONDITION`, or a smallest eigenvalue at
+rounding level (numerically singular), means some parameter combination is not determined by
+the table, and every standard error computed from I (or J^T J) is then meaningless.  The fit
+(:func:`phifit.fitters.fit`) and :func:`phifit.diagnostics.identifiability.identifiability`
+read the same matrix.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,6 +39,58 @@ from ..runs.table import RunTable
 
 #: Printed next to these standard errors.
 ASSUMPTION = "analytic, assumes independent runs"
+#: A unit-diagonal information matrix whose condition number exceeds this is ill-conditioned:
+#: its inverse, hence every standard error read from it, is dominated by rounding and by the
+#: direction the data do not determine (the shipped study tables reach 7e5).
+MAX_CONDITION = 1e12
+#: The unit-diagonal information matrix is numerically singular when its smallest eigenvalue
+#: is below this times k times its largest (machine rounding of a k x k matrix).
+SINGULAR_RTOL = float(np.finfo(float).eps)
+
+
+class Information(NamedTuple):
+    """The information matrix at an optimum (see the module docstring): ``names`` of the free
+    coordinates, ``info`` = J^T W J, ``scale`` = sqrt(diag(info)), ``unit`` = info scaled to unit
+    diagonal, its eigenvalues ``eig``, its ``condition`` number (inf when not positive) and
+    ``singular`` (not finite, or the smallest eigenvalue at rounding level)."""
+
+    names: list[str]
+    info: np.ndarray
+    scale: np.ndarray
+    unit: np.ndarray
+    eig: np.ndarray
+    condition: float
+    singular: bool
+
+    @property
+    def ill_conditioned(self) -> bool:
+        """Singular, or condition number above :data:`MAX_CONDITION`."""
+        return self.singular or self.condition > MAX_CONDITION
+
+
+def information(
+    runs: RunTable, spec: LawSpec, theta: np.ndarray, delta: float, *, phi_free: bool = True
+) -> tuple[Information, np.ndarray]:
+    """The information matrix of the free coordinates of ``spec`` at ``theta`` (phi left out
+    when ``phi_free`` is False: not identified), and the log-loss residuals at ``theta``."""
+    pred, jac = log_loss_and_jacobian(theta, runs.design)
+    res = pred - runs.log_loss
+    ares = np.abs(res)
+    w = np.minimum(1.0, delta / np.maximum(ares, 1e-300)) if np.isfinite(delta) else np.ones_like(res)
+    mask = spec.free_mask.copy()
+    if not phi_free:
+        mask[5] = False
+    names = [THETA_NAMES[i] for i in np.flatnonzero(mask)]
+    j = jac[:, mask]
+    info = (j * w[:, None]).T @ j
+    scale = np.sqrt(np.diag(info))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        unit = info / np.outer(scale, scale)
+    finite = bool(np.all(np.isfinite(unit)))
+    eig = np.linalg.eigvalsh(unit) if finite else np.array([0.0])
+    cond = float(eig.max() / eig.min()) if eig.min() > 0 else float("inf")
+    singular = not (finite and eig.min() > SINGULAR_RTOL * len(eig) * eig.max())
+    return Information(names, info, scale, unit, eig, cond, singular), res
 
 
 def m_estimator_stderr(
