@@ -203,7 +203,10 @@ class Prediction(JsonIO):
                 f"{MAX_FAILED_SHARE:.0%} (see [[Notes]])"
             )
         else:
-            interval = "no interval (no bootstrap draws: pass --runs RUNS.csv --bootstrap N)"
+            interval = (
+                "no interval (no bootstrap draws: pass bootstrap=phifit.block_bootstrap(...) in Python, "
+                "--runs RUNS.csv --bootstrap N on the command line)"
+            )
         lines.append(f"    interval: {interval}")
         if self.points:
             lines += ["", "[[Loss at given points]]"]

@@ -171,7 +171,7 @@ def block_bootstrap(
     if n_blocks < 2:
         raise ValueError(
             f"block {label!r}: the table has a single block; the bootstrap needs "
-            f"at least 2 (choose another --block)"
+            f"at least 2 (choose another: block= in Python, --block on the command line)"
         )
     fit_spec, _ = effective_spec(runs, spec)
     phi_identified = "phi" not in fit_spec.fixed or "phi" in spec.fixed
@@ -365,8 +365,8 @@ def _cautions(
                 f"With more than {MAX_FAILED_SHARE:.0%} failed, the replicates that finished are "
                 f"not a sample of the bootstrap distribution (the failures are the resampled "
                 f"tables least like the data), so their spread would understate the uncertainty; "
-                f"the table has too few runs or blocks for a block bootstrap (add runs, or "
-                f"choose --block run)",
+                f"the table has too few runs or blocks for a block bootstrap (add runs, or resample "
+                f"single runs: block='run', --block run on the command line)",
                 n_failed=n_failed,
                 n_boot=n_boot,
                 share=share,

@@ -28,6 +28,8 @@ from .text import DECIMAL_COMMA_PATTERN, THOUSANDS_PATTERN, parse_count
 
 #: comparison operators of ``where``, longest first so ``<=`` is not read as ``<``
 OPERATORS = ("==", "!=", "<=", ">=", "<", ">")
+#: How messages name the selection: the Python argument (``load_runs(where=...)``) and the flag.
+WHERE = "where= / --where"
 _CONDITION = re.compile(r"^\s*([A-Za-z_][\w.\-]*)\s*(==|!=|<=|>=|<|>)\s*(\S.*?)\s*$")
 #: loss units a table may declare; the table is converted to nats per token
 LOSS_UNITS = ("nats", "bits")
@@ -57,24 +59,24 @@ def parse_where(text: str) -> list[Condition]:
 
     Raises ``ValueError`` naming the part that does not follow the grammar."""
     if not text or not text.strip():
-        raise ValueError("--where: empty expression; expected COLUMN OP VALUE, e.g. 'r<=4 and tokens>1e9'")
+        raise ValueError(f"{WHERE}: empty expression; expected COLUMN OP VALUE, e.g. 'r<=4 and tokens>1e9'")
     out: list[Condition] = []
     for part in re.split(r"\s+and\s+", text.strip()):
         m = _CONDITION.match(part)
         if m is None:
             raise ValueError(
-                f"--where: cannot read {part!r}; expected COLUMN OP VALUE[,VALUE...] joined by 'and', "
+                f"{WHERE}: cannot read {part!r}; expected COLUMN OP VALUE[,VALUE...] joined by 'and', "
                 f"with OP one of {' '.join(OPERATORS)} (e.g. 'variant==baseline and r<=4')"
             )
         column, op, rest = m.groups()
         values = tuple(v.strip().strip("'\"") for v in rest.split(","))
         if any(not v for v in values) or any(re.search(r"[()\s]", v) for v in values):
             raise ValueError(
-                f"--where: cannot read the value(s) of {part!r}; expected plain numbers or words"
+                f"{WHERE}: cannot read the value(s) of {part!r}; expected plain numbers or words"
             )
         cond = Condition(column, op, values)
         if op not in ("==", "!=") and (len(values) != 1 or cond.numbers() is None):
-            raise ValueError(f"--where: {part!r}: {op} needs one number, got {rest!r}")
+            raise ValueError(f"{WHERE}: {part!r}: {op} needs one number, got {rest!r}")
         out.append(cond)
     return out
 
@@ -93,7 +95,7 @@ def where_mask(raw: pd.DataFrame, text: str, source: str, rows: np.ndarray) -> n
     for cond in conditions:
         if cond.column not in raw.columns:
             problems.append(
-                f"--where: no column {cond.column!r}; columns: {', '.join(map(str, raw.columns))}"
+                f"{WHERE}: no column {cond.column!r}; columns: {', '.join(map(str, raw.columns))}"
             )
             continue
         cells = ["" if v is None else str(v).strip() for v in raw[cond.column].tolist()]
@@ -111,7 +113,7 @@ def where_mask(raw: pd.DataFrame, text: str, source: str, rows: np.ndarray) -> n
                     )
                 except ValueError:
                     problems.append(
-                        f"row {rows[i]}, column {cond.column!r}: --where {cond.column}{cond.op}"
+                        f"row {rows[i]}, column {cond.column!r}: {WHERE} {cond.column}{cond.op}"
                         f"{','.join(cond.values)} compares numbers, got {c!r}"
                     )
             t = np.asarray(targets)

@@ -80,7 +80,7 @@ from .schema import (  # noqa: F401 (the schema's names, re-exported for users o
     SEPARATORS,
     RunTableError,
 )
-from .select import flops_scale, loss_scale, where_mask
+from .select import WHERE, flops_scale, loss_scale, where_mask
 from .text import (  # noqa: F401 (parse_* re-exported for the command line)
     DECIMAL_COMMA_PATTERN,
     THOUSANDS_PATTERN,
@@ -402,7 +402,8 @@ def _table_warnings(frame: pd.DataFrame, source: str, budget_hint: str | None) -
 
     if "budget" not in frame:
         how = (
-            f"map column {budget_hint!r} with --columns budget={budget_hint}"
+            f"map column {budget_hint!r} with columns={{'budget': {budget_hint!r}}} "
+            f"(--columns budget={budget_hint})"
             if budget_hint
             else "add a 'budget' column (the FLOP budget of each isoFLOP curve)"
         )
@@ -412,7 +413,7 @@ def _table_warnings(frame: pd.DataFrame, source: str, budget_hint: str | None) -
                 "no_budget",
                 f"{name}: no 'budget' column, so a bootstrap resamples single runs rather than the "
                 f"study's (budget, r) cells, and noise shared within a cell is ignored; {how}, "
-                "or choose blocks with --block COL",
+                "or choose blocks with block='COL' (--block COL)",
                 level="note",
                 candidate=budget_hint,
             )
@@ -506,7 +507,7 @@ def table_from_frame(
             caution(
                 "runs",
                 "rows_selected",
-                f"{name}: --where {where!r} kept {int(keep.sum())} of {len(keep)} rows (dropped {n_drop})",
+                f"{name}: {WHERE} {where!r} kept {int(keep.sum())} of {len(keep)} rows (dropped {n_drop})",
                 level="note",
                 kept=int(keep.sum()),
                 dropped=n_drop,
@@ -526,8 +527,8 @@ def table_from_frame(
                 [
                     f"no 'r'/'n_rec' columns, but column {r_col!r} looks like the loop count"
                     + (f" and {rec_col!r} like the shared block's parameters" if rec_col else "")
-                    + f"; map them with --columns {mapping} (or pass --non-looped to fit a "
-                    "non-looped law on purpose)"
+                    + f"; map them with columns= (--columns {mapping}), or pass non_looped=True "
+                    "(--non-looped) to fit a non-looped law on purpose"
                 ],
             )
     missing = [c for c in REQUIRED if c not in raw.columns]
@@ -536,13 +537,13 @@ def table_from_frame(
             source,
             [
                 f"missing required column(s) {', '.join(map(repr, missing))}; found: "
-                f"{', '.join(map(repr, raw.columns)) or 'none'} (map names with --columns "
-                f"canonical=yours)"
+                f"{', '.join(map(repr, raw.columns)) or 'none'} (map names with "
+                f"columns={{canonical: yours}}, --columns canonical=yours)"
             ],
         )
     if len(raw) == 0:
         if where is not None:
-            raise RunTableError(source, [f"--where {where!r} selects no rows"])
+            raise RunTableError(source, [f"{WHERE} {where!r} selects no rows"])
         raise RunTableError(source, ["no rows: the file has a header but no runs"])
 
     def where(i: int, col: str) -> str:
