@@ -14,6 +14,9 @@ to tables of training runs, with honest uncertainty and model comparison.
 - :mod:`phifit.diagnostics`, :mod:`phifit.equivalence`, :mod:`phifit.frontier`,
   :mod:`phifit.predict`, :mod:`phifit.plan` and :mod:`phifit.report` judge the fit, answer
   "what is my looped model worth", plan runs and write the HTML report;
+- :func:`answer` runs what the report's headline needs (fit, bootstrap, tests of phi = 0 and
+  phi = 1, lack of fit of r^phi) and returns an :class:`Answer` whose ``summary()`` leads with
+  the report's sentence;
 - :func:`simulate` draws run tables from a known law (:mod:`phifit.simulation`);
 - :mod:`phifit.trainers` (torch, imported only on demand) produces run tables.
 
@@ -43,6 +46,8 @@ _EXPORTS = {
     "compare_fits": "phifit.compare",
     "compare_recipes": "phifit.recipes",
     "simulate": "phifit.simulation",
+    "answer": "phifit.report.honest",
+    "Answer": "phifit.report.honest",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -2,6 +2,8 @@
 
 - :mod:`~phifit.report.analysis`: :func:`analyse` runs fit, bootstrap, comparison, diagnostics,
   recipes, derived quantities and (optionally) the plan, and returns an :class:`Analysis`;
+- :mod:`~phifit.report.honest`: :func:`answer` runs the analysis without figures and words it
+  with the report's headline (:class:`Answer`, ``phifit.answer``);
 - :mod:`~phifit.report.figures`: the figures, drawn from those numbers;
 - :mod:`~phifit.report.html`: HTML building blocks (page shell, tables, notes);
 - ``sections_*``: the page's sections (fit, diagnostics, derived quantities, plan);
@@ -12,6 +14,7 @@
 from __future__ import annotations
 
 from .analysis import Analysis, AnalysisOptions, analyse
+from .honest import Answer, answer
 from .write import ReportFiles, write_report
 
-__all__ = ["Analysis", "AnalysisOptions", "ReportFiles", "analyse", "write_report"]
+__all__ = ["Analysis", "AnalysisOptions", "Answer", "ReportFiles", "analyse", "answer", "write_report"]
