@@ -123,8 +123,8 @@ def select_recipe(
         raise ValueError(
             f"{runs.source}: column {by!r} holds several recipes ({listing} runs) and "
             + ("none is named 'baseline'" if recipe is None else f"none is {key!r}")
-            + "; pick one with --variant NAME, or compare them with --by "
-            + by
+            + f"; pick one with --variant NAME (recipe='NAME' in Python), or compare them with --by {by} "
+            + f"(phifit.compare_recipes(runs, by={by!r}))"
         )
     values = {str(v): v for v in runs.frame[by].unique()}
     frame = runs.frame[runs.frame[by].astype(str) == key]
@@ -137,7 +137,7 @@ def select_recipe(
         f"{runs.source}: column {by!r} holds several recipes ({listing} runs); this analysis "
         f"uses {key!r} ({len(selected)} runs"
         + (f", {borrowed} of them the baseline's r = 1 runs" if borrowed else "")
-        + f"); --variant NAME picks another, --by {by} compares them"
+        + f"); --variant NAME (recipe='NAME') picks another, --by {by} (compare_recipes) compares them"
     )
     return RecipeSelection(runs=selected, recipe=key, note=note)
 

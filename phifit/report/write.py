@@ -112,7 +112,7 @@ def check_report_dir(out_dir: str | os.PathLike, force: bool = False) -> None:
     if not ok:
         raise FileExistsError(
             f"{path}: not empty and holds no phifit report (no results.json "
-            f"written by phifit); choose another folder or pass --force"
+            f"written by phifit); choose another folder or pass force=True (--force)"
         )
 
 
