@@ -45,11 +45,39 @@ def test_the_generated_tables_are_current():
     assert not stale, f"out of date: {sorted(stale)}; run python docs/results_table.py"
 
 
+def tracked_reports() -> list[str]:
+    """The report folders git tracks (those with a committed ``results.json``)."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: which reports are shipped is what git tracks")
+    out = subprocess.run(
+        ["git", "ls-files", "--", "reports/*/results.json"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    return sorted(Path(line).parent.name for line in out.stdout.splitlines())
+
+
+def test_the_shipped_list_is_the_tracked_reports():
+    """A new committed report cannot be left out of the tables (nor a removed one left in)."""
+    assert sorted(results_table().SHIPPED) == tracked_reports()
+
+
 def test_the_results_table_has_one_row_per_shipped_report():
     module = results_table()
-    reports = sorted(p.parent.name for p in (ROOT / "reports").glob("*/results.json"))
+    reports = tracked_reports()
     rows = [line for line in module.table(ROOT).splitlines()[2:] if line.startswith("|")]
     assert len(rows) == len(reports) and all(any(f"`{r}`" in row for row in rows) for r in reports)
+
+
+def test_a_users_report_does_not_enter_the_tables(tmp_path):
+    """The quick start writes ``reports/quickstart/``; the tables read only the shipped reports."""
+    module = results_table()
+    for name in module.SHIPPED:
+        (tmp_path / "reports" / name).mkdir(parents=True)
+        shutil.copy(ROOT / "reports" / name / "results.json", tmp_path / "reports" / name)
+    before = module.table(tmp_path)
+    (tmp_path / "reports" / "quickstart").mkdir()
+    shutil.copy(ROOT / "reports" / "looped_study" / "results.json", tmp_path / "reports" / "quickstart")
+    assert module.table(tmp_path) == before and "quickstart" not in before
 
 
 def test_a_missing_marker_is_refused():
@@ -62,14 +90,17 @@ def test_the_readme_is_a_manual():
     assert len(README.read_text(encoding="utf-8").splitlines()) < 180
 
 
-def test_the_quick_start_is_two_commands_and_ci_runs_the_second():
-    """The first sets up and reports into a git-ignored folder; CI runs the second verbatim."""
+def test_the_quick_start_is_two_commands_and_ci_runs_both():
+    """The first sets up and reports into a git-ignored folder; CI runs both verbatim, in order, then
+    checks that they left the working tree clean."""
     first, second = quick_start()
     assert first.endswith("phifit report data/looped_study_runs_digitized.csv --out reports/quickstart")
     assert "torch" not in first  # the base install fits and reports without torch
     assert second.endswith('python -m pytest -m "not slow" -q')
     assert "reports/quickstart/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
-    assert second in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert first in ci and second in ci and ci.index(first) < ci.index(second)
+    assert any("git status --porcelain" in line for line in ci[ci.index(second) :])
 
 
 def test_the_ci_builds_the_documentation():
