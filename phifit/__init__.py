@@ -17,7 +17,10 @@ to tables of training runs, with honest uncertainty and model comparison.
 - :func:`answer` runs what the report's headline needs (fit, bootstrap, tests of phi = 0 and
   phi = 1, lack of fit of r^phi) and returns an :class:`Answer` whose ``summary()`` leads with
   the report's sentence;
+- :func:`load` reads any result JSON back as its own type (:mod:`phifit.report.loader`);
 - :func:`simulate` draws run tables from a known law (:mod:`phifit.simulation`);
+- :func:`plot_isoflop`, :func:`plot_bootstrap`, :func:`plot_multipliers`, :func:`plot_residuals`,
+  :func:`plot_frontier`, :func:`plot_drift` draw results into matplotlib Axes (:mod:`phifit.plot`);
 - :mod:`phifit.trainers` (torch, imported only on demand) produces run tables.
 
 The names above are imported on first use, so ``import phifit`` (and ``phifit --help``)
@@ -46,8 +49,15 @@ _EXPORTS = {
     "compare_fits": "phifit.compare",
     "compare_recipes": "phifit.recipes",
     "simulate": "phifit.simulation",
+    "plot_isoflop": "phifit.plot",
+    "plot_bootstrap": "phifit.plot",
+    "plot_multipliers": "phifit.plot",
+    "plot_residuals": "phifit.plot",
+    "plot_frontier": "phifit.plot",
+    "plot_drift": "phifit.plot",
     "answer": "phifit.report.honest",
     "Answer": "phifit.report.honest",
+    "load": "phifit.report.loader",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -3,10 +3,12 @@
 One module on purpose: one small pure function per figure plus the shared style, so every
 figure looks alike and none computes anything.
 
-Every function takes result objects (diagnostics, derived quantities, bootstrap draws)
-and returns a :class:`matplotlib.figure.Figure`; none fits or tests anything.  Figures
-are built without pyplot (no global state; the Agg canvas renders them), so they are
-safe in scripts, servers and tests.
+Every function takes the numbers of result objects (diagnostics, derived quantities,
+bootstrap draws) and returns a :class:`matplotlib.figure.Figure`; none fits or tests
+anything.  The panels are drawn by :mod:`phifit.plot.panels`, the code path under the
+public ``phifit.plot.plot_*`` functions, so a report figure and a notebook plot look
+alike.  Figures are built without pyplot (no global state; the Agg canvas renders
+them), so they are safe in scripts, servers and tests.
 
 Conventions: labelled axes with units; log axes for quantities spanning decades
 (parameters, tokens, FLOPs); the Okabe-Ito colour-blind-safe palette for categories
@@ -23,9 +25,20 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import Formatter, LogFormatterSciNotation, LogLocator, NullFormatter
 
 from .. import defaults
+from ..plot import panels as draw
+from ..plot.style import (
+    LOSS_LABEL,
+    OKABE_ITO,
+    RESID_LABEL,
+    category_index,
+    color_for,
+    fmt_budget,
+    log_x,
+    marker_for,
+)
+from ..plot.style import style as _style
 from .html import interval_text
 
 __all__ = [
@@ -47,18 +60,6 @@ __all__ = [
     "figure_bytes",
 ]
 
-#: Okabe & Ito (2008) colour-universal palette (yellow last: weak on white paper).
-OKABE_ITO: tuple[str, ...] = (
-    "#000000",
-    "#E69F00",
-    "#56B4E9",
-    "#009E73",
-    "#0072B2",
-    "#D55E00",
-    "#CC79A7",
-    "#F0E442",
-)
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _RC = {
     "font.size": 9,
     "axes.titlesize": 10,
@@ -79,18 +80,6 @@ _RC = {
 # no creation dates in the files: a regenerated report differs only where its content does
 _NO_DATE = {"png": {"Software": None}, "svg": {"Date": None}}
 
-LOSS_LABEL = "validation loss L (nats/token)"
-RESID_LABEL = "residual L - L̂ (nats)"
-
-
-def color_for(i: int) -> str:
-    """The i-th Okabe-Ito colour (cycling)."""
-    return OKABE_ITO[i % len(OKABE_ITO)]
-
-
-def marker_for(i: int) -> str:
-    return _MARKERS[i % len(_MARKERS)]
-
 
 def _figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), layout="constrained")
@@ -110,67 +99,9 @@ def _styled(func):
     return wrapper
 
 
-def _style(ax) -> None:
-    ax.spines["top"].set_visible(False)
-    ax.spines["right"].set_visible(False)
-    ax.grid(True, alpha=0.25, linewidth=0.5)
-    ax.tick_params(labelsize=8)
-
-
-def _fmt_budget(c: Any) -> str:
-    if isinstance(c, (int, float)):
-        exp = int(math.floor(math.log10(c)))
-        mant = c / 10**exp
-        return f"C = {mant:.3g}e{exp} FLOPs"
-    return str(c)
-
-
-def _category_index(values: Sequence[Any]) -> dict[Any, int]:
-    return {v: i for i, v in enumerate(values)}
-
-
-class _MinorLogLabels(Formatter):
-    """Labels for the minor ticks of a log axis that never overlap: at draw time it takes the
-    axis' length and span and labels the densest of the mantissa sets {2..9}, {2, 3, 5},
-    {2, 5}, {3}, {} whose labels (about ``label_pt`` points wide) fit between their neighbours
-    and the decade labels.  A narrow range (under a decade) so still gets numbers."""
-
-    SETS = ((2, 3, 4, 5, 6, 7, 8, 9), (2, 3, 4, 6, 8), (2, 3, 5), (2, 5), (3,), ())
-
-    def __init__(self, label_pt: float = 36.0):
-        self.label_pt = label_pt
-
-    def _subs(self) -> tuple[int, ...]:
-        axis = self.axis
-        lo, hi = sorted(axis.get_view_interval())
-        if not (lo > 0 and hi > lo):
-            return ()
-        ax = axis.axes
-        length_pt = (ax.bbox.width if axis.axis_name == "x" else ax.bbox.height) * 72.0 / ax.figure.dpi
-        per_decade = length_pt / max(math.log10(hi / lo), 1e-9)
-        for subs in self.SETS:
-            marks = sorted({1, 10, *subs})
-            gap = min(math.log10(b / a) for a, b in zip(marks, marks[1:]))
-            if gap * per_decade >= self.label_pt:
-                return subs
-        return ()
-
-    def __call__(self, x: float, pos: int | None = None) -> str:
-        if x <= 0:
-            return ""
-        exp = math.floor(math.log10(x) + 1e-9)
-        mant = round(x / 10**exp)
-        if mant in (1, 10) or mant not in self._subs():
-            return ""
-        return f"${mant}\\times10^{{{exp}}}$"
-
-
-def _log_x(ax) -> None:
-    """Log x axis whose minor ticks are labelled where the labels fit (:class:`_MinorLogLabels`)."""
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(LogFormatterSciNotation())
-    ax.xaxis.set_minor_locator(LogLocator(subs="all"))
-    ax.xaxis.set_minor_formatter(_MinorLogLabels())
+_fmt_budget = fmt_budget
+_category_index = category_index
+_log_x = log_x
 
 
 # ------------------------------------------------------------------------------ isoFLOP
@@ -201,35 +132,13 @@ def isoflop_figure(
     axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
     for k, rv in enumerate(r_values):
         ax = axes[k // cols][k % cols]
-        for b in budgets:
-            m = (r == rv) & (budget == b)
-            ax.scatter(
-                n[m],
-                loss[m],
-                s=22,
-                color=color_for(colour[b]),
-                marker=marker_for(colour[b]),
-                edgecolor="white",
-                linewidth=0.4,
-                zorder=3,
-                label=_fmt_budget(b) if k == 0 else None,
-            )
-        for cell in curves:
-            if cell["r"] == rv and cell["budget"] in colour:
-                ax.plot(
-                    cell["n_unique"],
-                    cell["loss"],
-                    color=color_for(colour[cell["budget"]]),
-                    linewidth=1.2,
-                    zorder=2,
-                )
-        _log_x(ax)
+        m = r == rv
+        cells = [cell for cell in curves if cell["r"] == rv]
+        draw.isoflop_panel(ax, n[m], loss[m], budget[m], cells, colour, curve_key="budget", label=k == 0)
         if looped:
             ax.set_title(f"r = {rv}")
-        ax.set_xlabel("unique non-embedding parameters N (log)")
         if k % cols == 0:
             ax.set_ylabel(LOSS_LABEL)
-        _style(ax)
     for k in range(len(r_values), rows * cols):
         axes[k // cols][k % cols].set_visible(False)
     if len(budgets) <= 10:
@@ -269,86 +178,26 @@ def frontier_figure(
     ax1, ax2 = fig.subplots(1, 2)
     r_all = np.asarray(points["r"], int)
     r_values = sorted(set(r_all.tolist()) | {int(r) for r in curve["r_values"]})
-    idx = _category_index(r_values)
     comp = np.asarray(points["compute"], float)
     loss = np.asarray(points["loss"], float)
     cc = np.asarray(curve["budgets"], float)
-    for rv in r_values:
-        m = r_all == rv
-        ax1.scatter(
-            comp[m],
-            loss[m],
-            s=14,
-            color=color_for(idx[rv]),
-            marker=marker_for(idx[rv]),
-            alpha=0.55,
-            edgecolor="none",
-            zorder=2,
-        )
-        key = _key(curve["l_star"], rv)
-        if key is not None:
-            ax1.plot(
-                cc, curve["l_star"][key], color=color_for(idx[rv]), linewidth=1.6, label=f"r = {rv}", zorder=3
-            )
-    _log_x(ax1)
-    where = f"\nruns placed by {compute_source}" if compute_source else ""
-    ax1.set_xlabel(f"training compute C (FLOPs, log){where}")
-    ax1.set_ylabel(LOSS_LABEL)
-    ax1.set_title("runs and the compute-optimal frontier L*(C)")
+    draw.frontier_loss_panel(
+        ax1, r_all, comp, loss, cc, curve["l_star"], r_values, compute_source=compute_source
+    )
     ax1.legend(frameon=False, loc="lower left", bbox_to_anchor=(1.0, 0.0), handlelength=1.5)
-    _style(ax1)
-
-    base = int(curve["base_r"])
-    cb = np.asarray(at_budgets["budgets"], float)
-    for rv in r_values:
-        if rv == base:
-            continue
-        key = _key(curve["gap"], rv)
-        if key is None:
-            continue
-        col = color_for(idx[rv])
-        ax2.plot(cc, curve["gap"][key], color=col, linewidth=1.6, label=f"r = {rv}: law")
-        ivs = at_budgets.get("gap_interval")
-        k2 = _key(ivs, rv) if ivs else None
-        if k2 is not None:
-            iv = np.asarray(ivs[k2], float)
-            ax2.fill_between(cb, iv[:, 0], iv[:, 1], color=col, alpha=0.18, linewidth=0)
-        if reference_gaps and rv in reference_gaps:
-            lo, hi = reference_gaps[rv]
-            ax2.hlines([lo, hi], cc.min(), cc.max(), colors=col, linestyles=":", linewidth=0.9)
-        if parabola:
-            k3 = _key(parabola["gap"], rv)
-            g = []
-            if k3 is not None:
-                g = [x for x in parabola["gap"][k3] if isinstance(x["budget"], (int, float))]
-            if k3 is not None and g:
-                ax2.scatter(
-                    [x["budget"] for x in g],
-                    [x["gap"] for x in g],
-                    color=col,
-                    marker=marker_for(idx[rv]),
-                    s=26,
-                    edgecolor="black",
-                    linewidth=0.5,
-                    zorder=4,
-                    label=f"r = {rv}: parabola minima",
-                )
-    _log_x(ax2)
-    ax2.set_xlabel("training compute C (FLOPs, log)")
-    ax2.set_ylabel(f"frontier gap L*(r) - L*(r={base}) (nats)")
-    ax2.set_title("loss cost of looping at matched compute")
+    draw.frontier_gap_panel(
+        ax2,
+        cc,
+        curve["gap"],
+        r_values,
+        int(curve["base_r"]),
+        band_budgets=np.asarray(at_budgets["budgets"], float),
+        band=at_budgets.get("gap_interval"),
+        reference_gaps=reference_gaps,
+        parabola_gap=parabola["gap"] if parabola else None,
+    )
     if len(r_values) > 1:
-        ax2.legend(frameon=False, fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    else:
-        ax2.text(
-            0.5,
-            0.5,
-            f"a single r = {base}: no gap to show",
-            ha="center",
-            va="center",
-            transform=ax2.transAxes,
-        )
-    _style(ax2)
+        ax2.legend(frameon=False, fontsize="x-small", ncol=1, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
 
@@ -389,16 +238,6 @@ def chinchilla_frontier_figure(
     return fig
 
 
-def _key(mapping: Mapping | None, r: int):
-    """Look up r in a dict keyed by int or by str (after a JSON round trip)."""
-    if not mapping:
-        return None
-    for k in (r, str(r)):
-        if k in mapping:
-            return k
-    return None
-
-
 # ---------------------------------------------------------------------------- bootstrap
 @_styled
 def bootstrap_figure(
@@ -414,45 +253,21 @@ def bootstrap_figure(
     """Histogram of the bootstrap distribution of phi, with the estimate and the percentile
     (and BCa) intervals, labelled at their ``level``; an interval end on ``bounds`` (the box
     searched) is labelled as such (:func:`phifit.report_template.interval_text`)."""
-    pct = f"{100 * level:g}%"
-    phis = np.asarray([p for p in phis if p is not None and math.isfinite(p)], float)
+    phis = draw.finite(phis)
     fig = _figure(6.0, 3.2)
     ax = fig.subplots()
-    bins = max(10, min(60, int(math.sqrt(len(phis)) * 2))) if len(phis) else 10
-    ax.hist(phis, bins=bins, color=OKABE_ITO[2], edgecolor="white", linewidth=0.4)
-    ax.axvline(phi_hat, color=OKABE_ITO[0], linewidth=1.5, label=f"estimate {phi_hat:.3f}")
-    if interval is not None and all(x is not None and math.isfinite(x) for x in interval):  # not withheld
-        for x in interval:
-            ax.axvline(x, color=OKABE_ITO[5], linestyle="--", linewidth=1.2)
-        ax.plot(
-            [],
-            [],
-            color=OKABE_ITO[5],
-            linestyle="--",
-            label=f"{pct} percentile {interval_text(interval[0], interval[1], bounds)}",
-        )
-    if interval_bca is not None and None not in interval_bca:
-        for x in interval_bca:
-            ax.axvline(x, color=OKABE_ITO[4], linestyle=":", linewidth=1.2)
-        ax.plot(
-            [],
-            [],
-            color=OKABE_ITO[4],
-            linestyle=":",
-            label=f"{pct} BCa {interval_text(interval_bca[0], interval_bca[1], bounds)}",
-        )
-    if reference_interval is not None:
-        ax.axvspan(
-            *reference_interval,
-            color=OKABE_ITO[1],
-            alpha=0.12,
-            label=f"study [{reference_interval[0]:.2f}, {reference_interval[1]:.2f}]",
-        )
-    ax.set_xlabel("φ (value of one recurrence; 0 = none, 1 = a unique block)")
-    ax.set_ylabel("bootstrap resamples")
+    draw.histogram_panel(
+        ax,
+        phis,
+        phi_hat,
+        interval,
+        interval_bca=interval_bca,
+        reference_interval=reference_interval,
+        level=level,
+        bounds=bounds,
+        xlabel="φ (value of one recurrence; 0 = none, 1 = a unique block)",
+    )
     ax.set_title(f"block bootstrap of φ ({len(phis)} resamples)")
-    ax.legend(frameon=False)
-    _style(ax)
     return fig
 
 
@@ -463,26 +278,16 @@ def exponent_bootstrap_figure(
     """Histograms of the bootstrap distributions of a non-looped table's exponents, one
     panel each: ``panels`` holds {"label", "draws", "estimate", "interval"} (the interval
     may be None), e.g. alpha, beta and the allocation exponent a = beta / (alpha + beta)."""
-    pct = f"{100 * level:g}%"
     fig = _figure(3.0 * max(1, len(panels)) + 0.4, 3.0)
     axes = np.atleast_1d(fig.subplots(1, max(1, len(panels))))
     n_draws = 0
     for ax, panel in zip(axes, panels):
-        x = np.asarray([v for v in panel["draws"] if v is not None and math.isfinite(v)], float)
+        x = draw.finite(panel["draws"])
         n_draws = max(n_draws, len(x))
-        bins = max(10, min(60, int(math.sqrt(len(x)) * 2))) if len(x) else 10
-        ax.hist(x, bins=bins, color=OKABE_ITO[2], edgecolor="white", linewidth=0.4)
-        ax.axvline(
-            panel["estimate"], color=OKABE_ITO[0], linewidth=1.5, label=f"estimate {panel['estimate']:.3f}"
+        draw.histogram_panel(
+            ax, x, panel["estimate"], panel.get("interval"), level=level, xlabel=panel["label"]
         )
-        iv = panel.get("interval")
-        if iv is not None and None not in iv:
-            for end in iv:
-                ax.axvline(end, color=OKABE_ITO[5], linestyle="--", linewidth=1.2)
-            ax.plot([], [], color=OKABE_ITO[5], linestyle="--", label=f"{pct} [{iv[0]:.3f}, {iv[1]:.3f}]")
-        ax.set_xlabel(panel["label"])
-        ax.legend(frameon=False, fontsize=7)
-        _style(ax)
+        ax.set_ylabel("")
     axes[0].set_ylabel("bootstrap resamples")
     fig.suptitle(f"block bootstrap of the exponents ({n_draws} resamples)")
     return fig
@@ -511,24 +316,7 @@ def residual_figure(res: Mapping[str, Any], *, looped: bool = True) -> Figure:
         (np.exp(np.asarray(res["log_tokens"], float)), "training tokens D (log)", True),
     ]
     for ax, (x, label, log) in zip(axes[0], xs):
-        for rv in r_values:
-            m = r == rv
-            ax.scatter(
-                x[m],
-                resid[m],
-                s=14,
-                color=color_for(idx[rv]),
-                marker=marker_for(idx[rv]),
-                edgecolor="none",
-                alpha=0.8,
-                label=f"r = {rv}" if looped else None,
-            )
-        ax.axhline(0, color="0.3", linewidth=0.8)
-        if log:
-            _log_x(ax)
-        ax.set_xlabel(label)
-        ax.set_ylabel(RESID_LABEL)
-        _style(ax)
+        draw.residual_scatter(ax, x, resid, r, xlabel=label, log=log, legend=looped)
     if looped:
         axes[0][0].legend(frameon=False, fontsize=7)
     axes[0][0].set_title("vs fitted values")
@@ -536,7 +324,7 @@ def residual_figure(res: Mapping[str, Any], *, looped: bool = True) -> Figure:
     axes[0][2].set_title("vs training tokens")
 
     ax = axes[1][0]
-    _strip(
+    draw.strip_panel(
         ax,
         [resid[r == rv] for rv in r_values],
         [f"{rv}" for rv in r_values],
@@ -553,7 +341,7 @@ def residual_figure(res: Mapping[str, Any], *, looped: bool = True) -> Figure:
     if res.get("budget") is not None:
         budget = np.asarray(res["budget"], object)
         levels = [g["group"] for g in res["by_budget"]]
-        _strip(
+        draw.strip_panel(
             ax,
             [resid[budget == b] for b in levels],
             [f"{b:.2g}" if isinstance(b, (int, float)) else str(b) for b in levels],
@@ -582,25 +370,6 @@ def residual_figure(res: Mapping[str, Any], *, looped: bool = True) -> Figure:
     if res.get("numerically_exact"):
         fig.suptitle("residuals are at numerical precision (noise-free table)")
     return fig
-
-
-def _strip(
-    ax, groups: Sequence[np.ndarray], labels: Sequence[str], colours: Sequence[str], flagged: Sequence[bool]
-) -> None:
-    rng = np.random.default_rng(0)
-    for i, (g, col, flag) in enumerate(zip(groups, colours, flagged)):
-        jitter = rng.uniform(-0.18, 0.18, len(g))
-        ax.scatter(i + jitter, g, s=11, color=col, edgecolor="none", alpha=0.8)
-        if len(g):
-            ax.hlines(
-                np.mean(g),
-                i - 0.3,
-                i + 0.3,
-                colors="#D55E00" if flag else "black",
-                linewidth=2.2 if flag else 1.4,
-            )
-    ax.axhline(0, color="0.3", linewidth=0.8)
-    ax.set_xticks(range(len(labels)), labels)
 
 
 # ---------------------------------------------------------------------------- influence
@@ -857,45 +626,8 @@ def multiplier_figure(
     of r^phi between their (1 - level)/2 and (1 + level)/2 quantiles.  ``rows``: r, m, m_ci."""
     fig = _figure(5.6, 3.8)
     ax = fig.subplots()
-    r_max = max(float(row["r"]) for row in rows)
-    grid = np.geomspace(1.0, r_max * 1.15, 64)
-    if phi_draws is not None:
-        draws = np.asarray([d for d in phi_draws if d is not None and np.isfinite(d)], dtype=float)
-        if len(draws) >= 2:
-            lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
-            ax.fill_between(
-                grid,
-                grid**lo,
-                grid**hi,
-                color=color_for(0),
-                alpha=0.18,
-                linewidth=0,
-                label=f"r^φ, {100 * level:g}% bootstrap band of φ",
-            )
-    ax.plot(grid, grid**phi, color=color_for(0), linewidth=1.4, label=f"law: r^φ, φ = {phi:.3f}")
-    ax.scatter([1.0], [1.0], color="0.3", marker="s", s=24, zorder=3, label="r = 1: m = 1 (definition)")
-    for i, row in enumerate(rows):
-        col = color_for(i + 1)
-        r, m = float(row["r"]), float(row["m"])
-        iv = row.get("m_ci")
-        if iv is not None and None not in iv:
-            ax.errorbar([r], [m], yerr=[[m - iv[0]], [iv[1] - m]], color=col, capsize=3, linewidth=1.4)
-        ax.scatter([r], [m], color=col, marker=marker_for(i + 1), s=40, zorder=4)
-        ax.annotate(f"m = {m:.2f}", (r, m), xytext=(6, -3), textcoords="offset points", fontsize=7)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ax.set_xticks([1, *[float(row["r"]) for row in rows]], ["1", *[f"{float(row['r']):g}" for row in rows]])
-    lo, hi = ax.get_ylim()
-    ticks = [t for t in (0.5, 0.75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 6, 8, 12, 16) if lo <= t <= hi]
-    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
-    ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_ylim(lo, hi)
-    ax.set_xlabel("recurrences r")
-    ax.set_ylabel("effective multiplier m_r of N_rec")
-    test = "" if p_value is None else f" (lack of fit of r^φ: p = {p_value:.2g})"
-    ax.set_title("one free multiplier per r against r^φ" + test, fontsize=9)
-    ax.legend(fontsize=7, frameon=False, loc="upper left")
-    _style(ax)
+    draw.multiplier_panel(ax, rows, phi, phi_draws=phi_draws, level=level, p_value=p_value)
+    ax.title.set_fontsize(9)  # the long title fits the figure's width
     return fig
 
 
