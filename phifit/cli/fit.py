@@ -312,8 +312,9 @@ def _unmixed_law_parameters(result: FitResult) -> dict[str, float]:
 
 def _offset_flags(runs: RunTable, result: FitResult) -> list[Caution]:
     """The per-r offset flags of :func:`phifit.diagnostics.residuals.residual_diagnostics`
-    (cheap: no refit), so that ``phifit fit`` on a table whose runs at one r sit off the law
-    (loss U-shaped in r, say) does not end "no warnings" beside a tight phi."""
+    (:func:`~phifit.diagnostics.residuals.r_offset_flags`: no refit, no residual tests, so no
+    statsmodels or scipy.stats), so that ``phifit fit`` on a table whose runs at one r sit off the
+    law (loss U-shaped in r, say) does not end "no warnings" beside a tight phi."""
     if result.phi is None or "phi" in result.fixed:
         return []
     unmixed = _unmixed_law_parameters(result)
@@ -336,7 +337,6 @@ def _offset_flags(runs: RunTable, result: FitResult) -> list[Caution]:
                 {"r_hat": dict(unmixed), "r2_at_median": result.r2},
             )
         ]
-    from ..diagnostics.residuals import residual_diagnostics
+    from ..diagnostics.residuals import r_offset_flags
 
-    flags = residual_diagnostics(runs, result).flags
-    return [c for c in flags if c.kind == "systematic_r_offset"]
+    return r_offset_flags(runs, result)

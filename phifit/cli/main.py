@@ -54,7 +54,10 @@ def _register_unloadable(sub: Any, name: str, err: BaseException) -> None:
     p.set_defaults(func=fail)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``phifit`` parser with every subcommand; with ``only`` (one of phifit's own commands),
+    that subcommand alone, so that running it imports neither the other commands nor the
+    trainer's (entry points); its parsing, help and errors are the same."""
     parser = argparse.ArgumentParser(
         prog="phifit",
         description="How much is one recurrence worth? Fit L = E + A (N_once + r^phi N_rec)^-alpha"
@@ -63,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"phifit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    if only is not None:
+        importlib.import_module(f"{__package__}.{only}").register(sub)
+        return parser
     for name in _COMMANDS:
         if importlib.util.find_spec(f"{__package__}.{name}") is not None:
             importlib.import_module(f"{__package__}.{name}").register(sub)
@@ -84,7 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``phifit`` command; returns the exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv else None
+    own = command in _COMMANDS and importlib.util.find_spec(f"{__package__}.{command}") is not None
+    parser = build_parser(only=command if own else None)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -11,6 +11,17 @@
 
 from __future__ import annotations
 
-from .diagnose import Diagnostics, diagnose
+import importlib
+from typing import Any
 
 __all__ = ["Diagnostics", "diagnose"]
+
+
+def __getattr__(name: str) -> Any:
+    """:func:`diagnose` and :class:`Diagnostics` on first use: importing one check (``phifit fit``
+    reads :mod:`~phifit.diagnostics.residuals`) does not load them all (statsmodels, scipy.stats)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(".diagnose", __name__), name)
+    globals()[name] = value
+    return value

@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ..cautions import Caution
 from ..fitters.common import fit_quality_cautions
@@ -259,6 +258,53 @@ class ResidualDiagnostics(JsonIO):
         return "\n".join(lines)
 
 
+def _offsets_by_r(
+    resid: np.ndarray, r: np.ndarray, k: float, threshold: float
+) -> tuple[list[GroupRow], list[Caution]]:
+    """Per-r residual rows and the ``systematic_r_offset`` cautions: r is flagged when
+    |mean_r| > k SE_r and |mean_r| > ``threshold`` (nats), with at least 2 runs."""
+    by_r: list[GroupRow] = []
+    flags: list[Caution] = []
+    for value in np.unique(r):
+        g = _group_row(int(value), resid[r == value])
+        hit = g.n >= 2 and abs(g.t) > k and abs(g.mean) > threshold
+        if hit:
+            g = GroupRow(**{**g.__dict__, "flagged": True})
+            side = "above" if g.mean > 0 else "below"
+            flags.append(
+                Caution(
+                    "diagnostics",
+                    "systematic_r_offset",
+                    f"r = {g.group}: runs lie systematically {side} the law (mean residual "
+                    f"{g.mean:+.4f} nats, t = {g.t:.1f}, n = {g.n}); the law assumes each r uniformly "
+                    f"helps or hurts, so phi may be biased: inspect the r = {g.group} runs or fit "
+                    f"without them",
+                    {"r": g.group, "mean": g.mean, "t": g.t, "n": g.n, "threshold": threshold, "k": k},
+                )
+            )
+        by_r.append(g)
+    return by_r, flags
+
+
+def r_offset_flags(
+    runs: RunTable | pd.DataFrame,
+    fit: FitResult,
+    *,
+    k: float = 3.0,
+    floor: float = 0.005,
+    rel_floor: float = 0.5,
+) -> list[Caution]:
+    """Only the per-r offset flags of :func:`residual_diagnostics` (same rule, same cautions),
+    without its residual tests: what ``phifit fit`` prints, with no statsmodels or scipy.stats."""
+    runs = as_runs(runs)
+    check_fit(runs, fit)
+    if k <= 0 or floor < 0 or rel_floor < 0:
+        raise ValueError("k must be > 0 and floor, rel_floor >= 0")
+    resid = runs.loss - np.exp(log_loss(fit.theta, runs.design))
+    threshold = max(floor, rel_floor * _group_row("all", resid).rmse)
+    return _offsets_by_r(resid, runs.r.astype(int), k, threshold)[1]
+
+
 def residual_diagnostics(
     runs: RunTable | pd.DataFrame,
     fit: FitResult,
@@ -286,6 +332,8 @@ def residual_diagnostics(
         raise ValueError(f"significance must be in (0, 1), got {significance}")
     if k <= 0 or floor < 0 or rel_floor < 0:
         raise ValueError("k must be > 0 and floor, rel_floor >= 0")
+    from scipy import stats  # imported here: a point fit reads only the offset flags (r_offset_flags)
+
     theta = fit.theta
     design = runs.design
     fitted_log = log_loss(theta, design)
@@ -296,27 +344,7 @@ def residual_diagnostics(
     r = runs.r.astype(int)
     pooled = _group_row("all", resid)
     threshold = max(floor, rel_floor * pooled.rmse)
-
-    by_r: list[GroupRow] = []
-    flags: list[Caution] = []
-    for value in np.unique(r):
-        g = _group_row(int(value), resid[r == value])
-        hit = g.n >= 2 and abs(g.t) > k and abs(g.mean) > threshold
-        if hit:
-            g = GroupRow(**{**g.__dict__, "flagged": True})
-            side = "above" if g.mean > 0 else "below"
-            flags.append(
-                Caution(
-                    "diagnostics",
-                    "systematic_r_offset",
-                    f"r = {g.group}: runs lie systematically {side} the law (mean residual "
-                    f"{g.mean:+.4f} nats, t = {g.t:.1f}, n = {g.n}); the law assumes each r uniformly "
-                    f"helps or hurts, so phi may be biased: inspect the r = {g.group} runs or fit "
-                    f"without them",
-                    {"r": g.group, "mean": g.mean, "t": g.t, "n": g.n, "threshold": threshold, "k": k},
-                )
-            )
-        by_r.append(g)
+    by_r, flags = _offsets_by_r(resid, r, k, threshold)
 
     n_free = sum(1 for k, v in fit.params.items() if v is not None and k not in fit.fixed)
     offset_r = [int(g.group) for g in by_r if g.flagged]
