@@ -47,6 +47,11 @@ class Caution(JsonIO):
     def __str__(self) -> str:
         return self.message
 
+    def __reduce__(self):
+        # the read-only view of ``values`` cannot be pickled; rebuild from a plain dict
+        # (pickle, copy.deepcopy, joblib and multiprocessing all go through here)
+        return (type(self), (self.source, self.kind, self.message, dict(self.values), self.level))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict (values converted to plain Python types by the caller's encoder)."""
         return {

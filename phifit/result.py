@@ -26,6 +26,7 @@ k = free law parameters + 1 (sigma), AIC = -2 log lik + 2 k, BIC = -2 log lik + 
 from __future__ import annotations
 
 import dataclasses
+import html
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -119,6 +120,14 @@ class FitResult(JsonIO):
             raise ValueError(f"ci_level must be in (0, 1), got {self.ci_level!r}")
         if any(not isinstance(w, Caution) for w in self.warnings):
             raise TypeError("FitResult.warnings holds Caution records (phifit.cautions.Caution)")
+        # one parameter order everywhere (E, A, alpha, B, beta, phi), whatever order built them
+        for name in ("params", "stderr", "ci", "ci_bca"):
+            values = getattr(self, name)
+            if values is not None:
+                first = {k: values[k] for k in PARAM_NAMES if k in values}
+                object.__setattr__(
+                    self, name, {**first, **{k: v for k, v in values.items() if k not in first}}
+                )
 
     # -- derived ---------------------------------------------------------------
     @property
@@ -381,10 +390,85 @@ class FitResult(JsonIO):
     def __str__(self) -> str:
         return self.summary()
 
-    def _repr_html_(self) -> str:
-        import html
+    # -- notebook views ------------------------------------------------------------
+    def __repr__(self) -> str:
+        p = " ".join(f"{k}={v:.4g}" for k, v in self.params.items() if v is not None)
+        return (
+            f"FitResult(method={self.method!r}, n_runs={self.n_runs}, {p}, r2={self.r2:.4g}, "
+            f"converged={self.converged}, n_warnings={len(self.warnings)})"
+        )
 
-        return f"<pre>{html.escape(self.summary())}</pre>"
+    def to_frame(self):
+        """The parameters as a DataFrame, one row per law parameter in the order E, A, alpha,
+        B, beta, phi: ``estimate`` (NaN when not identified), ``fixed`` (held fixed in the fit),
+        ``stderr`` when the method gives it, and ``ci_lo``, ``ci_hi`` (percentile bootstrap or
+        Bayesian HDI) and ``bca_lo``, ``bca_hi`` when the fit carries intervals (at ``ci_level``)."""
+        import pandas as pd
+
+        def num(x: Any) -> float:
+            return math.nan if x is None else float(x)
+
+        cols: dict[str, list[Any]] = {
+            "estimate": [num(self.params.get(k)) for k in PARAM_NAMES],
+            "fixed": [k in self.fixed for k in PARAM_NAMES],
+        }
+        if self.stderr is not None:
+            cols["stderr"] = [num(self.stderr.get(k)) for k in PARAM_NAMES]
+        for prefix, ci in (("ci", self.ci), ("bca", self.ci_bca)):
+            if ci is not None:
+                ends = [ci.get(k) or [None, None] for k in PARAM_NAMES]
+                cols[f"{prefix}_lo"] = [num(e[0]) for e in ends]
+                cols[f"{prefix}_hi"] = [num(e[1]) for e in ends]
+        return pd.DataFrame(cols, index=pd.Index(list(PARAM_NAMES), name="param"))
+
+    def residuals_frame(self, runs: Any = None):
+        """Per-run residuals as a DataFrame, in table order: ``run_id``, ``residual`` (actual -
+        predicted loss, nats) and, given the run table fitted (a :class:`~phifit.runs.RunTable`
+        or its DataFrame), every column of it beside them plus ``predicted`` = loss - residual."""
+        import pandas as pd
+
+        out = pd.DataFrame({"run_id": list(self.run_ids), "residual": np.asarray(self.residuals, float)})
+        if runs is None:
+            return out
+        frame = getattr(runs, "frame", runs)
+        if len(frame) != len(out):
+            raise ValueError(
+                f"runs has {len(frame)} rows, the fit {len(out)} residuals: pass the table fitted"
+            )
+        frame = frame.reset_index(drop=True).drop(columns=["run_id"], errors="ignore")
+        out = pd.concat([out, frame], axis=1)
+        if "loss" in out:
+            out["predicted"] = out["loss"] - out["residual"]
+        return out
+
+    def draws_frame(self):
+        """The bootstrap replicates this fit carries (``BootstrapResult.attach(fit, draws=True)``)
+        as a DataFrame with columns E, A, alpha, B, beta, phi; None when it carries none."""
+        import pandas as pd
+
+        draws = (self.bootstrap or {}).get("draws")
+        if not draws:
+            return None
+        frame = pd.DataFrame({k: np.asarray(draws[k], dtype=float) for k in PARAM_NAMES if k in draws})
+        frame.index.name = "replicate"
+        return frame
+
+    def _repr_html_(self) -> str:
+        from .serialize import html_table
+
+        stats = {
+            "method": self.method,
+            "runs": self.n_runs,
+            "R^2": f"{self.r2:.5f}",
+            "RMSE": f"{self.rmse:.5f}",
+            "converged": self.converged,
+        }
+        notes = "".join(f"<li>{html.escape(w.message)}</li>" for w in self.warnings)
+        return (
+            html_table(self.to_frame(), caption="FitResult")
+            + html_table(stats)
+            + (f"<ol>{notes}</ol>" if notes else "")
+        )
 
 
 def _plural(n: Any, word: str) -> str:

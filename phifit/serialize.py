@@ -13,6 +13,10 @@
 - :class:`JsonIO` gives a result ``to_json(path=None)`` / ``from_json(path_or_text)`` over its
   ``to_dict`` / ``from_dict`` (``from_dict`` defaults to :func:`from_plain`); every result
   type of phifit round-trips through it, and nothing else in phifit writes or reads result JSON.
+  It also gives every result its notebook views: a one-line ``repr`` of the scalar fields
+  (:func:`short_repr`, under :data:`REPR_LIMIT` characters, unless the class writes its own),
+  ``str`` = ``summary()`` where the result has one, and ``_repr_html_``, an HTML table
+  (:func:`html_table`) of ``to_frame()`` where the result has one, else of its scalar fields.
 """
 
 from __future__ import annotations
@@ -106,9 +110,100 @@ def _key(tp: Any, key: str) -> Any:
     return tp(key) if tp in (int, float) else key
 
 
+#: the longest ``repr`` of a result, in characters
+REPR_LIMIT = 300
+
+
+def _scalar_text(value: Any) -> str | None:
+    """A short text of a scalar (bool, number, short string, None), or None for anything else."""
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return repr(None if value is None else bool(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.4g}"
+    if isinstance(value, str):
+        return repr(value if len(value) <= 40 else value[:37] + "...")
+    return None
+
+
+def scalar_fields(obj: Any) -> dict[str, str]:
+    """The dataclass fields of ``obj`` that hold scalars, as short text, in field order (None
+    left out); a field holding another result is given by its type's name, the ``warnings``
+    list by its length (``n_warnings``)."""
+    out: dict[str, str] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if value is None:
+            continue
+        text = _scalar_text(value)
+        if text is not None:
+            out[f.name] = text
+        elif dataclasses.is_dataclass(value) and hasattr(value, "to_dict"):
+            out[f.name] = type(value).__name__
+        elif isinstance(value, (list, tuple, Mapping)) and f.name == "warnings":
+            out["n_warnings"] = str(len(value))
+    return out
+
+
+def short_repr(obj: Any) -> str:
+    """``ClassName(field=value, ...)`` over the scalar fields, cut to :data:`REPR_LIMIT`."""
+    head = f"{type(obj).__name__}("
+    parts: list[str] = []
+    size = len(head) + 1
+    for name, text in scalar_fields(obj).items():
+        part = f"{name}={text}"
+        if size + len(part) + 2 > REPR_LIMIT - 5:
+            parts.append("...")
+            break
+        parts.append(part)
+        size += len(part) + 2
+    return head + ", ".join(parts) + ")"
+
+
+def html_table(rows: Mapping[str, Any] | Any, *, caption: str = "") -> str:
+    """An escaped HTML ``<table>`` of a DataFrame (``to_html``) or of {name: value} rows."""
+    import html
+
+    if hasattr(rows, "to_html"):
+        body = rows.to_html(escape=True, na_rep="", float_format=lambda x: f"{x:.6g}")
+    else:
+        cells = "".join(
+            f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows.items()
+        )
+        body = f"<table>{cells}</table>"
+    return (f"<p><strong>{html.escape(caption)}</strong></p>" if caption else "") + body
+
+
 class JsonIO:
     """``to_json(path=None)`` writes/returns ``json.dumps(to_dict())``; ``from_json`` reads a
-    path or a JSON string back through ``from_dict`` (by default :func:`from_plain`)."""
+    path or a JSON string back through ``from_dict`` (by default :func:`from_plain`).
+
+    Every subclass also gets the notebook views of the module docstring: a short ``repr``
+    (unless it defines ``__repr__`` in its own body), ``str`` = ``summary()`` and ``_repr_html_``."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # set before @dataclass runs, so the generated field dump does not replace it
+        if "__repr__" not in cls.__dict__:
+            cls.__repr__ = short_repr
+
+    def __str__(self) -> str:
+        summary = getattr(self, "summary", None)
+        if callable(summary):
+            try:
+                text = summary()
+            except TypeError:
+                text = None
+            if isinstance(text, str):
+                return text
+        return repr(self)
+
+    def _repr_html_(self) -> str:
+        to_frame = getattr(self, "to_frame", None)
+        if callable(to_frame):
+            return html_table(to_frame(), caption=repr(self))
+        return html_table(scalar_fields(self), caption=type(self).__name__)
 
     def to_dict(self) -> dict[str, Any]:  # pragma: no cover - every subclass defines it
         raise NotImplementedError
@@ -136,4 +231,13 @@ class JsonIO:
         return cls.from_dict(json.loads(text))
 
 
-__all__ = ["JsonIO", "from_plain", "rebuild", "to_plain"]
+__all__ = [
+    "REPR_LIMIT",
+    "JsonIO",
+    "from_plain",
+    "html_table",
+    "rebuild",
+    "scalar_fields",
+    "short_repr",
+    "to_plain",
+]

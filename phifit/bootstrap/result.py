@@ -91,7 +91,14 @@ def natural_params(thetas: np.ndarray) -> dict[str, np.ndarray]:
     for i, coord in enumerate(THETA_NAMES):
         name = THETA_TO_PARAM[coord]
         out[name] = np.exp(t[:, i]) if coord in ("a", "b", "e") else t[:, i].copy()
-    return out
+    return {name: out[name] for name in PARAM_NAMES}
+
+
+def in_param_order(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` keyed by natural parameter, in the order E, A, alpha, B, beta, phi (any other
+    key after them, in its own order)."""
+    first = {k: values[k] for k in PARAM_NAMES if k in values}
+    return {**first, **{k: v for k, v in values.items() if k not in first}}
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,13 @@ class BootstrapResult(JsonIO):
     n_runs: int = 0
     warnings: list[Caution] = field(default_factory=list)
     bounds: dict[str, list[float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # one parameter order everywhere (E, A, alpha, B, beta, phi), whatever order built them
+        for name in ("params", "ci", "ci_bca"):
+            object.__setattr__(self, name, in_param_order(getattr(self, name)))
+        mc = {k: in_param_order(v) if isinstance(v, Mapping) else v for k, v in self.mc_error.items()}
+        object.__setattr__(self, "mc_error", mc)
 
     # -- derived quantities -------------------------------------------------------------
     @property
@@ -266,11 +280,14 @@ class BootstrapResult(JsonIO):
             }
         )
 
-    def attach(self, fit_result: FitResult) -> FitResult:
+    def attach(self, fit_result: FitResult, *, draws: bool = False) -> FitResult:
         """A copy of ``fit_result`` with ci, ci_bca and the bootstrap bookkeeping filled in.
 
         The fit must be the point estimate the bootstrap started from (same runs, same
-        fixed parameters, same parameter values to a relative 1e-6).
+        fixed parameters, same parameter values to a relative 1e-6).  ``draws=True`` also puts
+        the replicates' natural parameters in ``bootstrap["draws"]`` ({param: list}, null for a
+        failed replicate), so the fit carries them to JSON and back
+        (:meth:`~phifit.result.FitResult.draws_frame`); off by default, which keeps files small.
         """
         if fit_result.n_runs != self.n_runs:
             raise ValueError("attach: the fit and the bootstrap use different run tables")
@@ -292,8 +309,38 @@ class BootstrapResult(JsonIO):
             ci=dict(self.ci),
             ci_bca=dict(self.ci_bca),
             ci_level=self.level,
-            bootstrap=self.bootstrap_info(),
+            bootstrap={**self.bootstrap_info(), **({"draws": self.draws()} if draws else {})},
             warnings=collect(fit_result.warnings, self.warnings),
+        )
+
+    def draws(self) -> dict[str, list[float | None]]:
+        """The replicates' natural parameters {param: list} in the order E, A, alpha, B, beta,
+        phi (None for a failed replicate and for a parameter held fixed)."""
+        nat = natural_params(self.thetas)
+        return {
+            k: [None if k in self.fixed or not math.isfinite(x) else float(x) for x in nat[k]]
+            for k in PARAM_NAMES
+        }
+
+    def to_frame(self):
+        """The replicates as a DataFrame, one row each: the natural parameters E, A, alpha, B,
+        beta, phi (mapped from the internal ``thetas``: A = exp(a), B = exp(b), E = exp(e);
+        NaN for a failed replicate) and ``failed``."""
+        import pandas as pd
+
+        nat = natural_params(self.thetas)
+        frame = pd.DataFrame({k: nat[k] for k in PARAM_NAMES})
+        frame["failed"] = np.asarray(self.failed, dtype=bool)
+        frame.index.name = "replicate"
+        return frame
+
+    def __repr__(self) -> str:
+        phi = self.ci.get("phi")
+        ci = "" if not phi or None in phi else f", phi_ci=[{phi[0]:.4g}, {phi[1]:.4g}]"
+        return (
+            f"BootstrapResult(method={self.method!r}, n_boot={self.n_boot}, n_failed={self.n_failed}, "
+            f"block={self.block!r}, n_blocks={self.n_blocks}, level={self.level:g}{ci}, "
+            f"n_warnings={len(self.warnings)})"
         )
 
     def summary(self) -> str:
@@ -419,4 +466,4 @@ class BootstrapResult(JsonIO):
         )
 
 
-__all__ = ["BootstrapResult", "natural_params"]
+__all__ = ["BootstrapResult", "in_param_order", "natural_params"]

@@ -186,6 +186,43 @@ class Comparison(JsonIO):
         """The cautions' messages (the older, text-only view of :attr:`warnings`)."""
         return [w.message for w in self.warnings]
 
+    def to_frame(self):
+        """The comparison's table as a DataFrame, one row per fit ("free", "phi=0", "phi=1",
+        ...): phi, r2, rmse, aic, bic, log_lik, the LR statistic and its chi-square p-value,
+        the wild bootstrap p-value (NaN when not run), cv_rmse and extrap_rmse."""
+        import pandas as pd
+
+        def num(x: Any) -> float:
+            return np.nan if x is None else float(x)
+
+        rows = {
+            label: {
+                "phi": num(self.fits[label].params.get("phi")),
+                "r2": num(st.r2),
+                "rmse": num(st.rmse),
+                "aic": num(st.aic),
+                "bic": num(st.bic),
+                "log_lik": num(st.log_lik),
+                "lr_stat": num(st.lr_stat),
+                "lr_p_value": num(st.lr_p_value),
+                "wild_p_value": np.nan if st.wild is None else num(st.wild.p_value),
+                "cv_rmse": num(st.cv_rmse),
+                "extrap_rmse": num(st.extrap_rmse),
+            }
+            for label, st in self.stats.items()
+        }
+        frame = pd.DataFrame.from_dict(rows, orient="index")
+        frame.index.name = "fit"
+        return frame
+
+    def __repr__(self) -> str:
+        fits = ", ".join(repr(k) for k in self.fits)
+        verdict = self.verdict if len(self.verdict) <= 120 else self.verdict[:117] + "..."
+        return (
+            f"Comparison(method={self.method!r}, n_runs={self.n_runs}, fits=[{fits}], "
+            f"verdict={verdict!r}, n_warnings={len(self.warnings)})"
+        )
+
     def summary(self) -> str:
         lines = [
             f"[[phifit compare: {self.n_runs} runs, method={self.method}]]",

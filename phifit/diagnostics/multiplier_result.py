@@ -10,6 +10,7 @@ in :mod:`phifit.diagnostics.multipliers`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,6 +108,31 @@ class MultiplierFit(JsonIO):
                 self.r, self.multiplier, self.multiplier_ci, self.curve, self.phi_r, self.phi_r_ci
             )
         ]
+
+    def to_frame(self):
+        """The free multipliers as a DataFrame, one row per looped r: ``m`` (m_r) with ``m_lo``,
+        ``m_hi`` (its interval at ``level``, NaN when withheld), ``r_phi`` (r^phi of the one-phi
+        fit), ``phi_r`` with ``phi_r_lo``, ``phi_r_hi``."""
+        import pandas as pd
+
+        def num(x: Any) -> float:
+            return math.nan if x is None else float(x)
+
+        rows = [
+            {
+                "r": row["r"],
+                "m": num(row["m"]),
+                "m_lo": num(row["m_ci"][0]),
+                "m_hi": num(row["m_ci"][1]),
+                "r_phi": num(row["r_phi"]),
+                "phi_r": num(row["phi_r"]),
+                "phi_r_lo": num(row["phi_r_ci"][0]),
+                "phi_r_hi": num(row["phi_r_ci"][1]),
+            }
+            for row in self.rows()
+        ]
+        columns = ["r", "m", "m_lo", "m_hi", "r_phi", "phi_r", "phi_r_lo", "phi_r_hi"]
+        return pd.DataFrame(rows, columns=columns).set_index("r")
 
     def table_text(self) -> list[str]:
         """The m_r table as text lines (for ``phifit diagnose`` and ``phifit compare``)."""

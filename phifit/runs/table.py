@@ -119,6 +119,23 @@ class RunTable:
     def __len__(self) -> int:
         return len(self.frame)
 
+    def __repr__(self) -> str:
+        r = sorted({float(x) for x in self.frame["r"]}) if "r" in self.frame else []
+        shown = ", ".join(f"{x:g}" for x in r[:8]) + (", ..." if len(r) > 8 else "")
+        source = self.source if len(self.source) <= 60 else "..." + self.source[-57:]
+        return (
+            f"RunTable({len(self)} runs, r=[{shown}], {self.n_token_counts} token counts, "
+            f"source={source!r}, n_warnings={len(self.warnings)})"
+        )
+
+    def _repr_html_(self) -> str:
+        """The runs as an escaped HTML table (the first and last 10 rows of a longer table)."""
+        import html
+
+        frame = self.frame if len(self) <= 20 else pd.concat([self.frame.head(10), self.frame.tail(10)])
+        head = f"<p><strong>{html.escape(repr(self))}</strong></p>"
+        return head + frame.to_html(escape=True, na_rep="", float_format=lambda x: f"{x:.6g}")
+
     @property
     def r(self) -> np.ndarray:
         return self.frame["r"].to_numpy(dtype=float)
