@@ -295,25 +295,25 @@ def exponent_bootstrap_figure(
 
 # ---------------------------------------------------------------------------- residuals
 @_styled
-def residual_figure(res: Mapping[str, Any], *, looped: bool = True) -> Figure:
-    """Six panels from a ResidualDiagnostics dict: residuals vs fitted, vs log N_eff,
-    vs log D, by r, by budget, and the normal QQ plot of the log residuals.  With
+def residual_figure(res: Any, *, looped: bool = True) -> Figure:
+    """Six panels from a :class:`~phifit.diagnostics.residuals.ResidualDiagnostics`: residuals
+    vs fitted, vs log N_eff, vs log D, by r, by budget, and the normal QQ plot of the log residuals.  With
     ``looped=False`` (a non-looped table: N_eff is N, and there is one r) the size axis
     is N, the runs carry no r legend and the by-r panel is left out."""
-    r = np.asarray(res["r"], int)
-    resid = np.asarray(res["resid"], float)
+    r = np.asarray(res.r, int)
+    resid = np.asarray(res.resid, float)
     r_values = sorted(set(r.tolist()))
     idx = _category_index(r_values)
     fig = _figure(10.0, 6.4)
     axes = fig.subplots(2, 3)
     xs = [
-        (np.asarray(res["predicted"], float), "fitted loss L̂ (nats/token)", False),
+        (np.asarray(res.predicted, float), "fitted loss L̂ (nats/token)", False),
         (
-            np.exp(np.asarray(res["log_n_eff"], float)),
+            np.exp(np.asarray(res.log_n_eff, float)),
             "effective size N_eff = N_once + r^φ N_rec (log)" if looped else "unique parameters N (log)",
             True,
         ),
-        (np.exp(np.asarray(res["log_tokens"], float)), "training tokens D (log)", True),
+        (np.exp(np.asarray(res.log_tokens, float)), "training tokens D (log)", True),
     ]
     for ax, (x, label, log) in zip(axes[0], xs):
         draw.residual_scatter(ax, x, resid, r, xlabel=label, log=log, legend=looped)
@@ -329,7 +329,7 @@ def residual_figure(res: Mapping[str, Any], *, looped: bool = True) -> Figure:
         [resid[r == rv] for rv in r_values],
         [f"{rv}" for rv in r_values],
         [color_for(idx[rv]) for rv in r_values],
-        [g.get("flagged", False) for g in res["by_r"]],
+        [g.flagged for g in res.by_r],
     )
     ax.set_xlabel("recurrences r")
     ax.set_ylabel(RESID_LABEL)
@@ -338,9 +338,9 @@ def residual_figure(res: Mapping[str, Any], *, looped: bool = True) -> Figure:
     ax.set_visible(looped)
 
     ax = axes[1][1]
-    if res.get("budget") is not None:
-        budget = np.asarray(res["budget"], object)
-        levels = [g["group"] for g in res["by_budget"]]
+    if res.budget is not None:
+        budget = np.asarray(res.budget, object)
+        levels = [g.group for g in res.by_budget]
         draw.strip_panel(
             ax,
             [resid[budget == b] for b in levels],
@@ -358,8 +358,8 @@ def residual_figure(res: Mapping[str, Any], *, looped: bool = True) -> Figure:
     _style(ax)
 
     ax = axes[1][2]
-    theo = np.asarray(res["qq_theoretical"], float)
-    samp = np.asarray(res["qq_sample"], float)
+    theo = np.asarray(res.qq_theoretical, float)
+    samp = np.asarray(res.qq_sample, float)
     ax.scatter(theo, samp, s=12, color=OKABE_ITO[4], edgecolor="none")
     lim = [min(theo.min(), samp.min(), -2.5), max(theo.max(), samp.max(), 2.5)]
     ax.plot(lim, lim, color="0.3", linewidth=0.8)
@@ -367,7 +367,7 @@ def residual_figure(res: Mapping[str, Any], *, looped: bool = True) -> Figure:
     ax.set_ylabel("standardised log residual")
     ax.set_title("normal QQ plot")
     _style(ax)
-    if res.get("numerically_exact"):
+    if res.numerically_exact:
         fig.suptitle("residuals are at numerical precision (noise-free table)")
     return fig
 
@@ -612,21 +612,14 @@ def comparison_figure(rows: Sequence[Mapping[str, Any]]) -> Figure:
 
 
 @_styled
-def multiplier_figure(
-    rows: Sequence[Mapping[str, Any]],
-    phi: float,
-    *,
-    phi_draws: Sequence[float] | None = None,
-    level: float = defaults.LEVEL,
-    p_value: float | None = None,
-) -> Figure:
-    """The effective multiplier m_r of each looped r (one free multiplier per r, N_eff = N_once +
-    m_r N_rec) against r on log-log axes, with its bootstrap interval, and the law's r^phi (a line
-    of slope phi through m_1 = 1); with ``phi_draws`` (the law's bootstrap draws of phi) the band
-    of r^phi between their (1 - level)/2 and (1 + level)/2 quantiles.  ``rows``: r, m, m_ci."""
+def multiplier_figure(mult: Any, *, bootstrap: Any = None) -> Figure:
+    """The free multiplier m_r of each looped r against r^phi (a
+    :class:`~phifit.diagnostics.multiplier_result.MultiplierFit`), with phi's band from the
+    block ``bootstrap`` when given: :func:`phifit.plot.plot_multipliers` in a figure of its own."""
+    from ..plot import plot_multipliers
+
     fig = _figure(5.6, 3.8)
-    ax = fig.subplots()
-    draw.multiplier_panel(ax, rows, phi, phi_draws=phi_draws, level=level, p_value=p_value)
+    ax = plot_multipliers(mult, bootstrap=bootstrap, ax=fig.subplots())
     ax.title.set_fontsize(9)  # the long title fits the figure's width
     return fig
 

@@ -278,16 +278,12 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
         out.append(("bootstrap_exponents", _exponent_figure(a, plots)))
     mult = a.multipliers
     if mult is not None and mult.testable and fit.phi is not None:
-        boot = a.bootstrap
-        draws = None if boot is None else boot.params["phi"][~boot.failed].tolist()
-        fig = plots.multiplier_figure(
-            mult.rows(), mult.phi, phi_draws=draws, level=mult.level, p_value=mult.p_value
-        )
+        fig = plots.multiplier_figure(mult, bootstrap=a.bootstrap)
         out.append(("multipliers", fig))
     cmp_rows = S.comparison_rows(a.comparison)
     if cmp_rows:
         out.append(("comparison", plots.comparison_figure(cmp_rows)))
-    out.append(("residuals", plots.residual_figure(diag.residuals.to_dict(), looped=not a.non_looped)))
+    out.append(("residuals", plots.residual_figure(diag.residuals, looped=not a.non_looped)))
     if diag.influence is not None:
         out.append(("influence", plots.influence_figure(diag.influence.to_dict())))
     ident = diag.identifiability
