@@ -25,6 +25,8 @@ NOT_FOR_A_POINT_FIT = (
     "phifit.diagnostics.identifiability",
     "phifit.trainers",
     "phifit.plan.sweep_spec",
+    "phifit.recipes.delta",
+    "phifit.bootstrap.wild",
     "phifit.report",
 )
 

@@ -10,6 +10,17 @@
 
 from __future__ import annotations
 
-from .delta import RecipeComparison, compare_recipes
+import importlib
+from typing import Any
 
 __all__ = ["RecipeComparison", "compare_recipes"]
+
+
+def __getattr__(name: str) -> Any:
+    """:func:`compare_recipes` and :class:`RecipeComparison` on first use: a fit of one recipe reads
+    only :mod:`~phifit.recipes.pairing` and does not load the Delta-phi machinery."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(".delta", __name__), name)
+    globals()[name] = value
+    return value
