@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -292,3 +293,126 @@ def test_blank_variant_is_the_baseline_with_a_note(tmp_path):
     assert runs.frame["variant"].tolist() == ["baseline", "baseline", "baseline", "wide"]
     note = next(c for c in runs.warnings if c.kind == "blank_variant")
     assert note.values["rows"] == [1, 2] and "2 row(s)" in note.message
+
+
+# -- ambiguous headers, encodings, tables that carry no information ----------------------------
+
+
+def test_a_column_named_twice_is_refused_naming_both(tmp_path, capsys):
+    """A second 'loss' column (a note renamed 'loss') was read as 'loss.1' and ignored silently."""
+    text = TABLE.replace("variant\n", "variant,val_loss\n").replace("baseline\n", "baseline,9\n")
+    path = write(tmp_path, text.replace("wide\n", "wide,9\n"))
+    with pytest.raises(RunTableError, match=r"line 1: columns 6 and 10 are both named 'val_loss'"):
+        load_runs(path, loss="val_loss")
+    assert main(["fit", str(path), "--loss", "val_loss"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "runs.csv" in err and "columns 6 and 10" in err
+    spaced = write(tmp_path, "r,n_once,loss, loss\n1,2,3,4\n", "spaced.csv")  # equal once stripped
+    with pytest.raises(RunTableError, match=r"columns 3 and 4 are both named 'loss'"):
+        load_runs(spaced)
+
+
+def test_a_mapping_onto_an_existing_column_or_twice_is_refused(tmp_path):
+    path = write(tmp_path, TABLE.replace("val_loss", "loss").replace("flops,", "note,"))
+    with pytest.raises(RunTableError, match=r"column 'loss' exists and 'note' is also mapped onto it"):
+        load_runs(path, columns={"loss": "note"})
+    path = write(tmp_path, TABLE, "mapped.csv")
+    with pytest.raises(RunTableError, match=r"'val_loss' is mapped onto 'loss' and 'tokens'"):
+        load_runs(path, columns={"loss": "val_loss", "tokens": "val_loss"})
+
+
+@pytest.mark.parametrize(
+    "encoding, sep",
+    [("utf-16", "\t"), ("utf-16-le", "\t"), ("utf-16-be", ","), ("utf-8-sig", ","), ("utf-8-sig", ";")],
+)
+def test_unicode_exports_read_like_the_csv(tmp_path, encoding, sep):
+    """A spreadsheet's "Unicode text" save (UTF-16 with a BOM, tab-separated) and UTF-8 with a
+    BOM give the same table, and the same fit, as the original CSV."""
+    text = (DATA / "cpu_small_runs.csv").read_text()
+    if sep != ",":
+        text = "\n".join(",".join(row) for row in [line.split(",") for line in text.splitlines()])
+        text = text.replace(",", sep)
+    path = tmp_path / "export.txt"
+    path.write_bytes(text.replace("\n", "\r\n").encode(encoding))
+    got, want = load_runs(path), load_runs(DATA / "cpu_small_runs.csv")
+    assert len(got) == len(want) == 86
+    np.testing.assert_array_equal(got.loss, want.loss)
+    np.testing.assert_array_equal(got.tokens, want.tokens)
+    assert got.run_ids == want.run_ids
+
+
+def test_utf16_export_fits_like_the_csv(tmp_path, capsys):
+    text = (DATA / "cpu_small_runs.csv").read_text().replace(",", "\t")
+    path = tmp_path / "export.txt"
+    path.write_bytes(text.encode("utf-16"))
+    phis = []
+    for source in (path, DATA / "cpu_small_runs.csv"):
+        assert main(["fit", str(source), "--starts", "20", "--quiet", "--variant", "baseline"]) == 0
+        out = capsys.readouterr().out
+        phis.append(next(line for line in out.splitlines() if line.strip().startswith("phi ")))
+    assert phis[0] == phis[1]
+
+
+def test_undecodable_bytes_name_the_line(tmp_path):
+    path = tmp_path / "latin.csv"
+    path.write_bytes(TABLE.replace("wide", "wid\xe9").encode("cp1252"))
+    with pytest.raises(RunTableError, match=r"line 5: not a readable CSV file"):
+        load_runs(path, loss="val_loss")
+
+
+def test_a_row_of_tabs_is_an_empty_row_with_a_note(tmp_path):
+    """In a tab-separated file a line of tabs alone is a row of empty cells (skipped with a
+    note), not a blank line dropped without one."""
+    text = TABLE.replace(",", "\t")
+    runs = load_runs(write(tmp_path, text + "\t" * 8 + "\n"), loss="val_loss")
+    assert len(runs) == 4
+    assert next(c for c in runs.warnings if c.kind == "empty_rows").values["rows"] == [5]
+
+
+def _no_information(tmp_path, what: str):
+    frame = load_runs(DATA / "cpu_small_runs.csv", where="variant==baseline").frame
+    if what == "loss":
+        frame["loss"] = 3.0
+    else:
+        for col in ("r", "n_once", "n_rec", "tokens"):
+            frame[col] = frame[col].iloc[0]
+    path = tmp_path / f"{what}.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize(
+    "what, match",
+    [
+        (
+            "loss",
+            r"column 'loss': the losses do not vary \(all 44 runs have loss 3\).*no parameter can be estimated",
+        ),
+        ("design", r"all 44 runs have the same design.*no parameter of the law can be estimated"),
+    ],
+)
+def test_a_table_without_information_is_refused(tmp_path, capsys, what, match):
+    """All losses equal (or one design point): no parameter is printed with stderr 0; like a
+    table with no more runs than parameters, the fit is refused (exit 2) saying why."""
+    path = _no_information(tmp_path, what)
+    from phifit.fitters import fit
+
+    with pytest.raises(ValueError, match=match):
+        fit(load_runs(path), n_starts=5)
+    for argv in (["fit", str(path), "--starts", "5"], ["predict", "--runs", str(path), "--compute", "1e20"]):
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert "stderr" not in captured.out
+        assert re.search(match, captured.err) and f"{what}.csv" in captured.err
+
+
+def test_plan_refuses_a_pilot_whose_fit_lacks_parameters(tmp_path, capsys):
+    """A pilot at one token count leaves B and beta unidentified: plan said only
+    'missing parameter(s): B, beta' without the file; it now names the pilot and why."""
+    frame = load_runs(DATA / "cpu_small_runs.csv", where="variant==baseline").frame
+    frame["tokens"] = 2e6
+    path = tmp_path / "pilot.csv"
+    frame.to_csv(path, index=False)
+    assert main(["plan", "--pilot", str(path), "--design", "paper", "--simulate", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "pilot.csv" in err and "does not identify B, beta" in err and "two or more token counts" in err

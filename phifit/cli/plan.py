@@ -191,6 +191,17 @@ def run(args: argparse.Namespace) -> int:
         pilot = load_recipe_runs(args, path=args.pilot)
         fit = fit_huber(pilot)
         params = dict(fit.params)
+        missing = [k for k, v in params.items() if v is None and not (k == "phi" and args.phi is not None)]
+        if missing:
+            why = []
+            if {"B", "beta"} & set(missing):
+                why.append("B and beta need runs at two or more token counts")
+            if "phi" in missing:
+                why.append("phi needs looped runs (r > 1) at two or more values of r, or --phi")
+            raise ValueError(
+                f"{pilot.source}: the pilot's fit does not identify {', '.join(missing)}, and a plan "
+                f"simulates tables from all six parameters: {'; '.join(why)}"
+            )
         law_source = f"Huber fit of the pilot {pilot.source}"
         noise, misfit = pilot_noise(pilot, fit, cell_noise=args.cell_noise, misfit=args.misfit)
         if args.law_uncertainty:

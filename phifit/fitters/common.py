@@ -44,6 +44,7 @@ def check_run_count(runs: RunTable, spec: LawSpec, *, source: str = "fit") -> li
     """
     n, k = len(runs), int(spec.free_mask.sum())
     where = f"{runs.source}: " if runs.source else ""
+    check_information(runs)
     if n < k + 1:
         raise ValueError(
             f"{where}{n} run(s) for {k} free parameter(s): a fit needs at least {k + 1} runs "
@@ -61,6 +62,32 @@ def check_run_count(runs: RunTable, spec: LawSpec, *, source: str = "fit") -> li
             )
         ]
     return []
+
+
+def check_information(runs: RunTable) -> None:
+    """Refuse a table that carries no information about the law, before any fit.
+
+    - every run has the same loss (column ``loss`` constant): the law fits it with E = that
+      loss and any A, alpha, B, beta, phi, so no parameter can be estimated (a fit would print
+      values with stderr 0, R^2 NaN);
+    - every run has the same design (r, n_once, n_rec, tokens): only the mean loss is measured.
+
+    Raises ``ValueError`` naming the file and the column (exit 2 on the command line), as
+    :func:`check_run_count` does for a table with no more runs than free parameters.
+    """
+    where = f"{runs.source}: " if runs.source else ""
+    loss = runs.loss
+    if len(loss) > 1 and np.ptp(loss) <= 1e-12 * np.max(np.abs(loss)):
+        raise ValueError(
+            f"{where}column 'loss': the losses do not vary (all {len(loss)} runs have loss {loss[0]:.6g}): "
+            "the table carries no information about the law, so no parameter can be estimated"
+        )
+    design = np.column_stack([runs.r, runs.n_once, runs.n_rec, runs.tokens])
+    if len(design) > 1 and np.all(design == design[0]):
+        raise ValueError(
+            f"{where}columns 'r', 'n_once', 'n_rec', 'tokens': all {len(design)} runs have the same "
+            "design: the table measures one mean loss, so no parameter of the law can be estimated"
+        )
 
 
 def d_term_unidentified(runs: RunTable, spec: LawSpec) -> Caution | None:

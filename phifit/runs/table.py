@@ -489,6 +489,9 @@ def table_from_frame(
             )
         elif canon in raw.columns and canon != src:
             problems.append(f"column {canon!r} exists and {src!r} is also mapped onto it")
+    for src in sorted({src for src in columns.values() if list(columns.values()).count(src) > 1}):
+        both = [canon for canon, s in columns.items() if s == src]
+        problems.append(f"column {src!r} is mapped onto {' and '.join(map(repr, both))}: map it once")
     if problems:
         raise RunTableError(source, problems)
     raw = raw.rename(columns={src: canon for canon, src in columns.items()})

@@ -14,6 +14,8 @@ Validation of the values (rows, columns, ranges) is :func:`phifit.runs.table_fro
 
 from __future__ import annotations
 
+import codecs
+import csv
 import io
 import os
 import re
@@ -91,14 +93,66 @@ def detect_separator(header: str) -> str:
     return best if counts[best] > 0 else ","
 
 
+#: Byte-order marks, longest first: a spreadsheet's "Unicode text" export is UTF-16 with a BOM.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def detect_encoding(data: bytes) -> str:
+    """The encoding of a table's bytes: from its byte-order mark (UTF-8, UTF-16 or UTF-32, as
+    spreadsheets and Windows tools write them), UTF-16 without one when every other byte of the
+    first line is zero (ASCII text in UTF-16), else UTF-8."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return encoding
+    head = data[:200]
+    if len(head) >= 4 and head.count(0) * 3 >= len(head):
+        if head[1::2].count(0) * 2 >= len(head[1::2]) and head[0] != 0:
+            return "utf-16-le"
+        if head[0::2].count(0) * 2 >= len(head[0::2]) and head[1] != 0:
+            return "utf-16-be"
+    return "utf-8"
+
+
+def check_header(source: str, header: tuple[int, str], sep: str) -> None:
+    """Refuse a header that names a column twice (a ``note`` column renamed ``loss`` beside the
+    real one): which of the two holds the values is ambiguous, and reading would silently keep
+    one.  The error names both columns by position and the header's line."""
+    line, text = header
+    try:
+        names = [n.strip() for n in next(csv.reader([text], delimiter=sep, skipinitialspace=True), [])]
+    except csv.Error:  # pandas reports a header it cannot parse
+        return
+    seen: dict[str, int] = {}
+    problems = []
+    for k, name in enumerate(names, start=1):
+        if not name:
+            continue
+        if name in seen:
+            problems.append(
+                f"line {line}: columns {seen[name]} and {k} are both named {name!r}; rename or drop one "
+                "(which one holds the values is ambiguous)"
+            )
+        else:
+            seen[name] = k
+    if problems:
+        raise RunTableError(source, problems)
+
+
 def read_raw(
     source: str, sep: str | None, empty_hint: str, *, skip_rows: int = 0
 ) -> tuple[pd.DataFrame, str, np.ndarray | None]:
     """Read every cell as text; returns (frame, separator used, file line of each data row).
 
     The first ``skip_rows`` lines (a tracker's preamble) are skipped, then every line whose
-    first non-blank character is ``#`` (comment lines) and blank lines.  The line numbers are
-    None when a quoted cell spans lines (then rows and lines no longer pair up)."""
+    first non-blank character is ``#`` (comment lines) and blank lines (in a tab-separated
+    table a line of tabs alone is a row of empty cells, which the validation skips with a note).
+    The line numbers are None when a quoted cell spans lines (then rows and lines no longer pair up)."""
     if not os.path.exists(source):
         raise RunTableError(source, ["file not found"])
     if os.path.isdir(source):
@@ -106,12 +160,19 @@ def read_raw(
     if skip_rows < 0:
         raise ValueError(f"skip_rows must be >= 0, got {skip_rows}")
     try:
-        with open(source, encoding="utf-8-sig") as fh:
-            lines = fh.read().splitlines()
+        with open(source, "rb") as fh:
+            data = fh.read()
     except OSError as err:
         raise RunTableError(source, [f"cannot read ({err.strerror})"]) from None
+    encoding = detect_encoding(data)
+    try:
+        lines = data.decode(encoding).splitlines()
     except UnicodeDecodeError as err:
-        raise RunTableError(source, [f"not a readable CSV file ({err.reason} at byte {err.start})"]) from None
+        line = data[: err.start].decode(encoding, errors="replace").count("\n") + 1
+        raise RunTableError(
+            source,
+            [f"line {line}: not a readable CSV file ({err.reason} at byte {err.start}; read as {encoding})"],
+        ) from None
     kept = [
         (k + 1, line)
         for k, line in enumerate(lines)
@@ -119,6 +180,14 @@ def read_raw(
     ]
     if sep is None:
         sep = detect_separator(kept[0][1] if kept else "")
+    if sep.isspace():  # a row of empty cells ("\t\t\t") is a row, not a blank line: it gets its note
+        kept = [
+            (k + 1, line)
+            for k, line in enumerate(lines)
+            if k >= skip_rows and (line.strip() or sep in line) and not line.lstrip().startswith("#")
+        ]
+    if kept:
+        check_header(source, kept[0], sep)
     try:
         raw = pd.read_csv(
             io.StringIO("\n".join(line for _, line in kept)),

@@ -29,7 +29,7 @@ from ...extras import MissingExtraError
 from ...law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss
 from ...result import FitResult
 from ...runs.table import RunTable, as_runs
-from ..common import build_result, effective_spec
+from ..common import build_result, check_information, effective_spec
 from ..options import BayesOptions, resolve_options
 from . import backends
 from .diagnostics import (
@@ -151,6 +151,7 @@ def sample_posterior(
         if not save.parent.is_dir():
             raise ValueError(f"save: directory {str(save.parent)!r} does not exist")
     spec = spec or LawSpec()
+    check_information(runs)
     fit_spec, cautions = effective_spec(runs, spec)
     phi_identified = "phi" not in fit_spec.fixed or "phi" in spec.fixed
     mask = fit_spec.free_mask
