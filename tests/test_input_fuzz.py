@@ -1,0 +1,406 @@
+"""Property-based fuzz of the input layer: mutations of the shipped run tables, fed to every
+subcommand that reads one.
+
+Each case starts from rows of ``data/looped_study_runs_digitized.csv`` or
+``data/cpu_small_runs.csv`` and applies mutations a user's export can carry: encodings and
+byte-order marks, separators, quoting, line endings, missing and extra cells, numbers with
+units or thousands separators, NaN/inf, huge, zero and negative values, duplicated or renamed
+headers, empty rows, blank and comment lines, trailing garbage.  The contract
+(:func:`outcome`):
+
+- exit 0, and every data row accounted for: the runs the loader kept plus the all-empty rows
+  it skipped with a note equal the table's data rows, and a command that narrows the table to
+  one recipe names every recipe's count (the runs ``phifit fit`` prints are those of the recipe);
+- or exit 2 with a one-line message that names the file;
+- never a traceback (exit 1, or any exception out of :func:`phifit.cli.main`).
+
+``fit``, ``predict --runs``, ``equiv --runs`` and ``plan --pilot`` run in full, in process
+(``fit --starts 8``, ``equiv --bootstrap 2``, ``plan --simulate 0``).  ``compare``,
+``diagnose`` and ``report`` spend minutes on bootstraps after reading, so they run up to the
+table they read (the loader is wrapped to stop there): their reading options and loading are
+the shared ones the full commands exercise.
+
+The suite runs 200 cases (50 of ``fit`` and 15 of ``predict``/``equiv``/``plan`` in full, 135
+over every subcommand up to its table); :func:`test_fuzz_study` (``slow``) runs 10,000 and counts failures
+(docs/run-tables.md quotes its counts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import re
+import tempfile
+import traceback
+from collections import Counter
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import phifit.cli._common as common
+import phifit.cli.compare as compare_cli
+import phifit.cli.diagnose as diagnose_cli
+import phifit.cli.report as report_cli
+from phifit.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+SOURCES = ("looped_study_runs_digitized.csv", "cpu_small_runs.csv")
+
+#: the command line of each table-reading subcommand (RUNS: the table, OUT: a fresh directory)
+COMMANDS = {
+    "fit": ["fit", "RUNS", "--starts", "8", "--quiet"],
+    "predict": ["predict", "--runs", "RUNS", "--compute", "1e20"],
+    "equiv": ["equiv", "--runs", "RUNS", "--n-once", "100", "--n-rec", "200", "--r", "2", "--bootstrap", "2"],
+    "plan": ["plan", "--pilot", "RUNS", "--design", "paper", "--simulate", "0"],
+    "compare": ["compare", "RUNS"],
+    "diagnose": ["diagnose", "RUNS"],
+    "report": ["report", "RUNS", "--out", "OUT"],
+}
+#: commands stopped once their table is read (their analysis takes minutes)
+READ_ONLY = ("compare", "diagnose", "report")
+#: commands run in full by default
+FULL = ("fit", "predict", "equiv", "plan")
+
+
+def _read(name: str) -> tuple[list[str], list[list[str]]]:
+    with open(DATA / name, newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    return rows[0], rows[1:]
+
+
+TABLES = {name: _read(name) for name in SOURCES}
+
+#: what a cell can become: text a user's table may hold
+CELL_VALUES = (
+    "",
+    " ",
+    "nan",
+    "NaN",
+    "NA",
+    "inf",
+    "-inf",
+    "1e400",
+    "-1e400",
+    "1e300",
+    "1e-300",
+    "0",
+    "-3",
+    "-0.5",
+    "2.8 nats",
+    "3.1nats",
+    "1,234,567",
+    "12,345",
+    "2,85",
+    "200M",
+    "1.5B",
+    "20 B",
+    "7T",
+    "1_000_000",
+    "4.5",
+    "abc",
+    "n/a",
+    "?",
+    "'3.0",
+    '"',
+    "１２",
+    "2.8 µ",
+    "é",
+    "\x00",
+    "0x1F",
+    "1e",
+    "--1",
+    "+2",
+    "2.9e+00",
+    "True",
+)
+GARBAGE = ("Total", "Average,,,,", "\x1a", "=SUM(F2:F9)", "-- end of export --", "garbage;;;", "\ufeffx")
+ENCODINGS = ("utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "cp1252")
+SEPARATORS = (",", ";", "\t")
+
+
+@st.composite
+def cases(draw, commands=tuple(COMMANDS)):
+    """A mutated table and the command that reads it."""
+    source = draw(st.sampled_from(SOURCES))
+    header, rows = TABLES[source]
+    n = len(rows)
+    start = draw(st.integers(0, n - 1))
+    length = draw(st.integers(1, min(40, n)))
+    picked = [list(r) for r in (rows[start : start + length] + rows[: max(0, start + length - n)])]
+    header = list(header)
+    lines: list[tuple[str, object]] = [("row", r) for r in picked]  # ("row", cells) or ("text", line)
+    n_cols = len(header)
+
+    mutations = draw(st.lists(st.integers(0, 11), max_size=6))
+    for kind in mutations:
+        data = [i for i, (k, _) in enumerate(lines) if k == "row"]
+        if kind == 0 and data:  # a cell becomes something else
+            i = draw(st.sampled_from(data))
+            c = draw(st.integers(0, max(0, len(lines[i][1]) - 1)))
+            lines[i][1][c : c + 1] = [draw(st.sampled_from(CELL_VALUES))]
+        elif kind == 1 and data:  # a short row
+            i = draw(st.sampled_from(data))
+            cut = draw(st.integers(1, max(1, len(lines[i][1]) - 1)))
+            lines[i] = ("row", lines[i][1][:cut])
+        elif kind == 2 and data:  # an extra cell
+            i = draw(st.sampled_from(data))
+            lines[i] = ("row", lines[i][1] + [draw(st.sampled_from(CELL_VALUES))])
+        elif kind == 3 and data:  # a duplicated row
+            i = draw(st.sampled_from(data))
+            lines.insert(i + 1, ("row", list(lines[i][1])))
+        elif kind == 4:  # an all-empty row
+            lines.insert(draw(st.integers(0, len(lines))), ("row", [""] * n_cols))
+        elif kind == 5:  # a blank or whitespace-only line
+            lines.insert(draw(st.integers(0, len(lines))), ("text", draw(st.sampled_from(("", "  ")))))
+        elif kind == 6:  # a comment line
+            lines.insert(draw(st.integers(0, len(lines))), ("text", "# exported by a tracker"))
+        elif kind == 7:  # trailing garbage
+            lines.append(("garbage", draw(st.sampled_from(GARBAGE))))
+        elif kind == 8:  # a header names a column twice (a note renamed 'loss', or any two)
+            a, b = draw(st.integers(0, n_cols - 1)), draw(st.integers(0, n_cols - 1))
+            header[b] = "loss" if draw(st.booleans()) else header[a]
+        elif kind == 9:  # whitespace or case in a header name
+            c = draw(st.integers(0, n_cols - 1))
+            header[c] = draw(st.sampled_from((f" {header[c]} ", header[c].upper(), f"{header[c]}\t")))
+        elif kind == 10:  # a column dropped
+            c = draw(st.integers(0, len(header) - 1))
+            del header[c]
+            lines = [(k, v[:c] + v[c + 1 :]) if k == "row" else (k, v) for k, v in lines]
+            n_cols -= 1
+            if n_cols == 0:
+                break
+        elif kind == 11 and data:  # a cell with the separator or a quote in it
+            i = draw(st.sampled_from(data))
+            c = draw(st.integers(0, max(0, len(lines[i][1]) - 1)))
+            lines[i][1][c : c + 1] = [draw(st.sampled_from(('a "quoted" note', "x, y", "p; q", "tab\there")))]
+    sep = draw(st.sampled_from(SEPARATORS))
+    quoting = draw(st.sampled_from(("minimal", "all", "none")))
+    decimal_comma = sep != "," and draw(st.booleans())
+    return {
+        "source": source,
+        "header": header,
+        "lines": lines,
+        "sep": sep,
+        "quoting": quoting,
+        "decimal_comma": decimal_comma,
+        "newline": draw(st.sampled_from(("\n", "\r\n"))),
+        "encoding": draw(st.sampled_from(ENCODINGS)),
+        "command": draw(st.sampled_from(commands)),
+    }
+
+
+_FLOAT = re.compile(r"^-?\d+\.\d+([eE][+-]?\d+)?$")
+
+
+def render(case: dict) -> tuple[bytes, int]:
+    """The table's bytes and its number of data rows (lines that are not blank or comments)."""
+    sep, quoting = case["sep"], case["quoting"]
+
+    def cell(text: str) -> str:
+        if case["decimal_comma"] and _FLOAT.match(text):
+            text = text.replace(".", ",")
+        return text
+
+    def line(cells: list[str]) -> str:
+        cells = [cell(c) for c in cells]
+        if quoting == "none":
+            return sep.join(cells)
+        buf = io.StringIO()
+        csv.writer(
+            buf,
+            delimiter=sep,
+            lineterminator="",
+            quoting=csv.QUOTE_ALL if quoting == "all" else csv.QUOTE_MINIMAL,
+        ).writerow(cells)
+        return buf.getvalue()
+
+    out = [line(case["header"])]
+    n_data = 0
+    for kind, value in case["lines"]:
+        if kind == "row":
+            out.append(line(value))
+            n_data += bool(out[-1].strip()) or sep in out[-1]  # a row of one empty cell is a blank line
+        else:
+            out.append(value)
+            n_data += kind == "garbage" and bool(str(value).strip())
+    text = case["newline"].join(out) + case["newline"]
+    return text.encode(case["encoding"], errors="replace"), n_data
+
+
+class _Loaded(Exception):
+    """Raised by the wrapped loader of a read-only command once its table is read."""
+
+
+def outcome(case: dict, full: tuple[str, ...] = FULL) -> tuple[str, str]:
+    """("ok" | "refused" | a failure kind, detail) for one case; commands not in ``full`` stop
+    once their table is read."""
+    data, n_data = render(case)
+    command = case["command"]
+    loaded: list = []
+    real = common.load_runs_from_args
+
+    def recording(args, **kwargs):
+        runs = real(args, **kwargs)
+        loaded.append(runs)
+        return runs
+
+    def stopping(args, **kwargs):
+        loaded.append(real(args, **kwargs))
+        raise _Loaded
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "runs.csv")
+        with open(path, "wb") as fh:
+            fh.write(data)
+        argv = [
+            path if a == "RUNS" else os.path.join(tmp, "out") if a == "OUT" else a for a in COMMANDS[command]
+        ]
+        out, err = io.StringIO(), io.StringIO()
+        patches = [mock.patch.object(common, "load_runs_from_args", recording)]
+        if command not in full and command not in READ_ONLY:
+            patches = [mock.patch.object(common, "load_runs_from_args", stopping)]
+        elif command == "compare":
+            patches.append(
+                mock.patch.object(compare_cli, "load_recipe_runs", lambda a, **k: stopping(a, **k))
+            )
+        elif command == "diagnose":
+            patches.append(
+                mock.patch.object(diagnose_cli, "load_recipe_runs", lambda a, **k: stopping(a, **k))
+            )
+        elif command == "report":
+            patches.append(mock.patch.object(report_cli, "load_runs_from_args", stopping))
+        try:
+            with contextlib.ExitStack() as stack:
+                for p in patches:
+                    stack.enter_context(p)
+                stack.enter_context(contextlib.redirect_stdout(out))
+                stack.enter_context(contextlib.redirect_stderr(err))
+                try:
+                    code = main(argv)
+                except _Loaded:
+                    code = 0
+        except BaseException as exc:  # noqa: BLE001 (any escape is the failure this test counts)
+            tb = traceback.format_exc().strip().splitlines()
+            return "traceback", f"{command}: {type(exc).__name__}: {exc} | {tb[-3:]}"
+    stdout, stderr = out.getvalue(), err.getvalue()
+    if code == 2:
+        errors = [line for line in stderr.splitlines() if ": error: " in line]
+        if len(errors) != 1:
+            return "bad_message", f"{command}: {stderr[-500:]!r}"
+        if "runs.csv" not in errors[0]:
+            return "no_file_named", f"{command}: {errors[0]!r}"
+        return "refused", errors[0]
+    if code != 0:
+        return "exit_code", f"{command}: exit {code}: {stderr[-500:]!r}"
+    if not loaded:
+        return "not_loaded", command
+    table = loaded[0]
+    skipped = sum(len(c.values.get("rows", [])) for c in table.warnings if c.kind == "empty_rows")
+    if len(table) + skipped != n_data:
+        return "rows_lost", f"{command}: {len(table)} runs + {skipped} skipped != {n_data} data rows"
+    recipes = re.search(r"holds several recipes \(([^)]*)\)", stderr)
+    if recipes:
+        counts = [int(x) for x in re.findall(r" (\d+)(?:,| runs)", recipes.group(1))]
+        if sum(counts) != len(table):
+            return "rows_lost", f"{command}: recipes {recipes.group(1)!r} do not sum to {len(table)} runs"
+    if command == "fit" and "fit" in full:
+        used = re.search(r"^\s+runs\s+(\d+)\s*$", stdout, re.MULTILINE)
+        chosen = re.search(r"this analysis uses '[^']*' \((\d+) runs\)", stderr)
+        expected = int(chosen.group(1)) if chosen else len(table)
+        if used is None or int(used.group(1)) != expected:
+            return "rows_lost", f"fit printed {used and used.group(1)} runs, expected {expected}"
+    return "ok", ""
+
+
+def _check(case: dict, full: tuple[str, ...] = FULL) -> None:
+    kind, detail = outcome(case, full)
+    assert kind in ("ok", "refused"), f"{kind}: {detail}"
+
+
+_SUITE = settings(
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],  # no shrinking: a failing case prints as drawn
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@settings(_SUITE, max_examples=50)
+@given(case=cases(commands=("fit",)))
+def test_fuzz_fit(case):
+    """phifit fit, run in full: exit 0 with every row accounted for, or exit 2 naming the file."""
+    _check(case)
+
+
+@settings(_SUITE, max_examples=15)
+@given(case=cases(commands=("predict", "equiv", "plan")))
+def test_fuzz_predict_equiv_plan(case):
+    """predict --runs, equiv --runs and plan --pilot, run in full."""
+    _check(case)
+
+
+@settings(_SUITE, max_examples=135)
+@given(case=cases())
+def test_fuzz_reading_stage(case):
+    """Every table-reading subcommand up to the table it reads (loader and reading options)."""
+    _check(case, full=())
+
+
+#: cases of the study (PHIFIT_FUZZ_CASES overrides, e.g. to run it in shards with --hypothesis-seed)
+STUDY_CASES = int(os.environ.get("PHIFIT_FUZZ_CASES", "10000"))
+#: one study case in this many runs fit, predict, equiv and plan in full; the rest stop after reading
+STUDY_FULL_EVERY = 10
+
+
+@pytest.mark.slow
+def test_fuzz_study(tmp_path):
+    """10,000 cases over every table-reading subcommand; counts every outcome and keeps going
+    after a failure.  Writes the counts to fuzz_study.json in the test's directory."""
+    counts: Counter = Counter()
+    examples: dict[str, str] = {}
+    out = os.environ.get("PHIFIT_FUZZ_OUT")  # a file for the running counts, if given
+
+    @settings(
+        max_examples=STUDY_CASES,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+        derandomize=False,
+    )
+    @given(case=cases())
+    def study(case):
+        n = sum(v for k, v in counts.items() if k.startswith("command:"))
+        kind, detail = outcome(case, full=FULL if n % STUDY_FULL_EVERY == 0 else ())
+        counts[kind] += 1
+        counts[f"command:{case['command']}"] += 1
+        if kind not in ("ok", "refused"):
+            examples.setdefault(kind, detail)
+        if out and n % 250 == 0:
+            Path(out).write_text(json.dumps({"cases": n + 1, **counts, "examples": examples}, indent=2))
+
+    study()
+    failures = {
+        k: v for k, v in counts.items() if k not in ("ok", "refused") and not k.startswith("command:")
+    }
+    summary = {
+        "cases": counts["ok"] + counts["refused"] + sum(failures.values()),
+        "ok": counts["ok"],
+        "refused": counts["refused"],
+        "failures": sum(failures.values()),
+        "by_failure": failures,
+        "tracebacks": failures.get("traceback", 0),
+        "rows_lost": failures.get("rows_lost", 0),
+        "by_command": {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("command:")},
+        "examples": examples,
+    }
+    Path(out or tmp_path / "fuzz_study.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps(summary, indent=2))
+    assert summary["failures"] == 0, summary
