@@ -194,18 +194,33 @@ def _minimise_on_grid(values: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np
     return fstar, xstar, at_edge
 
 
+def _loss_on_grid(
+    theta: np.ndarray, grid: Mapping[str, np.ndarray], r: int, log_tokens: np.ndarray
+) -> np.ndarray:
+    """L = E + A N_eff^-alpha + B D^-beta on every (budget, size) point, (m, g) or (S, m, g).
+
+    The size term depends on the size only, so it is computed once per draw and broadcast over
+    the budgets; only the data term is evaluated on the whole (draw, budget, size) array.  The
+    same law as :func:`phifit.law.loss` (which sums the terms in log space), to rounding.
+    """
+    t = np.atleast_2d(theta)  # (S, 6): a, alpha, b, beta, e, phi
+    a, alpha, b, beta, e, phi = (t[:, i, None] for i in range(6))
+    with np.errstate(divide="ignore"):  # a size with no once-used (or no shared) parameters
+        log_n_once, log_n_rec = np.log(grid["n_once"]), np.log(grid["n_rec"])
+    log_n_eff = np.logaddexp(log_n_once, phi * np.log(float(r)) + log_n_rec)
+    size_term = np.exp(a - alpha * log_n_eff) + np.exp(e)  # (S, g)
+    data_term = np.exp(b[:, :, None] - beta[:, :, None] * log_tokens[None, :, :])  # (S, m, g)
+    values = data_term + size_term[:, None, :]
+    return values[0] if np.ndim(theta) == 1 else values
+
+
 def _frontier_core(
     theta: np.ndarray, grid: Mapping[str, np.ndarray], r: int, budgets: np.ndarray
 ) -> dict[str, np.ndarray]:
     """L*, x* per budget (theta (6,) or (S, 6)); arrays (m,) or (S, m)."""
     x, f = grid["x"], grid["flops_per_token"]
-    m, g = len(budgets), len(x)
-    tokens = budgets[:, None] / f[None, :]
-    design = Design.from_arrays(
-        np.full(m * g, float(r)), np.tile(grid["n_once"], m), np.tile(grid["n_rec"], m), tokens.ravel()
-    )
-    logl = log_loss(theta, design)
-    values = np.exp(logl).reshape(logl.shape[:-1] + (m, g))
+    log_tokens = np.log(budgets[:, None] / f[None, :])  # (m, g)
+    values = _loss_on_grid(np.asarray(theta, dtype=float), grid, r, log_tokens)
     lstar, xstar, edge = _minimise_on_grid(values, x)
     return {"l_star": lstar, "x_star": xstar, "at_edge": edge}
 
