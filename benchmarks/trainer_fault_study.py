@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from phifit.plan.rounds import read_records, rounds_path
-from phifit.plan.sweep_spec import load_spec, plan
+from phifit.spec.sweep_spec import load_spec, plan
 
 SPEC = """
 [sweep]

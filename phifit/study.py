@@ -5,8 +5,8 @@ Laws for Looped Language Models", arXiv 2604.21106 (v3).  Every number phifit qu
 the study, and the arithmetic of its architecture, comes from this module: the parameter
 split and the training FLOPs per token of a looped GPT (prelude -> shared stack x r -> coda)
 are defined here once, for the study's grid (:func:`paper_architecture`) and for the
-trainer's configurations alike (:func:`phifit.plan.run_config.param_counts` and
-:func:`~phifit.plan.run_config.flops_per_token` only read a configuration's fields into
+trainer's configurations alike (:func:`phifit.spec.run_config.param_counts` and
+:func:`~phifit.spec.run_config.flops_per_token` only read a configuration's fields into
 :func:`looped_param_counts` and :func:`looped_flops_per_token`).
 
 Parameters (d = d_model, V = padded vocabulary; paper section 3.2, the released

@@ -1,4 +1,4 @@
-"""The package's layout: a small top level, rooms as subpackages, and no import circle.
+"""The package's layout: a small top level, rooms as subpackages in an order, and no import circle.
 
 The import graph is read from the source with ``ast``: every ``import`` and ``from ... import``
 of a phifit module, at module level or inside a function (those run too, only later), except
@@ -18,6 +18,22 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the installed package name of each source folder (pyproject maps trainers/ to phifit.trainers)
 SOURCES = {"phifit": ROOT / "phifit", "phifit.trainers": ROOT / "trainers"}
 MAX_TOP_LEVEL_MODULES = 15
+#: the rooms, each importing only rooms before it (the top-level modules are outside the order): what a
+#: run and a sweep are (spec) first, read by the planner and the trainer alike; the trainer last
+ROOMS = (
+    "spec",
+    "runs",
+    "fitters",
+    "bootstrap",
+    "compare",
+    "recipes",
+    "diagnostics",
+    "plan",
+    "plot",
+    "report",
+    "cli",
+    "trainers",
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -116,20 +132,27 @@ def test_the_top_level_is_small():
 
 def test_the_rooms_are_subpackages_with_a_docstring():
     rooms = [m.name for m in pkgutil.iter_modules(phifit.__path__) if m.ispkg]
-    for room in (
-        "runs",
-        "fitters",
-        "bootstrap",
-        "compare",
-        "recipes",
-        "diagnostics",
-        "plan",
-        "report",
-        "cli",
-    ):
+    for room in ROOMS[:-1]:
         assert room in rooms
         doc = ast.get_docstring(ast.parse((ROOT / "phifit" / room / "__init__.py").read_text()))
         assert doc and len(doc.split()) >= 8, f"phifit/{room}/__init__.py should say what the room owns"
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ROOMS else None
+
+
+def test_no_arrow_back_up_the_rooms():
+    """A room imports only rooms before it in ``ROOMS`` (so the spec room reads none, and nothing
+    in phifit imports the trainer)."""
+    back = sorted(
+        f"{a} -> {b}"
+        for a, targets in import_graph().items()
+        for b in targets
+        if _room(a) and _room(b) and ROOMS.index(_room(b)) > ROOMS.index(_room(a))
+    )
+    assert back == []
 
 
 def test_no_import_circle():

@@ -1,4 +1,4 @@
-"""The learning-rate transfer of phifit.plan.lr_recipe (the study's App. D rules) and its run ids."""
+"""The learning-rate transfer of phifit.spec.lr_recipe (the study's App. D rules) and its run ids."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from phifit.plan.lr_recipe import effective_lrs, lr_factors, reference_tokens
-from phifit.plan.run_config import make_run_id, make_train_config, param_counts
-from phifit.plan.sweep_spec import load_spec, plan
+from phifit.spec.lr_recipe import effective_lrs, lr_factors, reference_tokens
+from phifit.spec.run_config import make_run_id, make_train_config, param_counts
+from phifit.spec.sweep_spec import load_spec, plan
 
 SMALL = dict(depth=10, prelude=1, coda=1, head_dim=16, seq_len=128, batch_size=16, budget=4e12)
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import play_text
 from phifit.trainers.lr_sweep import choose_rate, write_tuned_spec
 
-from phifit.plan.sweep_spec import load_spec, plan_lr_sweep
+from phifit.spec.sweep_spec import load_spec, plan_lr_sweep
 
 
 def write_spec(tmp_path: Path, lr_table: str = "adamw = [0.001, 0.01]\nmuon = [0.005, 0.02]") -> Path:

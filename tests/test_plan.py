@@ -165,7 +165,7 @@ def test_misfit_from_pilot_and_its_offsets_in_simulated_tables():
 
 def test_spec_speed_below_recorded_widths_scales_with_width():
     from phifit.plan.inputs import spec_speed
-    from phifit.plan.sweep_spec import load_spec
+    from phifit.spec.sweep_spec import load_spec
 
     spec = load_spec("cpu_small")
     at32, at16, at256 = (spec_speed(spec, w) for w in (32, 16, 256))
@@ -223,7 +223,7 @@ def test_cli_plan_and_optimize(tmp_path, capsys, monkeypatch):
     assert "[[Optimised design]]" in text
     assert "simulation: 4 tables x 100 bootstrap replicates (widths only;" in text
     assert "predicted width (simulation)" in text
-    from phifit.plan.sweep_spec import load_spec
+    from phifit.spec.sweep_spec import load_spec
 
     assert load_spec(str(spec)).name == "cpu_small_planned"
     assert main(["plan", "--design", "paper", "--noise", "-1"]) == 2

@@ -24,7 +24,7 @@ NOT_FOR_A_POINT_FIT = (
     "phifit.diagnostics.diagnose",
     "phifit.diagnostics.identifiability",
     "phifit.trainers",
-    "phifit.plan.sweep_spec",
+    "phifit.spec.sweep_spec",
     "phifit.recipes.delta",
     "phifit.bootstrap.wild",
     "phifit.report",

@@ -384,7 +384,7 @@ def test_loop_r1_control_is_the_looped_machinery_iterated_once():
     m = ctl.model
     assert (m.n_prelude, m.n_recur, m.n_coda, m.r, m.injection) == (1, 8, 1, 1, "linear")
     assert (plain.model.n_prelude, plain.model.injection) == (0, "none")
-    from phifit.plan.run_config import make_run_id
+    from phifit.spec.run_config import make_run_id
 
     assert make_run_id(ctl.identity()) != make_run_id(plain.identity())
     model = LoopedGPT(m)

@@ -6,10 +6,10 @@ grid of them (``phifit sweep SPEC.toml``) and appends one row per finished run t
 reads.
 
 Modules: ``config`` and ``flops`` (the run configuration and the study's parameter / FLOP accounting,
-re-imported from :mod:`phifit.plan.run_config` and :mod:`phifit.study`, where planning uses them without the
+re-imported from :mod:`phifit.spec.run_config` and :mod:`phifit.study`, where planning uses them without the
 trainer; no torch), ``model`` (the network), ``data`` (corpus, tokenisation, split), ``optim``, ``train`` (the
 loop), ``runlog`` (atomic CSV rows, task markers; no torch), ``sweep`` (grid runner over the specs of
-:mod:`phifit.plan.sweep_spec`), ``launch`` (job arrays through submitit), ``cli`` (subcommands, registered
+:mod:`phifit.spec.sweep_spec`), ``launch`` (job arrays through submitit), ``cli`` (subcommands, registered
 with ``phifit`` through the entry points ``phifit.commands``; torch imported lazily).
 
 The trainer depends on phifit, never the other way round. Importing this package does not import torch;

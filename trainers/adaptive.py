@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from phifit.plan.sweep_spec import PlannedRun, SweepSpec, estimate_seconds, plan
+from phifit.spec.sweep_spec import PlannedRun, SweepSpec, estimate_seconds, plan
 
 from .runlog import read_finished
 

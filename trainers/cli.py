@@ -446,7 +446,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _lr_sweep(spec: Any, args: argparse.Namespace) -> int:
     """``--lr-sweep``: train the spec's ``[lr_sweep]`` runs into ``--out``, pick the rate, write the tuned
     spec (:mod:`phifit.trainers.lr_sweep`)."""
-    from phifit.plan.sweep_spec import load_spec, plan_lr_sweep
+    from phifit.spec.sweep_spec import load_spec, plan_lr_sweep
 
     from .lr_sweep import choose_rate, default_out_spec, read_losses, write_tuned_spec
     from .sweep import run_sweep

@@ -1,4 +1,4 @@
-"""Configuration of a run, as the trainer imports it: the classes live in :mod:`phifit.plan.run_config`.
+"""Configuration of a run, as the trainer imports it: the classes live in :mod:`phifit.spec.run_config`.
 
 ``LoopedGPTConfig`` (the network: prelude -> shared stack x r -> coda, with the iso-depth rule),
 ``TrainConfig`` (budget, batch, optimiser, data, execution) and ``make_train_config`` (flat settings -> a
@@ -8,7 +8,7 @@ trainer. No torch here.
 
 from __future__ import annotations
 
-from phifit.plan.run_config import (
+from phifit.spec.run_config import (
     EXECUTION_KEYS,
     INJECTIONS,
     MIN_STEPS,

@@ -2,7 +2,7 @@
 
 The spec's ``[lr_sweep]`` names one width and budget, the r to try (the study: r = 1 and r = 4) and,
 per optimiser, the base matrix rates (``[lr_sweep.lr]``). Every (optimiser, rate, r) run trains with the
-spec's settings otherwise (:func:`phifit.plan.sweep_spec.plan_lr_sweep`), into its own run table.
+spec's settings otherwise (:func:`phifit.spec.sweep_spec.plan_lr_sweep`), into its own run table.
 :func:`choose_rate` then picks, for each optimiser, the rate with the lowest mean loss over the r (the
 study found both r's optima at the same rate, 0.014, and trained every r with it), and the optimiser
 whose best mean is lowest; :func:`write_tuned_spec` writes the spec with that optimiser and rate in its

@@ -16,7 +16,7 @@ nanochat / nanoGPT: pre-norm, causal self-attention through PyTorch SDPA with Ro
 MLP, no biases, no dropout. Hyperconnections (paper §5.2, Eq. 7; Zhu et al. 2025) replace the injection by K
 lanes.
 
-The configuration lives in :mod:`phifit.plan.run_config` (torch-free, so that parameter counts, FLOPs per
+The configuration lives in :mod:`phifit.spec.run_config` (torch-free, so that parameter counts, FLOPs per
 token and sweep plans need no torch; ``config.py`` re-imports it). ``LoopedGPT.param_split`` counts the actual
 tensors and asserts that they equal the closed forms of ``flops.param_counts`` (the study's formula,
 :func:`phifit.study.looped_param_counts`).

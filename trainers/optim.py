@@ -4,7 +4,7 @@ Param groups follow the study's ``GPT.setup_optimizer`` in spirit: hidden matric
 layer), the embedding, the head, and the small scalars (RMSNorm gains; hyperconnection lane parameters get
 their own group, the study's 0.01 (d/640)^(-1/2), betas (0.8, 0.95), no weight decay). The study trains the
 matrices with MuonH (``Muon`` below, ``optimizer = "muon"``); AdamW is the other choice. The rates each
-group starts from are the base rates transferred by :mod:`phifit.plan.lr_recipe` (muP width scaling, and
+group starts from are the base rates transferred by :mod:`phifit.spec.lr_recipe` (muP width scaling, and
 the study's batch and data scaling of MuonH's rate).
 """
 
@@ -124,8 +124,8 @@ def optimizers_for(
 ) -> list[torch.optim.Optimizer]:
     """:func:`build_optimizers` with the optimiser settings of a ``TrainConfig``, every base rate
     transferred to this run's width, batch (``batch_tokens`` per optimiser step, all processes) and
-    training ``tokens`` by the config's ``lr_scaling`` (:func:`phifit.plan.lr_recipe.effective_lrs`)."""
-    from phifit.plan.lr_recipe import effective_lrs
+    training ``tokens`` by the config's ``lr_scaling`` (:func:`phifit.spec.lr_recipe.effective_lrs`)."""
+    from phifit.spec.lr_recipe import effective_lrs
 
     lrs = effective_lrs(cfg, tokens, batch_tokens)
     return build_optimizers(

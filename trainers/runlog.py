@@ -31,7 +31,7 @@ tail), removed when the row is in. The in-process sweep writes them and the clus
 both import them from here.
 
 Run ids (``make_run_id``, ``format_budget``, ``variant_of``) are defined with the run's configuration in
-:mod:`phifit.plan.run_config` and re-exported here.
+:mod:`phifit.spec.run_config` and re-exported here.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from phifit.plan.run_config import format_budget, make_run_id, variant_of  # noqa: F401 (re-exported)
+from phifit.spec.run_config import format_budget, make_run_id, variant_of  # noqa: F401 (re-exported)
 
 try:  # POSIX advisory locks; elsewhere appends rely on os.replace alone
     import fcntl
@@ -111,7 +111,7 @@ _CONFIG_COLUMNS_V1 = (
     "torch_version",
     "finished_at",
 )
-#: how the base learning rates transfer (phifit.plan.lr_recipe: "mup" or "none"), beside the schedule's
+#: how the base learning rates transfer (phifit.spec.lr_recipe: "mup" or "none"), beside the schedule's
 _AFTER_SCHEDULE = _CONFIG_COLUMNS_V1.index("final_lr_frac") + 1
 CONFIG_COLUMNS = _CONFIG_COLUMNS_V1[:_AFTER_SCHEDULE] + ("lr_scaling",) + _CONFIG_COLUMNS_V1[_AFTER_SCHEDULE:]
 #: the loss in bits per byte of held-out text: loss / (ln 2 * bytes per token); loss / ln 2 for bytes

@@ -2,11 +2,11 @@
 
 The spec format, its planned runs (``load_spec``, ``plan``) and the run-time estimate from a throughput
 (``Throughput``, ``recorded_throughput``, ``estimate_seconds``) are torch-free and live in
-:mod:`phifit.plan.sweep_spec`, where ``phifit plan`` reads them too; they are re-exported here for the
+:mod:`phifit.spec.sweep_spec`, where ``phifit plan`` reads them too; they are re-exported here for the
 trainer's code. This module adds what needs the trainer: a probe of the training FLOP/s
 (``measure_flops_per_second``, torch), the dry run that uses it, and ``run_sweep``.
 
-Resumable: every run has a deterministic ``run_id`` (``phifit.plan.run_config.make_run_id``); the grid is
+Resumable: every run has a deterministic ``run_id`` (``phifit.spec.run_config.make_run_id``); the grid is
 compared with the CSV once at the start and runs already present are skipped. Rows are appended atomically
 when, and only when, a run finishes, so killing a sweep loses at most the run in progress and never leaves a
 partial line; running it again resumes.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from phifit.extras import import_optional
-from phifit.plan.sweep_spec import (
+from phifit.spec.sweep_spec import (
     FIXED_PER_GRID,
     Grid,
     PlannedRun,

@@ -1,8 +1,5 @@
 """Plan a sweep before training it: what a design can measure of phi, and at what cost.
 
-- :mod:`~phifit.plan.run_config`: a training run's configuration (the looped GPT, its training, its
-  run id, its parameter split and FLOPs; no torch, no NumPy);
-- :mod:`~phifit.plan.sweep_spec`: sweep specs (TOML) -> planned runs, and their run-time estimate;
 - :mod:`~phifit.plan.inputs`: what a plan is made of (the planned design, its runs and cost; the
   noise model; the pilot's misfit);
 - :mod:`~phifit.plan.modes`: the two predictions, asymptotic (cluster sandwich) and simulated
@@ -13,8 +10,11 @@
 - :mod:`~phifit.plan.rounds`: the round log of an adaptive sweep (``phifit sweep --adaptive``) and
   its per-round summary.
 
-The names below are imported on first use, so that the trainer (and ``phifit --help``) can read
-sweep specs and configurations without loading the planner's NumPy, SciPy and pandas.
+What a run and a sweep are (the run configuration, the sweep-spec format, the learning-rate
+transfer) lives in :mod:`phifit.spec`, which the planner and the trainer both read.
+
+The names below are imported on first use, so that ``phifit --help`` does not load the planner's
+NumPy, SciPy and pandas.
 """
 
 from __future__ import annotations

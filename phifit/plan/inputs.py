@@ -1,7 +1,7 @@
 """What a plan is made of: the planned design (its runs, architectures and cost) and the noise.
 
 - :class:`PlanDesign` from the study's grid (:func:`design_from_paper`), a sweep spec
-  (:func:`design_from_spec`, with the sweep's time estimate, :mod:`phifit.plan.sweep_spec`) or a
+  (:func:`design_from_spec`, with the sweep's time estimate, :mod:`phifit.spec.sweep_spec`) or a
   table of planned or finished runs (:func:`design_from_table`);
 - :class:`NoiseModel` (per-run and per-(budget, r)-cell log-loss noise), from a pilot table's
   Huber fit (:func:`noise_from_pilot`), and the Huber moments of that noise
@@ -26,9 +26,9 @@ from ..law import (
     log_loss,
 )
 from ..serialize import JsonIO
+from ..spec.run_config import flops_per_token, make_train_config, param_counts, tokens_for_budget
+from ..spec.sweep_spec import Throughput, estimate_seconds, load_spec, plan
 from ..study import paper_architecture, paper_design
-from .run_config import flops_per_token, make_train_config, param_counts, tokens_for_budget
-from .sweep_spec import Throughput, estimate_seconds, load_spec, plan
 
 #: z of a two-sided 95% interval and the level of the tests.
 Z95 = float(norm.ppf(0.975))
@@ -205,7 +205,7 @@ def spec_speed(spec: Any, width: int) -> Any:
 
 
 def spec_seconds(spec: Any, runs: Sequence[Any]) -> tuple[float | None, str]:
-    """Sum of :func:`phifit.plan.sweep_spec.estimate_seconds` over planned runs, with the
+    """Sum of :func:`phifit.spec.sweep_spec.estimate_seconds` over planned runs, with the
     spec's recorded per-width speeds (or its constant): no probing."""
     total = 0.0
     for run in runs:
@@ -218,7 +218,7 @@ def spec_seconds(spec: Any, runs: Sequence[Any]) -> tuple[float | None, str]:
 
 
 def design_from_spec(path: str, *, grids: list[str] | None = None, variant: str = "baseline") -> PlanDesign:
-    """The runs a sweep spec plans (:func:`phifit.plan.sweep_spec.plan`), one recipe (``variant``)."""
+    """The runs a sweep spec plans (:func:`phifit.spec.sweep_spec.plan`), one recipe (``variant``)."""
     spec = load_spec(path)
     planned = [p for p in plan(spec, grids) if p.variant == variant]
     if not planned:

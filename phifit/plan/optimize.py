@@ -14,7 +14,7 @@ A simple, exhaustive search, scored by the asymptotic mode (:func:`phifit.plan.a
 
 Cost: training FLOPs (sum of F x D), and for a sweep spec the trainer's time: per run
 F D / FLOP/s + overhead with the spec's recorded per-width speeds (interpolated in log
-width), as ``phifit.plan.sweep_spec.estimate_seconds`` computes it for recorded speeds.
+width), as ``phifit.spec.sweep_spec.estimate_seconds`` computes it for recorded speeds.
 Candidates above the cap (default: the original design's FLOPs; ``max_hours`` caps the trainer's time),
 with fewer than ``MIN_CELLS`` (budget, r) cells or fewer than ``min_runs`` runs are dropped; the best
 score wins, ties going to the cheaper design.  The asymptotic width is a proxy where the

@@ -13,7 +13,7 @@ so the effective depth is ``n_prelude + r * n_recur + n_coda``. The study (Schwe
 does not divide by r.
 
 It lives on phifit's side because planning needs it without the trainer: a sweep spec
-(:mod:`phifit.plan.sweep_spec`) expands into these configurations, and their parameter split and FLOPs per
+(:mod:`phifit.spec.sweep_spec`) expands into these configurations, and their parameter split and FLOPs per
 token are the study's formulas (:func:`phifit.study.looped_param_counts`,
 :func:`phifit.study.looped_flops_per_token`), which the functions at the end of this module only feed with a
 configuration's fields. The trainer (``phifit.trainers``) builds its model from the same classes.
@@ -272,7 +272,7 @@ class TrainConfig:
     scalar_lr: float = 3e-3
     weight_decay: float = 0.0
     final_lr_frac: float = 0.1
-    # how the base rates above transfer across width, batch and data (phifit.plan.lr_recipe): "mup" (the
+    # how the base rates above transfer across width, batch and data (phifit.spec.lr_recipe): "mup" (the
     # study's rules, from a reference width and batch) or "none" (every group at its base rate)
     lr_scaling: str = "mup"
     lr_ref_width: int = 64

@@ -14,7 +14,7 @@ example)::
     [[grids]]    name, r = [1, 2, 4, 8], variants = ["baseline"], budgets = [...] (default: all),
                  optional = false
 
-Every planned run has a deterministic ``run_id`` (:func:`phifit.plan.run_config.make_run_id`), which is what
+Every planned run has a deterministic ``run_id`` (:func:`phifit.spec.run_config.make_run_id`), which is what
 makes a sweep resumable. Run time (``estimate_seconds``): training FLOPs F x D over a throughput
 (``Throughput``: recorded runs of the same shape, a probe timed by the trainer, or the spec's constant), plus
 evaluations and overhead.
