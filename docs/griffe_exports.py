@@ -6,11 +6,6 @@ names on first use (a module ``__getattr__``), so static analysis sees them only
 ``phifit.fitters.__all__`` lists names defined in a submodule.  This extension adds an alias for
 each such name, so ``::: phifit`` renders the real objects without importing phifit.
 
-A package may also export a function named like its own submodule (``phifit.diagnostics``
-exports ``diagnose`` from ``diagnose.py``): at run time the function wins, in static analysis the
-submodule does.  The extension puts the function in the submodule's place, as Python does, after
-resolving every alias so that paths through the submodule stay valid.
-
 phifit's docstrings name other objects with Sphinx roles (``:func:`~phifit.fit``` and the like),
 which Markdown would print literally; the extension turns each into a code span of the name as
 Sphinx would show it (the last component after ``~``).
@@ -34,8 +29,6 @@ class LazyExports(griffe.Extension):
         for module in packages:
             _alias_exports(module)
         loader.resolve_aliases(implicit=True, external=False)
-        for module in packages:
-            _unshadow(module)
         _plain_roles(pkg)
 
 
@@ -71,17 +64,6 @@ def _alias_exports(module: griffe.Module) -> None:
             module.set_member(name, griffe.Alias(name, target, parent=module))
     if lazy is not None and not exports:
         module.exports = sorted(targets)
-
-
-def _unshadow(module: griffe.Module) -> None:
-    for name in [str(name) for name in module.exports or []]:
-        member = module.members.get(name)
-        if member is None or member.is_alias or not member.is_module:
-            continue
-        inner = member.members.get(name)
-        if inner is not None and not inner.is_module:
-            target = inner.final_target if inner.is_alias else inner
-            module.set_member(name, griffe.Alias(name, target, parent=module))
 
 
 #: a Sphinx cross-reference role: :func:`name`, :class:`~path.Name`, :mod:`title <path>`, ...

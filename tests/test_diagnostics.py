@@ -10,7 +10,7 @@ from conftest import paper_table
 from scipy import stats
 
 from phifit.cautions import Caution
-from phifit.diagnostics.diagnose import (
+from phifit.diagnostics.suite import (
     consistency,
     data_summary,
     design_warnings,

@@ -24,7 +24,7 @@ from phifit.bootstrap.result import BootstrapResult
 from phifit.bootstrap.wild import WildTest, wild_cluster_test
 from phifit.cautions import Caution
 from phifit.compare.restricted import Comparison, FitStats, compare_fits
-from phifit.diagnostics.diagnose import (
+from phifit.diagnostics.suite import (
     Consistency,
     Diagnostics,
     GroupRow,

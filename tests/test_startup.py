@@ -21,7 +21,7 @@ NOT_FOR_A_POINT_FIT = (
     "scipy.stats",
     "matplotlib",
     "lmfit",
-    "phifit.diagnostics.diagnose",
+    "phifit.diagnostics.suite",
     "phifit.diagnostics.identifiability",
     "phifit.trainers",
     "phifit.spec.sweep_spec",
@@ -58,7 +58,7 @@ def test_a_point_fit_imports_only_what_it_uses():
 
 def test_the_check_sees_an_eager_import():
     """The check above is real: the diagnostics it keeps out of a point fit load scipy.stats, so an
-    eager ``from .diagnose import diagnose`` back in ``phifit/diagnostics/__init__.py`` fails it."""
+    eager ``from .suite import diagnose`` back in ``phifit/diagnostics/__init__.py`` fails it."""
     code = "import sys, phifit.diagnostics; phifit.diagnostics.diagnose; print('scipy.stats' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -91,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..cautions import collect
-    from ..diagnostics.diagnose import diagnose
+    from ..diagnostics.suite import diagnose
     from ..fitters import fit
     from ..serialize import to_plain
     from .fit import closing_line

@@ -5,7 +5,7 @@
 - :mod:`~phifit.diagnostics.identifiability`: can the design and the fit pin phi down (design
   checks, conditioning, the profile of phi)?
 - :mod:`~phifit.diagnostics.influence`: does phi rest on a few runs or one part of the data?
-- :mod:`~phifit.diagnostics.diagnose`: :func:`diagnose` runs every check that applies and returns
+- :mod:`~phifit.diagnostics.suite`: :func:`diagnose` runs every check that applies and returns
   :class:`Diagnostics`.
 """
 
@@ -22,6 +22,12 @@ def __getattr__(name: str) -> Any:
     reads :mod:`~phifit.diagnostics.residuals`) does not load them all (statsmodels, scipy.stats)."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(".diagnose", __name__), name)
+    value = getattr(importlib.import_module(".suite", __name__), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """The public names and the submodules imported so far (not this file's helpers)."""
+    loaded = {k for k, v in globals().items() if getattr(v, "__name__", "").startswith(f"{__name__}.")}
+    return sorted(set(__all__) | loaded)

@@ -48,7 +48,7 @@ from .. import __version__, defaults
 from ..bootstrap.block import block_bootstrap
 from ..cautions import Caution, caution, collect
 from ..compare.restricted import compare_fits
-from ..diagnostics.diagnose import Diagnostics, diagnose
+from ..diagnostics.suite import Diagnostics, diagnose
 from ..diagnostics.drift import fit_drift
 from ..diagnostics.multipliers import fit_multipliers
 from ..equivalence import Equivalence, EquivalenceTable, equivalence_table, paper_example

@@ -41,7 +41,7 @@ RESULT_MODULES = (
     "phifit.recipes.delta",
     "phifit.recipes.shared_phi",
     "phifit.diagnostics.residuals",
-    "phifit.diagnostics.diagnose",
+    "phifit.diagnostics.suite",
     "phifit.diagnostics.identifiability",
     "phifit.diagnostics.influence",
     "phifit.diagnostics.multiplier_result",
