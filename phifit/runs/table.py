@@ -463,7 +463,13 @@ def table_from_frame(
 
     Tracker quirks, each a "note" caution in :attr:`RunTable.warnings`: rows whose cells are
     all empty are skipped; a blank ``n_rec`` on an r = 1 row is read as 0; blank
-    ``variant`` cells are the baseline recipe (``"baseline"``)."""
+    ``variant`` cells are the baseline recipe (``"baseline"``).
+
+    The steps, in order: the header (:func:`_mapped_columns`), the rows kept
+    (:func:`_skip_empty_rows`, :func:`_select_rows`), the columns present
+    (:func:`_check_columns`), blank cells with a meaning (:func:`_fill_blank_cells`), every
+    cell's value (:func:`_checked_values`; all problems raised together), then the canonical
+    frame in the canonical units (:func:`_canonical_frame`)."""
     columns = dict(columns or {})
     scale_loss = loss_scale(loss_unit, bytes_per_token)
     scale_flops = flops_scale(flops_unit)
@@ -474,14 +480,47 @@ def table_from_frame(
             columns["loss"] = loss
     notes: list[Caution] = []
     name = os.path.basename(source)
+    raw = _mapped_columns(raw, columns, source)
+    rows = np.arange(1, len(raw) + 1)
+    lines = np.asarray(line_numbers, int) if line_numbers is not None else rows + 1
+    raw, rows, lines = _skip_empty_rows(raw, rows, lines, name, notes)
+    if where is not None:
+        raw, rows, lines = _select_rows(raw, rows, lines, where, source, name, notes)
+    has_r, has_rec = "r" in raw.columns, "n_rec" in raw.columns
+    _check_columns(raw, source, looped=has_r or has_rec, non_looped=non_looped, where=where)
+    raw = _fill_blank_cells(raw, rows, name, notes, has_r=has_r, has_rec=has_rec)
+    cells = _Cells(raw, rows, lines, decimal_comma)
+    values = _checked_values(cells, has_r=has_r, has_rec=has_rec)
+    if cells.problems:
+        raise RunTableError(source, cells.problems)
+    frame = _canonical_frame(
+        raw,
+        values,
+        name,
+        notes,
+        scale_loss=scale_loss,
+        loss_unit=loss_unit,
+        bytes_per_token=bytes_per_token,
+        scale_flops=scale_flops,
+        flops_unit=flops_unit,
+    )
+    warnings = notes + _table_warnings(frame, source, budget_hint(raw))
+    return RunTable(frame, source=source, looped=has_r or has_rec, warnings=warnings)
+
+
+# -- the steps of table_from_frame ------------------------------------------------------------
+
+
+def _mapped_columns(raw: pd.DataFrame, columns: dict[str, str], source: str) -> pd.DataFrame:
+    """A copy of ``raw`` with stripped header names and the user's columns renamed to the
+    canonical ones; a name given twice, a mapped column that is missing, a mapping onto an
+    existing canonical column or one column mapped twice raises (every problem at once)."""
     raw = raw.copy()
     raw.columns = [str(c).strip() for c in raw.columns]
-    problems: list[str] = []
-
-    # -- header -----------------------------------------------------------------
     dupes = sorted({c for c in raw.columns if list(raw.columns).count(c) > 1})
     if dupes:
         raise RunTableError(source, [f"duplicate column name(s) {', '.join(map(repr, dupes))}"])
+    problems: list[str] = []
     for canon, src in columns.items():
         if src not in raw.columns:
             problems.append(
@@ -494,50 +533,73 @@ def table_from_frame(
         problems.append(f"column {src!r} is mapped onto {' and '.join(map(repr, both))}: map it once")
     if problems:
         raise RunTableError(source, problems)
-    raw = raw.rename(columns={src: canon for canon, src in columns.items()})
-    rows = np.arange(1, len(raw) + 1)
-    lines = np.asarray(line_numbers, int) if line_numbers is not None else rows + 1
+    return raw.rename(columns={src: canon for canon, src in columns.items()})
 
-    def cell_text(col: str) -> pd.Series:
-        """The cells of ``col`` as stripped text (None and NaN as "")."""
-        return raw[col].map(
-            lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip()
-        )
 
+def _cell_text(raw: pd.DataFrame, col: str) -> pd.Series:
+    """The cells of ``col`` as stripped text (None and NaN as "")."""
+    return raw[col].map(
+        lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip()
+    )
+
+
+def _skip_empty_rows(
+    raw: pd.DataFrame, rows: np.ndarray, lines: np.ndarray, name: str, notes: list[Caution]
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """``raw``, its row and line numbers without the rows whose cells are all empty (an
+    "empty_rows" note in ``notes`` lists them)."""
     empty = np.ones(len(raw), bool)
     for col in raw.columns:
-        empty &= (cell_text(col) == "").to_numpy()
-    if empty.any() and len(raw.columns):
-        dropped = rows[empty].tolist()
-        notes.append(
-            caution(
-                "runs",
-                "empty_rows",
-                f"{name}: skipped {len(dropped)} row(s) with every cell empty (row(s) "
-                f"{', '.join(map(str, dropped[:MAX_LISTED]))}{', ...' if len(dropped) > MAX_LISTED else ''})",
-                level="note",
-                rows=dropped,
-            )
+        empty &= (_cell_text(raw, col) == "").to_numpy()
+    if not (empty.any() and len(raw.columns)):
+        return raw, rows, lines
+    dropped = rows[empty].tolist()
+    notes.append(
+        caution(
+            "runs",
+            "empty_rows",
+            f"{name}: skipped {len(dropped)} row(s) with every cell empty (row(s) "
+            f"{', '.join(map(str, dropped[:MAX_LISTED]))}{', ...' if len(dropped) > MAX_LISTED else ''})",
+            level="note",
+            rows=dropped,
         )
-        raw, rows, lines = raw[~empty].reset_index(drop=True), rows[~empty], lines[~empty]
-    if where is not None:
-        keep = where_mask(raw, where, source, rows)
-        n_drop = int((~keep).sum())
-        notes.append(
-            caution(
-                "runs",
-                "rows_selected",
-                f"{name}: {WHERE} {where!r} kept {int(keep.sum())} of {len(keep)} rows (dropped {n_drop})",
-                level="note",
-                kept=int(keep.sum()),
-                dropped=n_drop,
-                dropped_rows=rows[~keep].tolist(),
-            )
-        )
-        raw, rows, lines = raw[keep].reset_index(drop=True), rows[keep], lines[keep]
+    )
+    return raw[~empty].reset_index(drop=True), rows[~empty], lines[~empty]
 
-    has_r, has_rec = "r" in raw.columns, "n_rec" in raw.columns
-    if not (has_r or has_rec) and not non_looped:
+
+def _select_rows(
+    raw: pd.DataFrame,
+    rows: np.ndarray,
+    lines: np.ndarray,
+    where: str,
+    source: str,
+    name: str,
+    notes: list[Caution],
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """``raw``, its row and line numbers restricted to the rows ``where`` selects (a
+    "rows_selected" note in ``notes`` counts the rows kept and dropped)."""
+    keep = where_mask(raw, where, source, rows)
+    n_drop = int((~keep).sum())
+    notes.append(
+        caution(
+            "runs",
+            "rows_selected",
+            f"{name}: {WHERE} {where!r} kept {int(keep.sum())} of {len(keep)} rows (dropped {n_drop})",
+            level="note",
+            kept=int(keep.sum()),
+            dropped=n_drop,
+            dropped_rows=rows[~keep].tolist(),
+        )
+    )
+    return raw[keep].reset_index(drop=True), rows[keep], lines[keep]
+
+
+def _check_columns(
+    raw: pd.DataFrame, source: str, *, looped: bool, non_looped: bool, where: str | None
+) -> None:
+    """Raise when the table cannot be read as runs: no ``r``/``n_rec`` but columns that look
+    like them (unless ``non_looped``), a required column missing, or no rows left."""
+    if not looped and not non_looped:
         hint = looped_hint(raw)
         if hint is not None:
             r_col, rec_col = hint
@@ -566,11 +628,14 @@ def table_from_frame(
             raise RunTableError(source, [f"{WHERE} {where!r} selects no rows"])
         raise RunTableError(source, ["no rows: the file has a header but no runs"])
 
-    def where(i: int, col: str) -> str:
-        return f"row {rows[i]} (line {lines[i]}), column {col!r}"
 
+def _fill_blank_cells(
+    raw: pd.DataFrame, rows: np.ndarray, name: str, notes: list[Caution], *, has_r: bool, has_rec: bool
+) -> pd.DataFrame:
+    """``raw`` with the blanks trackers leave filled in, each fill a note in ``notes``: a blank
+    ``n_rec`` on an r = 1 row is 0, a blank ``variant`` is the baseline recipe."""
     if has_r and has_rec:  # trackers leave n_rec blank on the plain (r = 1) runs
-        r_text, rec_text = cell_text("r"), cell_text("n_rec")
+        r_text, rec_text = _cell_text(raw, "r"), _cell_text(raw, "n_rec")
         blank = ((rec_text == "") & r_text.isin(["1", "1.0"])).to_numpy()
         if blank.any():
             raw["n_rec"] = raw["n_rec"].where(~blank, "0")
@@ -585,7 +650,7 @@ def table_from_frame(
                 )
             )
     if "variant" in raw.columns:
-        blank = (cell_text("variant") == "").to_numpy()
+        blank = (_cell_text(raw, "variant") == "").to_numpy()
         if blank.any():
             raw["variant"] = raw["variant"].where(~blank, "baseline")
             notes.append(
@@ -598,11 +663,33 @@ def table_from_frame(
                     rows=rows[blank].tolist(),
                 )
             )
+    return raw
 
-    def numbers(col: str) -> np.ndarray:
-        out = np.full(len(raw), np.nan)
+
+class _Cells:
+    """The rows being validated, with their row and line numbers, and the problems found so
+    far (each message names row, line and column)."""
+
+    def __init__(self, raw: pd.DataFrame, rows: np.ndarray, lines: np.ndarray, decimal_comma: bool):
+        self.raw, self.rows, self.lines, self.decimal_comma = raw, rows, lines, decimal_comma
+        self.problems: list[str] = []
+
+    def at(self, i: int, col: str) -> str:
+        """Where cell (i, col) is, in words."""
+        return f"row {self.rows[i]} (line {self.lines[i]}), column {col!r}"
+
+    def cell(self, col: str, i: int) -> object:
+        """The raw value of cell (i, col), for messages."""
+        return self.raw[col].iloc[i]
+
+    def numbers(self, col: str) -> np.ndarray:
+        """Column ``col`` as finite numbers (NaN where a cell is not one, with a problem
+        recorded): counts with K/M/B/T suffixes and thousands separators in count columns,
+        a decimal comma where the file uses one."""
+        out = np.full(len(self.raw), np.nan)
         count = col in COUNT_COLUMNS
-        for i, v in enumerate(raw[col].tolist()):
+        decimal_comma = self.decimal_comma
+        for i, v in enumerate(self.raw[col].tolist()):
             text = "" if v is None else str(v).strip()
             try:
                 if (
@@ -619,76 +706,115 @@ def table_from_frame(
                 else:
                     x = float(text)
             except ValueError:
-                problems.append(
-                    f"{where(i, col)}: expected a number, got {text!r}"
+                self.problems.append(
+                    f"{self.at(i, col)}: expected a number, got {text!r}"
                     if text
-                    else f"{where(i, col)}: empty cell, expected a number"
+                    else f"{self.at(i, col)}: empty cell, expected a number"
                 )
                 continue
             if not math.isfinite(x):
-                problems.append(f"{where(i, col)}: expected a finite number, got {text!r}")
+                self.problems.append(f"{self.at(i, col)}: expected a finite number, got {text!r}")
                 continue
             out[i] = x
         return out
 
+
+def _checked_values(cells: _Cells, *, has_r: bool, has_rec: bool) -> dict[str, np.ndarray]:
+    """{column: numbers} for the law's columns (``r`` = 1 and ``n_rec`` = 0 when absent) and
+    ``flops``, every out-of-range value a problem in ``cells.problems``."""
+    raw = cells.raw
     values: dict[str, np.ndarray] = {}
     for col in ("n_once", "tokens", "loss") + tuple(c for c in LOOP_COLUMNS if c in raw.columns):
-        values[col] = numbers(col)
+        values[col] = cells.numbers(col)
     for col, label in (("tokens", "tokens"), ("loss", "loss (nats)")):
         for i in np.flatnonzero(values[col] <= 0):
-            problems.append(f"{where(i, col)}: {label} must be > 0, got {raw[col].iloc[i]!r}")
+            cells.problems.append(f"{cells.at(i, col)}: {label} must be > 0, got {cells.cell(col, i)!r}")
     for col in ("n_once", "n_rec"):
         if col in values:
             for i in np.flatnonzero(values[col] < 0):
-                problems.append(f"{where(i, col)}: parameter count must be >= 0, got {raw[col].iloc[i]!r}")
+                cells.problems.append(
+                    f"{cells.at(i, col)}: parameter count must be >= 0, got {cells.cell(col, i)!r}"
+                )
+    _check_loops(cells, values, has_r=has_r, has_rec=has_rec)
+    _check_run_ids(cells)
+    if "flops" in raw.columns:
+        flops = cells.numbers("flops")
+        for i in np.flatnonzero(flops <= 0):
+            cells.problems.append(
+                f"{cells.at(i, 'flops')}: FLOPs must be > 0, got {cells.cell('flops', i)!r}"
+            )
+        values["flops"] = flops
+    return values
+
+
+def _check_loops(cells: _Cells, values: dict[str, np.ndarray], *, has_r: bool, has_rec: bool) -> None:
+    """Check r (an integer in [1, 2^53)) and n_rec (> 0 where r > 1), filling in r = 1 and
+    n_rec = 0 when the table lacks them, and that every run has parameters."""
+    raw = cells.raw
     if has_r:
         r = values["r"]
         bad = np.isfinite(r) & ((r < 1) | (r != np.round(r)))
         for i in np.flatnonzero(bad):
-            problems.append(f"{where(i, 'r')}: expected an integer >= 1, got {raw['r'].iloc[i]!r}")
+            cells.problems.append(f"{cells.at(i, 'r')}: expected an integer >= 1, got {cells.cell('r', i)!r}")
         # beyond 2^53 a float no longer holds every integer (and 2^63 wraps to a negative int64)
         for i in np.flatnonzero(np.isfinite(r) & ~bad & (r >= R_MAX)):
-            problems.append(f"{where(i, 'r')}: expected an integer below 2^53, got {raw['r'].iloc[i]!r}")
+            cells.problems.append(
+                f"{cells.at(i, 'r')}: expected an integer below 2^53, got {cells.cell('r', i)!r}"
+            )
     else:
         values["r"] = np.ones(len(raw))
     if not has_rec:
         values["n_rec"] = np.zeros(len(raw))
         looped = np.flatnonzero(values["r"] > 1)
         if len(looped):
-            problems.append(
+            cells.problems.append(
                 f"column 'n_rec' is missing but {len(looped)} row(s) have r > 1 "
                 f"(first: row {looped[0] + 1}); a looped table needs n_rec"
             )
     else:
         for i in np.flatnonzero((values["r"] > 1) & (values["n_rec"] == 0)):
-            problems.append(
-                f"{where(i, 'n_rec')}: r = {raw['r'].iloc[i]} > 1 needs n_rec > 0 "
+            cells.problems.append(
+                f"{cells.at(i, 'n_rec')}: r = {raw['r'].iloc[i]} > 1 needs n_rec > 0 "
                 f"(the shared block's parameters), got {raw['n_rec'].iloc[i]!r}"
             )
     total = values["n_once"] + values["n_rec"]
     for i in np.flatnonzero(total == 0):
-        problems.append(f"{where(i, 'n_once')}: n_once + n_rec must be > 0 (model has no parameters)")
+        cells.problems.append(
+            f"{cells.at(i, 'n_once')}: n_once + n_rec must be > 0 (model has no parameters)"
+        )
 
-    if "run_id" in raw.columns:
-        ids = raw["run_id"].astype(str).str.strip()
-        for i in np.flatnonzero(ids.to_numpy() == ""):
-            problems.append(f"{where(i, 'run_id')}: empty run_id")
-        first_seen: dict[str, int] = {}
-        for i, v in enumerate(ids.tolist()):
-            if v and v in first_seen:
-                problems.append(
-                    f"{where(i, 'run_id')}: duplicate run_id {v!r} (first at row {first_seen[v] + 1})"
-                )
-            first_seen.setdefault(v, i)
-    if "flops" in raw.columns:
-        flops = numbers("flops")
-        for i in np.flatnonzero(flops <= 0):
-            problems.append(f"{where(i, 'flops')}: FLOPs must be > 0, got {raw['flops'].iloc[i]!r}")
-        values["flops"] = flops
 
-    if problems:
-        raise RunTableError(source, problems)
+def _check_run_ids(cells: _Cells) -> None:
+    """Every ``run_id`` (when the column exists) non-empty and unique."""
+    if "run_id" not in cells.raw.columns:
+        return
+    ids = cells.raw["run_id"].astype(str).str.strip()
+    for i in np.flatnonzero(ids.to_numpy() == ""):
+        cells.problems.append(f"{cells.at(i, 'run_id')}: empty run_id")
+    first_seen: dict[str, int] = {}
+    for i, v in enumerate(ids.tolist()):
+        if v and v in first_seen:
+            cells.problems.append(
+                f"{cells.at(i, 'run_id')}: duplicate run_id {v!r} (first at row {first_seen[v] + 1})"
+            )
+        first_seen.setdefault(v, i)
 
+
+def _canonical_frame(
+    raw: pd.DataFrame,
+    values: dict[str, np.ndarray],
+    name: str,
+    notes: list[Caution],
+    *,
+    scale_loss: float,
+    loss_unit: str,
+    bytes_per_token: float | None,
+    scale_flops: float,
+    flops_unit: str,
+) -> pd.DataFrame:
+    """The validated frame: ``raw`` with the checked numbers, the loss in nats per token and
+    FLOPs in FLOP (each conversion a note in ``notes``), numeric ``budget``/``seed`` where
+    every cell is a number, and the canonical columns first."""
     frame = raw.copy()
     if scale_loss != 1.0:
         values["loss"] = values["loss"] * scale_loss
@@ -727,9 +853,7 @@ def table_from_frame(
             )
         )
     ordered = [c for c in CANONICAL if c in frame.columns]
-    frame = frame[ordered + [c for c in frame.columns if c not in ordered]].reset_index(drop=True)
-    warnings = notes + _table_warnings(frame, source, budget_hint(raw))
-    return RunTable(frame, source=source, looped=has_r or has_rec, warnings=warnings)
+    return frame[ordered + [c for c in frame.columns if c not in ordered]].reset_index(drop=True)
 
 
 def _numbers_or_nan(values: pd.Series) -> np.ndarray:
