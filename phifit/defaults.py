@@ -7,6 +7,9 @@ sees one number and changes it in one place.
   reference study: 500, L-BFGS-B);
 - ``N_BOOT = 1000``: block-bootstrap replicates for an interval (the study used 200);
 - ``N_WILD = 999``: wild cluster bootstrap replicates of a test (p-values in steps of 1/1000);
+- ``N_WILD_MIN = 19``: the fewest wild replicates a test accepts (0 turns a test off): with B
+  replicates p = (1 + #{T* >= T}) / (1 + B) is at least 1 / (1 + B), 0.05 at B = 19, the
+  least that reaches the 5% level (a rejection, p < 0.05, needs B >= 20);
 - ``LEVEL = 0.95``: the level of every interval;
 - ``SEED = 0``: the seed when none is given (results are reproducible by default);
 - ``N_DRAWS = 2000``, ``N_TUNE = 1000``, ``N_CHAINS = 4``: posterior draws and warm-up steps
@@ -34,6 +37,7 @@ import os
 N_STARTS = 500
 N_BOOT = 1000
 N_WILD = 999
+N_WILD_MIN = 19
 LEVEL = 0.95
 SEED = 0
 N_DRAWS = 2000
@@ -85,6 +89,7 @@ __all__ = [
     "N_TUNE",
     "TARGET_ACCEPT",
     "N_WILD",
+    "N_WILD_MIN",
     "PLAN_N_BOOT",
     "PLAN_N_STARTS",
     "PLAN_N_WILD",

@@ -164,8 +164,10 @@ def _check(args: argparse.Namespace) -> None:
         )
     if args.wild_ci and (args.bootstrap is None or args.by or args.fix):
         raise ValueError("--wild-ci needs --bootstrap N, phi free and no --by")
-    if args.wild_ci and args.wild_ci_boot < 19:
-        raise ValueError(f"--wild-ci-boot must be >= 19 replicates, got {args.wild_ci_boot}")
+    if args.wild_ci and args.wild_ci_boot < defaults.N_WILD_MIN:
+        raise ValueError(
+            f"--wild-ci-boot must be >= {defaults.N_WILD_MIN} replicates, got {args.wild_ci_boot}"
+        )
     if args.save_posterior and args.method != "bayes":
         raise ValueError("--save-posterior needs --method bayes")
     if args.by and args.variant is not None:

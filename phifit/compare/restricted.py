@@ -365,15 +365,15 @@ def compare_fits(
         Compute the out-of-sample errors (needs a ``budget`` column with >= 3 budgets).
     n_wild, block
         Replicates of the restricted wild cluster bootstrap test of each restriction (0: the
-        chi-square LR test alone decides) and its clusters (default (budget, r) cells, else
-        single runs).
+        chi-square LR test alone decides; else >= :data:`phifit.defaults.N_WILD_MIN`) and its
+        clusters (default (budget, r) cells, else single runs).
     n_jobs, backend, scheduler
         Where the wild tests' refits run (:func:`phifit.bootstrap.wild.wild_cluster_test`,
         :mod:`phifit.fitters.parallel`); ``n_jobs`` None: the cores this process may use
         (:func:`phifit.defaults.workers`).  The p-values do not depend on them.
     """
-    if n_wild and n_wild < 19:
-        raise ValueError(f"compare: n_wild must be 0 (off) or >= 19, got {n_wild}")
+    if n_wild and n_wild < defaults.N_WILD_MIN:
+        raise ValueError(f"compare: n_wild must be 0 (off) or >= {defaults.N_WILD_MIN}, got {n_wild}")
     runs = as_runs(runs)
     method = fit.method
     if method not in METHODS:

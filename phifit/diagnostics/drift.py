@@ -103,15 +103,17 @@ def fit_drift(
     ``law``: a fit of the plain law to ``runs`` (its box and loss are used, its parameters warm
     start the fits; no parameter may be fixed); ``n_boot`` cell-bootstrap replicates (0: no
     intervals); ``n_wild`` wild cluster bootstrap replicates of the test (0: no test; else
-    >= 19); ``n_jobs``, ``backend``, ``scheduler``: where the refits run
+    >= :data:`phifit.defaults.N_WILD_MIN`); ``n_jobs``, ``backend``, ``scheduler``: where the refits run
     (:mod:`phifit.fitters.parallel`).
     """
     runs = as_runs(runs)
     check_backend(backend, scheduler)
     if method not in METHODS:
         raise ValueError(f"drift fit: unknown method {method!r}; expected one of {', '.join(METHODS)}")
-    if n_wild and n_wild < 19:
-        raise ValueError(f"n_wild must be 0 (off) or >= 19 for a p-value at the 5% level, got {n_wild}")
+    if n_wild and n_wild < defaults.N_WILD_MIN:
+        raise ValueError(
+            f"n_wild must be 0 (off) or >= {defaults.N_WILD_MIN} for a p-value at the 5% level, got {n_wild}"
+        )
     if n_boot < 0 or n_boot == 1:
         raise ValueError(f"n_boot must be 0 (off) or >= 2, got {n_boot}")
     if law is not None and law.fixed:
