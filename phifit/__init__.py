@@ -29,8 +29,7 @@ stays fast; no exported name shadows a submodule.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+import importlib as _importlib
 
 #: the version of phifit (one place; read by the CLI and written into every result file)
 __version__ = "0.1.0"
@@ -63,14 +62,17 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'phifit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    """The public names (``__all__``) and the submodules imported so far; not the helpers of
+    this file (``annotations``, the import machinery)."""
+    loaded = {k for k, v in globals().items() if getattr(v, "__name__", "").startswith("phifit.")}
+    return sorted(set(__all__) | loaded)

@@ -38,4 +38,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    """The public names and the submodules imported so far (not this file's helpers)."""
+    loaded = {k for k, v in globals().items() if getattr(v, "__name__", "").startswith(f"{__name__}.")}
+    return sorted(set(__all__) | loaded)
