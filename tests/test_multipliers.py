@@ -153,3 +153,33 @@ def test_report_shows_the_multipliers_and_leads_with_the_misfit(tmp_path):
     assert mult["rejected"] is True and mult["n_boot"] == 40 and mult["n_wild"] == 59
     again = Analysis.from_dict(results)
     assert again.multipliers.to_dict() == MultiplierFit.from_dict(mult).to_dict()
+
+
+def test_held_coordinates_are_the_laws_held_parameters():
+    """B and beta held at one token count become coordinates b = log B and beta of both laws;
+    a held phi is refused (the test is of r^phi)."""
+    from types import SimpleNamespace
+
+    from phifit.diagnostics.multipliers import held_coordinates
+
+    held = held_coordinates(SimpleNamespace(fixed={"B": 1e-12, "beta": 0.0}))
+    assert held == {2: pytest.approx(np.log(1e-12)), 3: 0.0}
+    assert held_coordinates(None) == {}
+    with pytest.raises(ValueError, match="phi is held fixed"):
+        held_coordinates(SimpleNamespace(fixed={"phi": 0.5}))
+
+
+def test_the_phi_checks_guard_on_phi_identifiable_and_free():
+    """The report, phifit compare and phifit diagnose share the guards: no check where phi is not
+    identifiable (a single r), no check of r^phi with phi held, no drift with anything held."""
+    from types import SimpleNamespace
+
+    from phifit.diagnostics.phi_checks import drift_check, multiplier_check
+
+    frame = simulate("paper", params={"phi": PHI}, noise=0.002, seed=3)
+    single_r = as_runs(frame[frame["r"] == 4])
+    free = SimpleNamespace(fixed={})
+    assert multiplier_check(single_r, free) is None and drift_check(single_r, free) is None
+    runs = as_runs(frame)
+    assert multiplier_check(runs, SimpleNamespace(fixed={"phi": 0.5})) is None
+    assert drift_check(runs, SimpleNamespace(fixed={"B": 1e-12, "beta": 0.0})) is None

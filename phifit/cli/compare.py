@@ -6,10 +6,12 @@ and largest-budget extrapolation RMSE, and a verdict line.  ``--json OUT`` write
 ``fits: {"free": ..., "phi=0": ..., "phi=1": ...}`` (each a fit JSON plus ``aic, bic,
 lr_stat, lr_p_value, cv_rmse``) and ``verdict``.
 
-A looped table with three or more r also gets the lack-of-fit test of r^phi against one free
-multiplier per r (:mod:`phifit.diagnostics.multipliers`): the m_r with their cell-bootstrap
-intervals and the wild cluster bootstrap p-value, printed after the comparison and written as
-``multipliers`` in the JSON (``--no-multipliers`` skips it).
+A table where phi is identifiable also gets the lack-of-fit test of r^phi against one free
+multiplier per r (:func:`phifit.diagnostics.phi_checks.multiplier_check`, the report's and
+``phifit diagnose``'s guard; parameters the free fit holds, such as B and beta at one token
+count, held in both laws): the m_r with their cell-bootstrap intervals and the wild cluster
+bootstrap p-value, printed after the comparison and written as ``multipliers`` in the JSON
+(``--no-multipliers`` skips it; it needs three distinct r, and says so otherwise).
 
 A non-looped table (no run with r > 1 and n_rec > 0) has no phi to restrict: there only the
 ``--fix`` restrictions of E, A, alpha, B or beta are compared, and without one the command
@@ -136,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.starts < 1:
         raise ValueError(f"--starts must be >= 1, got {args.starts}")
-    if args.wild and args.wild < 19:
-        raise ValueError(f"--wild must be 0 (off) or >= 19 replicates, got {args.wild}")
+    if args.wild and args.wild < defaults.N_WILD_MIN:
+        raise ValueError(f"--wild must be 0 (off) or >= {defaults.N_WILD_MIN} replicates, got {args.wild}")
     parallel = parallel_options(args)
     extra = [parse_fix([item]) for item in (args.fix or [])]
     if args.json:
@@ -164,10 +166,10 @@ def run(args: argparse.Namespace) -> int:
             **parallel,
         )
     multipliers = None
-    if args.method != "bayes" and not args.no_multipliers and not non_looped(runs):
-        from ..diagnostics.multipliers import fit_multipliers
+    if args.method != "bayes" and not args.no_multipliers:
+        from ..diagnostics.phi_checks import multiplier_check
 
-        multipliers = fit_multipliers(
+        multipliers = multiplier_check(
             runs,
             free,
             method=args.method,

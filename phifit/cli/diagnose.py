@@ -12,7 +12,9 @@ and the free multipliers m_r (one per looped r, with cell-bootstrap intervals) a
 with the wild cluster bootstrap test of r^phi (:mod:`phifit.diagnostics.multipliers`;
 ``--skip multipliers`` leaves it out), and the drift of phi with compute, phi(C) = phi_0 +
 phi_1 log(C / C_ref), with cell-bootstrap intervals and the wild cluster bootstrap test of
-phi_1 = 0 (:mod:`phifit.diagnostics.drift`; ``--skip drift`` leaves it out).
+phi_1 = 0 (:mod:`phifit.diagnostics.drift`; ``--skip drift`` leaves it out).  Both run where
+the report runs them (:mod:`phifit.diagnostics.phi_checks`: phi identifiable; the multipliers
+with phi free, holding any other held parameter in both laws; the drift with nothing held).
 ``--json OUT`` writes ``{"fit": fit JSON, "diagnostics": ..., "multipliers": ..., "drift": ...}``.
 """
 
@@ -82,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=defaults.N_WILD,
         metavar="N",
         help="wild cluster bootstrap replicates of the lack-of-fit test of r^phi and of the test "
-        f"of phi_1 = 0 (default {defaults.N_WILD}; 0: no test)",
+        f"of phi_1 = 0 (default {defaults.N_WILD}; 0: no test; else >= {defaults.N_WILD_MIN})",
     )
     p.add_argument("--json", metavar="OUT", help="write the fit and its diagnostics as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
@@ -91,6 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..cautions import collect
+    from ..diagnostics.phi_checks import drift_check, multiplier_check
     from ..diagnostics.suite import diagnose
     from ..fitters import fit
     from ..serialize import to_plain
@@ -115,32 +118,18 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         skip=[s for s in skip if s not in ("multipliers", "drift")],
     )
-    multipliers = None
-    if "multipliers" not in skip and not result.fixed and runs.phi_identifiable:
-        from ..diagnostics.multipliers import fit_multipliers
-
-        multipliers = fit_multipliers(
-            runs,
-            result,
-            method=args.method,
-            n_boot=args.bootstrap,
-            n_wild=args.wild,
-            seed=args.seed,
-            n_starts=args.starts,
-        )
-    drift = None
-    if "drift" not in skip and not result.fixed:
-        from ..diagnostics.drift import fit_drift
-
-        drift = fit_drift(
-            runs,
-            result,
-            method=args.method,
-            n_boot=args.bootstrap,
-            n_wild=args.wild,
-            seed=args.seed,
-            n_starts=args.starts,
-        )
+    checks = {
+        "method": args.method,
+        "n_boot": args.bootstrap,
+        "n_wild": args.wild,
+        "seed": args.seed,
+        "n_starts": args.starts,
+    }
+    multipliers = drift = None
+    if "multipliers" not in skip:
+        multipliers = multiplier_check(runs, result, **checks)
+    if "drift" not in skip:
+        drift = drift_check(runs, result, **checks)
     phi = "n/a" if result.phi is None else f"{result.phi:.4f}"
     fixed = f", fixed {', '.join(f'{k} = {v:g}' for k, v in result.fixed.items())}" if result.fixed else ""
     print(

@@ -34,11 +34,22 @@ and starts): the **one-phi** law (the null, whose phi draws the r^phi curve) and
 
 It needs r = 1 runs and at least two looped r (three distinct r): with r in {1, 2} the free
 multiplier *is* the r^phi fit, and the result says it cannot be tested.
+
+- **Held parameters**: a law fitted with parameters held fixed (B and beta on a table at one
+  token count, where B D^-beta is one constant and the law is E' + A N_eff^-alpha; or a user's
+  fix of E, A or alpha) holds them at the same values in both laws.  The models then have only
+  the free coordinates: the fits, the bootstrap refits, the wild test's residual adjustment
+  (its leverage of the null fit) and the check that enough runs and cells remain all count the
+  free parameters alone (3 + one per looped r with B and beta held, not 5 + one per looped r).
+  Without held parameters both laws are fitted by :func:`~phifit.fitters.per_recipe_phi.fit_joint`;
+  with them by the same multi-start engine on the reduced coordinates
+  (:func:`phifit.diagnostics.drift_law.multistart_fit`: the same starts, iterations and polish).
+  phi itself cannot be held: the test is of r^phi against one phi per r.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,9 +66,10 @@ from ..fitters.parallel import check_backend, parallel_map
 from ..fitters.per_recipe_phi import GroupedLaw, JointOptions, fit_joint
 from ..fitters.polish import polish_residuals
 from ..intervals import bootstrap_interval
-from ..law import Design
+from ..law import THETA_NAMES, THETA_TO_PARAM, Design, to_internal
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
+from .drift_law import multistart_fit
 from .multiplier_result import SOURCE, MultiplierFit
 
 #: Iterations of the active-set finish of bootstrap refits the first LM left unconverged.
@@ -68,22 +80,59 @@ CHUNK = 250
 
 class GroupedModel:
     """``model(x)`` of a grouped law on one design, as plain data that pickles to workers
-    (the grouped law's closure is built lazily in each process)."""
+    (the grouped law's closure is built lazily in each process).
 
-    def __init__(self, recipes: tuple[str, ...], groups: np.ndarray, design: Design) -> None:
+    ``held``: {coordinate index (0-4: a, alpha, b, beta, e): internal value} held fixed; x then
+    holds only the other coordinates (:meth:`full` inserts the held values) and the Jacobian
+    only their rows."""
+
+    def __init__(
+        self,
+        recipes: tuple[str, ...],
+        groups: np.ndarray,
+        design: Design,
+        held: Mapping[int, float] | None = None,
+    ) -> None:
         self.recipes, self.groups, self.design = tuple(recipes), np.asarray(groups), design
+        self.held = dict(held or {})
+        k = 5 + len(self.recipes)
+        self.free_rows = np.array([i for i in range(k) if i not in self.held], dtype=int)
         self._fn = None
+
+    def full(self, x: np.ndarray) -> np.ndarray:
+        """x with the held coordinates inserted: (..., 5 + G)."""
+        x = np.asarray(x, dtype=float)
+        out = np.empty(x.shape[:-1] + (5 + len(self.recipes),))
+        out[..., self.free_rows] = x
+        for i, value in self.held.items():
+            out[..., i] = value
+        return out
 
     def __call__(self, x: np.ndarray):
         if self._fn is None:
             self._fn = GroupedLaw(recipes=self.recipes, groups=self.groups).model(self.design)
-        return self._fn(x)
+        if not self.held:
+            return self._fn(x)
+        pred, jac_t = self._fn(self.full(x))
+        return pred, jac_t[:, self.free_rows, :]
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"recipes": self.recipes, "groups": self.groups, "design": self.design}
+        return {"recipes": self.recipes, "groups": self.groups, "design": self.design, "held": self.held}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["recipes"], state["groups"], state["design"])
+        self.__init__(state["recipes"], state["groups"], state["design"], state.get("held"))
+
+
+def held_coordinates(law: FitResult | None) -> dict[int, float]:
+    """The coordinates ``law`` holds fixed, as {index in (a, alpha, b, beta, e): internal value}
+    (B = 1e-12 is b = log B); empty without a law.  Raises ``ValueError`` when phi is held: the
+    test is of r^phi against one phi per r, so phi must be free."""
+    if law is None or not law.fixed:
+        return {}
+    if "phi" in law.fixed:
+        raise ValueError("free multipliers: phi is held fixed in the law; the test of r^phi needs phi free")
+    index = {THETA_TO_PARAM[c]: i for i, c in enumerate(THETA_NAMES[:5])}
+    return {index[name]: to_internal(name, value)[1] for name, value in law.fixed.items()}
 
 
 def r_groups(runs: RunTable) -> tuple[list[float], np.ndarray, str]:
@@ -127,52 +176,38 @@ def fit_multipliers(
 ) -> MultiplierFit:
     """Fit one multiplier per looped r, bootstrap it by cells, and test r^phi (module docstring).
 
-    ``law``: a fit of the one-phi law to ``runs`` whose parameters warm-start both fits
-    (optional); ``n_boot`` cell-bootstrap replicates of the m_r (0: no intervals); ``n_wild``
-    wild cluster bootstrap replicates of the lack-of-fit test (0: no test; else >= 19);
+    ``law``: a fit of the one-phi law to ``runs`` whose parameters warm-start both fits and whose
+    held parameters (``law.fixed``, phi excepted) both laws hold (optional); ``n_boot``
+    cell-bootstrap replicates of the m_r (0: no intervals); ``n_wild`` wild cluster bootstrap
+    replicates of the lack-of-fit test (0: no test; else >= :data:`phifit.defaults.N_WILD_MIN`);
     ``n_jobs``, ``backend``, ``scheduler``: where the refits run (:mod:`phifit.fitters.parallel`).
     """
     runs = as_runs(runs)
     check_backend(backend, scheduler)
-    if n_wild and n_wild < 19:
-        raise ValueError(f"n_wild must be 0 (off) or >= 19 for a p-value at the 5% level, got {n_wild}")
+    if n_wild and n_wild < defaults.N_WILD_MIN:
+        raise ValueError(
+            f"n_wild must be 0 (off) or >= {defaults.N_WILD_MIN} for a p-value at the 5% level, got {n_wild}"
+        )
     if n_boot < 0 or n_boot == 1:
         raise ValueError(f"n_boot must be 0 (off) or >= 2, got {n_boot}")
+    held = held_coordinates(law)
     values, codes, reason = r_groups(runs)
-    reason = reason or _too_small(runs, len(values))
+    reason = reason or _too_small(runs, len(values), len(held))
     if reason:
         return _untestable(runs, values, reason, level, seed)
     names = tuple(f"{v:g}" for v in values)
-    labels = np.array(names)[codes]
-    warm = [] if law is None else [law.theta]
-    kw: dict[str, Any] = {
-        "recipes": names,
-        "method": method,
-        "options": JointOptions(n_starts=n_starts, seed=seed),
-    }
-    null = fit_joint(runs, labels, shared_phi=True, starts=warm, **kw)
-    free = fit_joint(runs, labels, starts=[*warm, null.theta], **kw)
     delta = DELTA if method == "huber" else np.inf
-    x0 = np.asarray(null.extras["x"], dtype=float)
-    x1 = np.asarray(free.extras["x"], dtype=float)
-    x0_in_1 = np.concatenate([x0[:5], np.repeat(x0[5], len(names))])
-    model0 = GroupedModel(("shared",), np.zeros(len(runs), dtype=int), runs.design)
-    model1 = GroupedModel(names, codes, runs.design)
-    law1 = GroupedLaw(recipes=names, groups=codes)
-    law0 = GroupedLaw(recipes=("shared",), groups=np.zeros(len(runs), dtype=int))
+    null, free, warnings = _point_fits(runs, names, codes, law, held, method, delta, n_starts, seed)
+    x0, x1 = null.starts[0], free.starts[-1]
     parallel = {"n_jobs": n_jobs, "backend": backend, "scheduler": scheduler}
 
-    warnings: list[Caution] = [
-        caution(SOURCE, w.kind, f"free-multiplier fit: {w.message}", level=w.level, **dict(w.values))
-        for w in free.warnings
-    ]
     phi_draws = np.full((0, len(names)), np.nan)
     reasons: dict[str, int] = {}
     n_failed = 0
     if n_boot:
-        phi_draws, reasons = _cell_bootstrap(
-            runs, codes, model1, law1, (x1, x0_in_1), delta, n_boot, seed, parallel
-        )
+        # from its estimate, then from the one-phi solution
+        starts = (x1, free.starts[0])
+        phi_draws, reasons = _cell_bootstrap(runs, codes, free, starts, delta, n_boot, seed, parallel)
         n_failed = int(sum(reasons.values()))
         warnings += failed_refit_cautions(SOURCE, "free multipliers", "m_r", n_failed, n_boot, reasons)
     withheld = not n_boot or intervals_withheld(n_failed, n_boot)
@@ -183,36 +218,24 @@ def fit_multipliers(
     m_ci = [[None if e is None else float(v**e) for e in pair] for v, pair in zip(values, phi_ci)]
 
     y = runs.log_loss
-    y0 = model0(x0[None, :])[0][0]
+    y0 = null.model(x0[None, :])[0][0]
     statistic = float(
-        loss_terms(y0 - y, delta).sum() - loss_terms(model1(x1[None, :])[0][0] - y, delta).sum()
+        loss_terms(y0 - y, delta).sum() - loss_terms(free.model(x1[None, :])[0][0] - y, delta).sum()
     )
     statistic = max(statistic, 0.0)
     wild = None
     if n_wild:
-        wild = _wild_test(
-            runs,
-            y,
-            y0,
-            model0,
-            model1,
-            law0,
-            law1,
-            (x0,),
-            (x0_in_1, x1),
-            delta,
-            statistic,
-            n_wild,
-            seed,
-            parallel,
-        )
+        wild = _wild_test(runs, y, y0, null, free, delta, statistic, n_wild, seed, parallel)
         warnings += [
             caution(SOURCE, w.kind, w.message, level=w.level, **dict(w.values)) for w in wild.warnings
         ]
-    phis = [float(v) for v in x1[5:]]
+    phis = [float(v) for v in x1[-len(names) :]]
     mult = [float(v**p) for v, p in zip(values, phis)]
-    phi = float(null.params["phi"])
-    verdict = _verdict(values, mult, phi, wild)
+    phi = float(x0[-1])
+    full = free.model.full(x1)[:5]
+    natural = {
+        THETA_TO_PARAM[c]: float(np.exp(v) if c in ("a", "b", "e") else v) for c, v in zip(THETA_NAMES, full)
+    }
     return MultiplierFit(
         r=list(values),
         phi_r=phis,
@@ -220,7 +243,7 @@ def fit_multipliers(
         phi_r_ci=phi_ci,
         multiplier_ci=m_ci,
         phi=phi,
-        free_params={k: float(v) for k, v in free.params.items() if k != "phi"},
+        free_params={k: v for k, v in natural.items() if law is None or k not in law.fixed},
         statistic=statistic,
         wild=wild,
         n_boot=int(n_boot),
@@ -230,19 +253,121 @@ def fit_multipliers(
         n_runs=len(runs),
         testable=True,
         reason="",
-        verdict=verdict,
+        verdict=_verdict(values, mult, phi, wild),
         seed=int(seed),
         warnings=warnings,
     )
 
 
-def _too_small(runs: RunTable, n_looped: int) -> str:
+def _point_fits(
+    runs: RunTable,
+    names: tuple[str, ...],
+    codes: np.ndarray,
+    law: FitResult | None,
+    held: dict[int, float],
+    method: str,
+    delta: float,
+    n_starts: int,
+    seed: int,
+) -> tuple[Refit, Refit, list[Caution]]:
+    """The one-phi law and the free-multiplier law fitted to ``runs``, as the wild test refits
+    them: the one-phi law with its fit as the one start, the free law with the one-phi fit
+    (one phi per r) and then its own fit as starts (``starts[-1]`` is its estimate); and the
+    free fit's cautions.  Without held coordinates both are :func:`fit_joint` fits; with them
+    the multi-start engine on the free coordinates (module docstring)."""
+    n_groups = len(names)
+    model0 = GroupedModel(("shared",), np.zeros(len(runs), dtype=int), runs.design, held)
+    model1 = GroupedModel(names, codes, runs.design, held)
+    law0 = GroupedLaw(recipes=("shared",), groups=np.zeros(len(runs), dtype=int))
+    law1 = GroupedLaw(recipes=names, groups=codes)
+    box0 = law0.lower[model0.free_rows], law0.upper[model0.free_rows]
+    box1 = law1.lower[model1.free_rows], law1.upper[model1.free_rows]
+
+    def one_phi_per_r(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([x[:-1], np.repeat(x[-1], n_groups)])
+
+    if not held:
+        warm = [] if law is None else [law.theta]
+        labels = np.array(names)[codes]
+        kw: dict[str, Any] = {
+            "recipes": names,
+            "method": method,
+            "options": JointOptions(n_starts=n_starts, seed=seed),
+        }
+        null = fit_joint(runs, labels, shared_phi=True, starts=warm, **kw)
+        free = fit_joint(runs, labels, starts=[*warm, null.theta], **kw)
+        x0 = np.asarray(null.extras["x"], dtype=float)
+        x1 = np.asarray(free.extras["x"], dtype=float)
+        warnings = [
+            caution(SOURCE, w.kind, f"free-multiplier fit: {w.message}", level=w.level, **dict(w.values))
+            for w in free.warnings
+        ]
+    else:
+        y = runs.log_loss
+        kw = {"delta": delta, "n_starts": n_starts, "seed": seed}
+        warm = [] if law is None else [np.asarray(law.theta, dtype=float)[model0.free_rows]]
+        null_end = multistart_fit(model0, y, *box0, starts=warm, **kw)
+        x0 = null_end.x
+        starts = [one_phi_per_r(w) for w in warm] + [one_phi_per_r(x0)]
+        free_end = multistart_fit(model1, y, *box1, starts=starts, **kw)
+        x1 = free_end.x
+        coords = [law1.coordinates[i] for i in model1.free_rows]
+        warnings = _held_cautions(law, model1, coords, x1, box1, free_end.converged)
+    null_refit = Refit(model0, box0[0], box0[1], (x0,))
+    return null_refit, Refit(model1, box1[0], box1[1], (one_phi_per_r(x0), x1)), warnings
+
+
+def _held_cautions(
+    law: FitResult,
+    model: GroupedModel,
+    coords: list[str],
+    x: np.ndarray,
+    box: tuple[np.ndarray, np.ndarray],
+    converged: bool,
+) -> list[Caution]:
+    """Cautions of a free-multiplier fit with held coordinates: what is held and how many
+    parameters are left, coordinates on the box (as :func:`fit_joint` words them), an
+    unconverged polish."""
+    fixed = ", ".join(f"{k} = {v:g}" for k, v in law.fixed.items())
+    out = [
+        caution(
+            SOURCE,
+            "held",
+            f"free-multiplier fit: {fixed} held in both laws, as the law holds them; the free-multiplier "
+            f"law has {len(coords)} free parameters, the r^phi law {5 - len(model.held) + 1}",
+            level="note",
+            held=dict(law.fixed),
+        )
+    ]
+    for name, v, lo, hi in zip(coords, x, *box):
+        tol = 1e-6 * (hi - lo)
+        if lo + tol < v < hi - tol:
+            continue
+        side, bound = ("lower", lo) if abs(v - lo) <= abs(v - hi) else ("upper", hi)
+        out.append(
+            caution(
+                SOURCE,
+                "at_bound",
+                f"free-multiplier fit: {name} = {v:.6g} at {side} bound {bound:g}; the optimum may lie "
+                "outside the box",
+                parameter=THETA_TO_PARAM.get(name, name),
+                value=float(v),
+                bound=float(bound),
+            )
+        )
+    if not converged:
+        message = "free-multiplier fit: the polish did not report convergence"
+        out.append(caution(SOURCE, "unconverged", message))
+    return out
+
+
+def _too_small(runs: RunTable, n_looped: int, n_held: int = 0) -> str:
     """Why the table is too small for the free-multiplier law ("" when it is not): it has
-    5 + n_looped parameters, and needs more runs than that and, for the wild test, at least 2
-    (budget, r) cells beyond them (:func:`phifit.bootstrap.wild.too_few_clusters`)."""
+    5 - n_held + n_looped free parameters, and needs more runs than that and, for the wild test,
+    at least 2 (budget, r) cells beyond them (:func:`phifit.bootstrap.wild.too_few_clusters`)."""
     from ..bootstrap.wild import too_few_clusters
 
-    n_free = 5 + n_looped
+    n_free = 5 - n_held + n_looped
     if len(runs) <= n_free:
         return f"{len(runs)} runs for the free-multiplier law's {n_free} parameters: it needs more runs"
     codes, label = runs.cells(None)
@@ -304,15 +429,16 @@ def _verdict(values: Sequence[float], mult: Sequence[float], phi: float, wild: W
 def _cell_bootstrap(
     runs: RunTable,
     codes: np.ndarray,
-    model: GroupedModel,
-    law: GroupedLaw,
+    free: Refit,
     starts: tuple[np.ndarray, ...],
     delta: float,
     n_boot: int,
     seed: int,
     parallel: dict[str, Any],
 ) -> tuple[np.ndarray, dict[str, int]]:
-    """(n_boot, G) phi_r per replicate (NaN where it failed) and the failures by reason."""
+    """(n_boot, G) phi_r per replicate (NaN where it failed) and the failures by reason; the
+    free-multiplier law ``free`` (its model and box) is refitted from ``starts``."""
+    n_groups = len(free.model.recipes)
     cells, _ = runs.cells(None)
     # the block bootstrap's first stream: the same resampled tables as the law's bootstrap
     stream = np.random.SeedSequence(seed).spawn(3)[0]
@@ -321,14 +447,14 @@ def _cell_bootstrap(
     base = np.isclose(np.asarray(runs.r, dtype=float), 1.0)
     looped = ~base
     ident = present[:, base].any(axis=1)
-    for g in range(len(law.recipes)):
+    for g in range(n_groups):
         ident &= present[:, looped & (codes == g)].any(axis=1)
     rows = np.flatnonzero(ident)
     y = runs.log_loss
     chunks = [rows[i : i + CHUNK] for i in range(0, len(rows), CHUNK)]
-    tasks = ((model, law.lower, law.upper, starts, y, weights[ch], delta) for ch in chunks)
+    tasks = ((free.model, free.lower, free.upper, starts, y, weights[ch], delta) for ch in chunks)
     done = list(parallel_map(refit_weighted_rows, tasks, **parallel)) if chunks else []
-    k = len(law.lower)
+    k = len(free.lower)
     x = np.full((n_boot, k), np.nan)
     obj = np.full(n_boot, np.nan)
     conv = np.zeros(n_boot, dtype=bool)
@@ -343,7 +469,7 @@ def _cell_bootstrap(
     failed = np.zeros(n_boot, dtype=bool)
     for mask in failure.values():
         failed |= mask
-    phis = x[:, 5:].copy()
+    phis = x[:, k - n_groups :].copy()
     phis[failed] = np.nan
     return phis, {k: int(v.sum()) for k, v in failure.items() if v.any()}
 
@@ -403,12 +529,8 @@ def _wild_test(
     runs: RunTable,
     y: np.ndarray,
     y0: np.ndarray,
-    model0: GroupedModel,
-    model1: GroupedModel,
-    law0: GroupedLaw,
-    law1: GroupedLaw,
-    starts0: tuple[np.ndarray, ...],
-    starts1: tuple[np.ndarray, ...],
+    null: Refit,
+    alternative: Refit,
     delta: float,
     observed: float,
     n_wild: int,
@@ -422,8 +544,8 @@ def _wild_test(
         y=y,
         null_pred=y0,
         codes=codes,
-        null=Refit(model0, law0.lower, law0.upper, starts0),
-        alternative=Refit(model1, law1.lower, law1.upper, starts1),
+        null=null,
+        alternative=alternative,
         delta=delta,
         n_boot=n_wild,
         rng=np.random.default_rng(seed),
@@ -441,4 +563,11 @@ def _wild_test(
     )
 
 
-__all__ = ["GroupedModel", "MultiplierFit", "fit_multipliers", "r_groups", "refit_weighted_rows"]
+__all__ = [
+    "GroupedModel",
+    "MultiplierFit",
+    "fit_multipliers",
+    "held_coordinates",
+    "r_groups",
+    "refit_weighted_rows",
+]
