@@ -122,8 +122,55 @@ def test_the_answer_on_the_third_party_table_says_what_the_report_says():
     answer = phifit.answer(third_party_table(), **{**SMALL, "n_boot": 20, "n_wild": 0, "n_starts": 20})
     first = answer.summary().splitlines()[0]
     assert first.startswith("not estimated: B and beta, hence E on its own")
-    assert answer.lack_of_fit is None
+    # the free multipliers run with B and beta held (no wild replicates here: not tested)
+    assert answer.lack_of_fit is not None and answer.lack_of_fit.testable and answer.lack_of_fit.wild is None
     assert "below 0.9: the law leaves more than 10% of the spread" in answer.headline
+
+
+def one_token_misfit_table() -> pd.DataFrame:
+    """10 runs (two widths x r in {1, 2, 4, 8, 16}), one token count, no budget column, a loss
+    U-shaped in r (lowest at r = 4, r = 16 worse than r = 1), one outlying run: the losses follow
+    one free multiplier per r, m_r = (1, 4, 6, 2, 0.2), which no r^phi can draw."""
+    rng = np.random.default_rng(2)
+    multiplier = {1: 1.0, 2: 4.0, 4: 6.0, 8: 2.0, 16: 0.2}
+    rows = []
+    for d in (384, 512):
+        block = 12 * d * d
+        for r, m in multiplier.items():
+            loss = 1.8 + 300.0 * (block + 8 * m * block) ** -0.34 + rng.normal(0, 0.002)
+            rows.append(
+                {
+                    "run_id": f"d{d}_r{r}",
+                    "r": r,
+                    "n_once": block,
+                    "n_rec": 8 * block,
+                    "tokens": 5e9,
+                    "loss": loss,
+                }
+            )
+    rows[7]["loss"] += 0.04  # d512_r4: the outlier
+    return pd.DataFrame(rows).round({"loss": 4})
+
+
+def test_the_answer_on_one_token_count_leads_with_the_lack_of_fit():
+    """One token count holds B and beta; the lack-of-fit test of r^phi holds them too (3 + 4 free
+    parameters against 3 + 1, 10 single-run blocks), rejects r^phi, and its sentence comes first,
+    before what one token count cannot estimate.  (With 10 blocks the wild test cannot go far
+    below p = 0.02: this table sits at p = 0.03.)"""
+    runs = as_runs(one_token_misfit_table())
+    fit = phifit.fit(runs)
+    assert set(fit.fixed) == {"B", "beta"} and fit.r2 < LOW_R2
+    assert "(low: see [[Notes]])" in fit.summary()
+    answer = phifit.answer(runs, **{**SMALL, "n_boot": 20, "n_wild": 99})
+    mult = answer.lack_of_fit
+    assert mult.testable and mult.rejected and set(mult.free_params) == {"E", "A", "alpha"}
+    held = next(c for c in mult.warnings if c.kind == "held")
+    assert "the free-multiplier law has 7 free parameters, the r^phi law 4" in held.message
+    lines = answer.summary().splitlines()
+    assert lines[0].startswith("r^phi does not describe this table's recurrences (lack-of-fit wild cluster")
+    assert "summarises a law that does not hold here" in lines[0]
+    assert lines[1].startswith("not estimated: B and beta, hence E on its own")
+    assert answer.headline.splitlines()[0] == lines[0]
 
 
 def test_answer_refuses_an_unknown_option():

@@ -11,10 +11,12 @@ computed here that they compute):
    ``FitResult.ci_level``);
 3. restricted fits (:func:`phifit.compare.compare_fits`) when phi is identifiable, and the
    free multipliers m_r against r^phi with the lack-of-fit test of r^phi
-   (:func:`phifit.diagnostics.multipliers.fit_multipliers`, the same ``n_boot`` and ``n_wild``,
-   refitted in this process), and the drift of phi with compute, phi(C) = phi_0 + phi_1
-   log(C / C_ref), with its cell-bootstrap intervals and the test of phi_1 = 0
-   (:func:`phifit.diagnostics.drift.fit_drift`, the same ``n_boot`` and ``n_wild``);
+   (:func:`phifit.diagnostics.phi_checks.multiplier_check`: phi identifiable and free; parameters
+   the fit holds, such as B and beta at one token count, held in both laws), and the drift of
+   phi with compute, phi(C) = phi_0 + phi_1 log(C / C_ref), with its cell-bootstrap intervals
+   and the test of phi_1 = 0 (:func:`phifit.diagnostics.phi_checks.drift_check`: phi
+   identifiable, nothing held); both with the same ``n_boot`` and ``n_wild``, refitted in this
+   process;
 4. diagnostics (:func:`phifit.diagnostics.diagnose`);
 5. derived quantities: the equivalence table and the study's example
    (:mod:`phifit.equivalence`), the compute-optimal frontier at the table's budgets (with
@@ -30,50 +32,42 @@ diagnostics, the frontier and the parabola minima, the Bayesian fit, and the ana
 notes on what it skipped) is gathered once, in order and without repeats, in
 :attr:`Analysis.cautions` (:func:`phifit.cautions.collect`); ``results.json["warnings"]``
 is that list.  :mod:`phifit.report.write` renders an Analysis and computes nothing.
+
+Each step is one function of :mod:`phifit.report.stages`; :func:`analyse` runs them in order.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import os
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from .. import __version__, defaults
-from ..bootstrap.block import block_bootstrap
-from ..cautions import Caution, caution, collect
-from ..compare.restricted import compare_fits
-from ..diagnostics.suite import Diagnostics, diagnose
-from ..diagnostics.drift import fit_drift
-from ..diagnostics.multipliers import fit_multipliers
-from ..equivalence import Equivalence, EquivalenceTable, equivalence_table, paper_example
-from ..fitters.huber import HuberOptions, fit_huber
+from ..cautions import Caution, collect
+from ..diagnostics.phi_checks import drift_check, multiplier_check
+from ..diagnostics.suite import Diagnostics
+from ..equivalence import Equivalence, EquivalenceTable
 from ..fitters.parallel import check_backend
-from ..frontier import (
-    Allocation,
-    Frontier,
-    IsoflopCurves,
-    TableFamily,
-    allocation,
-    frontier,
-    isoflop_curves,
-    non_looped,
-)
-from ..isoflop import ParabolaMinima, parabola_minima, table_budgets
-from ..recipes.delta import compare_recipes, select_recipe
+from ..frontier import Allocation, Frontier, IsoflopCurves, non_looped
+from ..isoflop import ParabolaMinima
 from ..result import GENERATOR, FitResult
 from ..runs.table import RunTable, as_runs
 from ..serialize import JsonIO, to_plain
+from . import stages
+from .stages import CURVE_POINTS, REPORT_INVERT, plotted_compute, rounds_beside
 
-__all__ = ["AnalysisOptions", "Analysis", "analyse"]
-
-#: Points of the dense budget grid of the frontier figure.
-CURVE_POINTS = 48
+__all__ = [
+    "AnalysisOptions",
+    "Analysis",
+    "analyse",
+    "CURVE_POINTS",
+    "REPORT_INVERT",
+    "plotted_compute",
+    "rounds_beside",
+]
 
 
 @dataclass(frozen=True)
@@ -122,8 +116,10 @@ class AnalysisOptions(JsonIO):
             raise ValueError(f"bootstrap replicates must be 0 (none) or >= 2, got {self.n_boot}")
         if self.n_starts < 1:
             raise ValueError(f"starts must be >= 1, got {self.n_starts}")
-        if self.n_wild and self.n_wild < 19:
-            raise ValueError(f"wild bootstrap replicates must be 0 (off) or >= 19, got {self.n_wild}")
+        if self.n_wild and self.n_wild < defaults.N_WILD_MIN:
+            raise ValueError(
+                f"wild bootstrap replicates must be 0 (off) or >= {defaults.N_WILD_MIN}, got {self.n_wild}"
+            )
         if self.plan_tables < 0 or self.plan_tables == 1:
             raise ValueError(f"plan tables must be 0 (asymptotic only) or >= 2, got {self.plan_tables}")
 
@@ -321,92 +317,7 @@ class Analysis(JsonIO):
         )
 
 
-# ------------------------------------------------------------------------------ cautions
-def _diagnostic_cautions(diag: Diagnostics) -> list[Caution]:
-    """The diagnostics' cautions, and the influence and consistency notes (kept as text by
-    :mod:`phifit.diagnostics.influence`) as notes of source "diagnostics"."""
-    notes = [] if diag.influence is None else list(diag.influence.notes)
-    notes += [] if diag.consistency is None else list(diag.consistency.notes)
-    return list(diag.warnings) + [
-        n if isinstance(n, Caution) else caution("diagnostics", "influence", str(n), level="note")
-        for n in notes
-    ]
-
-
 # ------------------------------------------------------------------------------ analysis
-def plotted_compute(runs: RunTable) -> tuple[np.ndarray, str]:
-    """The training compute at which the figures place each run, and where it comes from.
-
-    The ``flops`` column when there is one; else a numeric ``budget`` column (the isoFLOP
-    budget the run was trained at: the estimate 6 (N_once + r N_rec) D omits attention and
-    the embedding, and puts a small model's runs well left of its budget); else the estimate
-    (:attr:`phifit.runs.RunTable.compute`).
-    """
-    if runs.has_flops:
-        return runs.compute, runs.compute_source
-    budget = runs.budget
-    if budget is not None:
-        try:
-            values = np.asarray(budget, dtype=float)
-        except (TypeError, ValueError):
-            values = None
-        if values is not None and np.all(np.isfinite(values)) and np.all(values > 0):
-            return values, "the budget column (no flops column)"
-    return runs.compute, runs.compute_source
-
-
-def rounds_beside(runs: RunTable) -> str | None:
-    """The round log beside the table's file (``RUNS.csv.d/adaptive.jsonl``, written by
-    ``phifit sweep --adaptive``), None when there is none (or the table is not a file)."""
-    from ..plan.rounds import rounds_path
-
-    source = runs.source
-    if not source or not os.path.isfile(source):
-        return None
-    path = rounds_path(source)
-    return str(path) if path.is_file() else None
-
-
-def _timed(timings: dict[str, float], key: str, func: Callable, *args, **kwargs):
-    t0 = time.perf_counter()
-    try:
-        return func(*args, **kwargs)
-    finally:
-        timings[key] = round(time.perf_counter() - t0, 3)
-
-
-#: The report's budget for the test-inverted set: the comparison's own replicates and seed per
-#: tested phi_0 (so the set and the tests of phi = 0 / phi = 1 agree where both are tested), at
-#: most 8 tested phi_0, ends placed to 0.25 where p hovers at the level (``phifit fit
-#: --wild-ci`` searches further: :func:`phifit.bootstrap.inverted.phi_confidence_set`).
-REPORT_INVERT = {"max_tests": 8, "flat_width": 0.25}
-
-
-def _interval_and_tests_disagree(fit: FitResult, comparison: Any) -> str | None:
-    """Why phi's percentile interval and the wild tests of phi = 0 / phi = 1 read differently
-    (None: they agree), which is when the report computes the test-inverted set of phi
-    (:func:`phifit.bootstrap.inverted.phi_confidence_set`): a restriction rejected although the
-    interval contains it, one not rejected although the interval excludes it, or an interval
-    reaching phi's search box."""
-    iv = (fit.ci or {}).get("phi")
-    if comparison is None or not iv or None in iv:
-        return None
-    lo, hi = iv
-    box = fit.bounds.get("phi") if isinstance(fit.bounds, dict) else None
-    if box is not None and (lo <= box[0] + 1e-6 or hi >= box[1] - 1e-6):
-        return "the percentile interval reaches phi's search box"
-    for label, value in (("phi=0", 0.0), ("phi=1", 1.0)):
-        st = comparison.stats.get(label)
-        if st is None or st.undecided or st.rejected is None:
-            continue
-        inside = lo <= value <= hi
-        if st.rejected and inside:
-            return f"phi = {value:g} is rejected although the percentile interval contains it"
-        if not st.rejected and not inside:
-            return f"phi = {value:g} is not rejected although the percentile interval excludes it"
-    return None
-
-
 def analyse(
     runs: RunTable | pd.DataFrame,
     options: AnalysisOptions | None = None,
@@ -414,304 +325,37 @@ def analyse(
     progress: Callable[[str], None] | None = None,
 ) -> Analysis:
     """Run every step of the analysis (see the module docstring) and gather its cautions;
-    ``progress`` receives one line as each stage starts (the CLI prints them to stderr)."""
+    ``progress`` receives one line as each stage starts (the CLI prints them to stderr).
+    The stages are :mod:`phifit.report.stages`'; the free multipliers and the drift of phi are
+    :mod:`phifit.diagnostics.phi_checks`' (the guards ``phifit compare`` and ``phifit diagnose``
+    share)."""
     runs = as_runs(runs)
-    options = options or AnalysisOptions()
-    timings: dict[str, float] = {}
-    own: list[Caution] = []
-    say = progress or (lambda _msg: None)
-
-    def note(kind: str, message: str, **values: Any) -> None:
-        own.append(caution("analysis", kind, message, level="note", **values))
-
-    main_runs, recipes = runs, None
-    if "variant" in runs.frame and runs.frame["variant"].nunique() > 1:
-        say(
-            f"recipes: joint fit and paired bootstrap of {runs.frame['variant'].nunique()} recipes "
-            f"({options.n_boot} replicates)"
-        )
-        recipes = _timed(
-            timings,
-            "recipes",
-            compare_recipes,
-            runs,
-            by="variant",
-            baseline=options.baseline,
-            n_boot=options.n_boot,
-            seed=options.seed,
-            n_starts=options.n_starts,
-            **options.parallel,
-            progress=False,
-            level=options.level,
-        )
-        main_runs = select_recipe(runs, recipes.baseline).runs
-        note(
-            "recipe_selected",
-            f"the table holds {runs.frame['variant'].nunique()} recipes; the main sections "
-            f"analyse the baseline '{recipes.baseline}' ({len(main_runs)} runs)",
-            baseline=str(recipes.baseline),
-            n_runs=len(main_runs),
-        )
-
-    say(f"fitting the law to {len(main_runs)} runs ({options.n_starts} starts)")
-    fit = _timed(
-        timings,
-        "fit",
-        fit_huber,
-        main_runs,
-        options=HuberOptions(n_starts=options.n_starts, seed=options.seed),
-    )
-    free_fit = fit  # the comparison's free fit: the point estimate, without the bootstrap's intervals
-    boot = None
-    phi_on_bound = fit.phi is not None and "phi" in fit.at_bounds
-    if options.n_boot and phi_on_bound:
-        note(
-            "phi_on_bound",
-            f"phi sits on the bound of its search box (phi = {fit.phi:.3g}): the table does not locate "
-            "phi, and the bootstrap of an estimate on its boundary is not a valid interval (Andrews 2000, "
-            "Econometrica 68(2)), so none was run; the diagnostics' profile bounds phi from one side",
-            phi=fit.phi,
-        )
-    elif options.n_boot and all(name in fit.unidentified for name in fit.fixed):
-        workers = defaults.resolve_workers(options.n_jobs)
-        say(f"block bootstrap ({options.n_boot} replicates, {workers} workers)")
-        boot = _timed(
-            timings,
-            "bootstrap",
-            block_bootstrap,
-            main_runs,
-            fit,
-            n_boot=options.n_boot,
-            seed=options.seed,
-            **options.parallel,
-            progress=False,
-            level=options.level,
-        )
-        fit = boot.attach(fit)
-    elif not options.n_boot:
-        note("no_bootstrap", "bootstrap turned off (n_boot = 0): no intervals")
-    thetas = None if boot is None else boot.thetas
-    phi_shares = None
-    if boot is not None and fit.phi is not None:
-        phi_shares = {"le0": boot.share("phi", lambda v: v <= 0), "ge1": boot.share("phi", lambda v: v >= 1)}
-    comparison = None
-    if main_runs.phi_identifiable:
-        n_budgets = main_runs.frame["budget"].nunique() if "budget" in main_runs.frame else 0
-        say(
-            "restricted fits phi = 0 and phi = 1, "
-            + (
-                "with leave-one-budget-out refits"
-                if n_budgets >= 3
-                else f"without leave-one-budget-out refits ({n_budgets} budget(s); they need 3)"
-            )
-        )
-        comparison = _timed(
-            timings,
-            "comparison",
-            compare_fits,
-            main_runs,
-            free_fit,
-            seed=options.seed,
-            n_starts=options.n_starts,
-            n_wild=options.n_wild,
-            **options.parallel,
-        )
-
-    phi_inverted = None
-    disagree = _interval_and_tests_disagree(fit, comparison)
-    if boot is not None and disagree and "phi" not in fit.fixed and options.n_wild:
-        from ..bootstrap.inverted import phi_confidence_set
-
-        say(
-            f"test-inverted set of phi ({options.n_wild} wild replicates per tested phi_0, at most "
-            f"{REPORT_INVERT['max_tests']} phi_0): {disagree}"
-        )
-        phi_inverted = _timed(
-            timings,
-            "phi_inverted",
-            phi_confidence_set,
-            main_runs,
-            fit,
-            seed=options.seed,
-            n_jobs=options.n_jobs,
-            n_boot=options.n_wild,
-            **REPORT_INVERT,
-        )
-
-    multipliers = None
-    if main_runs.phi_identifiable and not fit.fixed:
-        say(
-            f"free multipliers m_r against r^phi ({options.n_boot} cell-bootstrap replicates, "
-            f"{options.n_wild} wild replicates of the lack-of-fit test)"
-        )
-        multipliers = _timed(
-            timings,
-            "multipliers",
-            fit_multipliers,
-            main_runs,
-            free_fit,
-            n_boot=options.n_boot,
-            n_wild=options.n_wild,
-            seed=options.seed,
-            level=options.level,
-            n_starts=options.n_starts,
-            n_jobs=1,  # ~10 s of refits on the study's table: less than worker start-up costs
-        )
-
-    drift = None
-    if main_runs.phi_identifiable and not fit.fixed:
-        say(
-            f"drift of phi with compute ({options.n_boot} cell-bootstrap replicates, "
-            f"{options.n_wild} wild replicates of the test of phi_1 = 0)"
-        )
-        drift = _timed(
-            timings,
-            "drift",
-            fit_drift,
-            main_runs,
-            free_fit,
-            n_boot=options.n_boot,
-            n_wild=options.n_wild,
-            seed=options.seed,
-            level=options.level,
-            n_starts=options.n_starts,
-            n_jobs=1,  # a few seconds of refits on the study's table: less than worker start-up costs
-        )
-
-    say("diagnostics: residuals, leave-one-out influence, the phi profile")
-    diag = _timed(timings, "diagnostics", diagnose, main_runs, fit, seed=options.seed)
-
-    say("derived quantities: equivalence, frontier, isoFLOP curves")
-    equiv = example = parab = iso = None
-    if fit.phi is not None:
-        equiv = _timed(timings, "equivalence", equivalence_table, main_runs, fit, thetas=thetas)
-        example = paper_example(fit.phi)
-    alloc = None
-    front = curve = None
-    if not fit.d_term_identified:
-        # the frontier, its allocation and the law along isoFLOP curves trade size against
-        # tokens: with B and beta unidentified (one token count) none of them is an estimate
-        own.append(
-            caution(
-                "analysis",
-                "derived_suppressed",
-                "no compute-optimal frontier, allocation or isoFLOP curves: they trade model size "
-                "against tokens, and with one token count B and beta are not identified",
-            )
-        )
-    else:
-        if non_looped(main_runs):
-            alloc = allocation(fit, boot, level=fit.ci_level)
-        family = TableFamily.from_runs(main_runs)
-        budgets = table_budgets(main_runs)
-        front = _timed(timings, "frontier", frontier, fit, family, budgets, thetas=thetas)
-        dense = np.geomspace(min(budgets), max(budgets), CURVE_POINTS) if len(budgets) > 1 else budgets
-        curve = frontier(fit, family, dense)
-    if "budget" in main_runs.frame:
-        try:
-            parab = parabola_minima(main_runs)
-        except ValueError as err:
-            note("parabola_skipped", f"per-cell parabola minima skipped: {err}")
-    if "budget" in main_runs.frame and fit.d_term_identified:
-        try:
-            iso = isoflop_curves(fit, main_runs, family=family)
-        except ValueError as err:
-            note("isoflop_skipped", f"isoFLOP curves skipped: {err}")
-    elif "budget" not in main_runs.frame:
-        note("no_budget", "no 'budget' column: isoFLOP curves and per-cell parabola minima need one")
-
-    plan = None
-    if options.plan is not None:
-        from ..plan.design import plan_from_fit
-
-        tables = f", {options.plan_tables} simulated tables" if options.plan_tables else ""
-        say(f"plan: what the design {options.plan!r} can measure, with this table as the pilot{tables}")
-        plan = _timed(
-            timings,
-            "plan",
-            plan_from_fit,
-            main_runs,
-            fit,
-            None if options.plan == "self" else options.plan,
-            n_tables=options.plan_tables,
-            seed=options.seed,
-            **options.parallel,
-            misfit=options.plan_misfit,
-        )
-
-    adaptive = None
-    rounds_file = options.rounds or rounds_beside(runs)
-    if rounds_file is not None:
-        from ..plan.rounds import load_rounds
-
-        say(f"adaptive rounds: {rounds_file}")
-        adaptive = load_rounds(rounds_file)
-        if adaptive.skipped_lines:
-            note(
-                "rounds_torn",
-                f"{rounds_file}: {adaptive.skipped_lines} torn line(s) skipped (a loop killed while "
-                "writing a record)",
-                skipped=adaptive.skipped_lines,
-            )
-
-    bayes = bayes_draws = idata = None
-    if options.bayes:
-        from ..fitters.bayes import sample_posterior  # PyMC: imported only when asked
-
-        say("Bayesian posterior: compiling the model (about half a minute), then sampling")
-
-        sampled = _timed(
-            timings,
-            "bayes",
-            sample_posterior,
-            main_runs,
-            seed=options.seed,
-            hdi_prob=options.level,
-            progress=False,
-        )
-        bayes, idata, bayes_draws = sampled.result, sampled.idata, sampled.draws
-
-    compute, compute_source = plotted_compute(main_runs)
-    if not main_runs.has_flops:
-        ratio = main_runs.compute / compute
-        where = (
-            f"the runs are placed at their budget; the estimate would put them at "
-            f"{ratio.min():.2f}-{ratio.max():.2f}x it"
-            if compute_source.startswith("the budget")
-            else "the runs are placed at that estimate (it omits attention and the embedding)"
-        )
-        note(
-            "compute_estimated",
-            f"no 'flops' column: training compute in the figures is {compute_source}; {where}. "
-            "Record each run's FLOPs in a 'flops' column for exact placement",
-            compute_source=compute_source,
-        )
-    points = {
-        "r": main_runs.r.astype(int).tolist(),
-        "budget": None if main_runs.budget is None else main_runs.budget.tolist(),
-        "n_unique": (main_runs.n_once + main_runs.n_rec).tolist(),
-        "compute": compute.tolist(),
-        "compute_source": compute_source,
-        "loss": main_runs.loss.tolist(),
-    }
+    st = stages.Stages(options=options or AnalysisOptions(), say=progress or (lambda _msg: None))
+    main_runs, recipes = stages.recipes_stage(runs, st)
+    free_fit = stages.fit_stage(main_runs, st)  # the point estimate, without the bootstrap's intervals
+    boot = stages.bootstrap_stage(main_runs, free_fit, st)
+    fit = free_fit if boot is None else boot.attach(free_fit)
+    comparison = stages.comparison_stage(main_runs, free_fit, st)
+    phi_inverted = stages.inverted_stage(main_runs, fit, boot, comparison, st)
+    multipliers = st.timed("multipliers", multiplier_check, main_runs, free_fit, **st.check_options)
+    drift = st.timed("drift", drift_check, main_runs, free_fit, **st.check_options)
+    diag = stages.diagnostics_stage(main_runs, fit, st)
+    derived = stages.derived_stage(main_runs, fit, boot, st)
+    plan = stages.plan_stage(main_runs, fit, st)
+    adaptive = stages.rounds_stage(runs, st)
+    bayes, bayes_draws, idata = stages.bayes_stage(main_runs, st)
+    points = stages.points_stage(main_runs, st)
     cautions = collect(
         fit.warnings,  # the bootstrap's too, once attached
-        None if boot is None else boot.warnings,
-        None if comparison is None else comparison.warnings,
-        None if multipliers is None else multipliers.warnings,
-        None if drift is None else drift.warnings,
-        None if recipes is None else recipes.warnings,  # the joint fit's included
-        _diagnostic_cautions(diag),
-        None if front is None else front.warnings,
-        None if parab is None else parab.warnings,
-        None if bayes is None else bayes.warnings,
-        None if plan is None else plan.warnings,
-        own,
+        *stages.step_warnings(boot, comparison, multipliers, drift, recipes),  # recipes: the joint fit's too
+        stages.diagnostic_cautions(diag),
+        *stages.step_warnings(derived["frontier"], derived["parabola"], bayes, plan),
+        st.own,
     )
     return Analysis(
         table=runs,
         runs=main_runs,
-        options=options,
+        options=st.options,
         fit=fit,
         diagnostics=diag,
         bootstrap=boot,
@@ -723,17 +367,11 @@ def analyse(
         bayes=bayes,
         bayes_draws=bayes_draws,
         bayes_posterior=idata,
-        equivalence=equiv,
-        example=example,
-        frontier=front,
-        frontier_curve=curve,
-        parabola=parab,
-        isoflop=iso,
+        **derived,
         points=points,
-        allocation=alloc,
-        phi_shares=phi_shares,
+        phi_shares=stages.phi_shares(fit, boot),
         phi_inverted=phi_inverted,
         adaptive=adaptive,
         cautions=cautions,
-        timings=timings,
+        timings=st.timings,
     )

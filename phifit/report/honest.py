@@ -6,15 +6,17 @@ the lack-of-fit test of r^phi, the drift of phi, the diagnostics and the derived
 without drawing a figure or writing a file, and words its result with the report's own
 :func:`phifit.report.write.headline`.  So :meth:`Answer.summary` leads with the sentence the
 report's page opens with, for the same table and settings: when the lack-of-fit test rejects
-r^phi, that phi summarises a law that does not hold here; when one token count leaves B, beta
-and E unseparated, that comes first; then phi with its interval, R^2, RMSE, the verdicts on
-phi = 0 and phi = 1, and every warning of every step.
+r^phi, that phi summarises a law that does not hold here; then, when one token count leaves B,
+beta and E unseparated, that (the lack-of-fit test runs there too, with B and beta held in both
+of its laws); then phi with its interval, R^2, RMSE, the verdicts on phi = 0 and phi = 1, and
+every warning of every step.
 
 Every step runs, not only those the headline quotes, because the headline lists every warning
 (the diagnostics' and the drift's included) and a lighter analysis would word a different
 answer.  On the study's 116 runs the default settings (1000 replicates, 999 wild replicates,
 500 starts) take about 35 s on two cores (the shipped report's timings; its figures add 7 s);
-small settings (``n_boot=50, n_wild=19, n_starts=50``, one worker) take about 10 s.
+small settings (``n_boot=50``, ``n_wild`` at its minimum :data:`phifit.defaults.N_WILD_MIN`,
+``n_starts=50``, one worker) take about 10 s.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ class Answer:
     ``write_report(answer.analysis, DIR)`` writes the report page from it without recomputing).
     ``fit``, ``bootstrap``, ``comparison``, ``lack_of_fit`` and ``cautions`` are the analysis'
     (None where a step did not apply: no bootstrap with phi on its search bound, no comparison
-    or lack-of-fit test when phi is not identifiable, no lack-of-fit test when B and beta are
-    held on one token count).
+    or lack-of-fit test when phi is not identifiable; on one token count the lack-of-fit test
+    holds B and beta where the fit holds them).
     """
 
     analysis: Analysis

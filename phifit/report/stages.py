@@ -1,0 +1,469 @@
+"""The stages of the report's analysis, one function each; :func:`phifit.report.analysis.analyse`
+runs them in order.
+
+Each stage calls the statistical modules (it computes nothing they compute), prints one progress
+line when it runs, times itself into ``Stages.timings`` and adds the analysis' own notes (what it
+skipped and why) to ``Stages.own``, in the order the stages run.  The free multipliers and the
+drift of phi are :mod:`phifit.diagnostics.phi_checks`' (their guards are shared with ``phifit
+compare`` and ``phifit diagnose``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import defaults
+from ..cautions import Caution, caution
+from ..result import FitResult
+from ..runs.table import RunTable
+
+if TYPE_CHECKING:
+    from .analysis import AnalysisOptions
+
+#: Points of the dense budget grid of the frontier figure.
+CURVE_POINTS = 48
+
+#: The report's budget for the test-inverted set: the comparison's own replicates and seed per
+#: tested phi_0 (so the set and the tests of phi = 0 / phi = 1 agree where both are tested), at
+#: most 8 tested phi_0, ends placed to 0.25 where p hovers at the level (``phifit fit
+#: --wild-ci`` searches further: :func:`phifit.bootstrap.inverted.phi_confidence_set`).
+REPORT_INVERT = {"max_tests": 8, "flat_width": 0.25}
+
+
+@dataclass
+class Stages:
+    """What every stage shares: the options, the progress line, the timings and the analysis'
+    own cautions (notes on what it skipped, in the order the stages add them)."""
+
+    options: AnalysisOptions
+    say: Callable[[str], None] = lambda _msg: None
+    timings: dict[str, float] = field(default_factory=dict)
+    own: list[Caution] = field(default_factory=list)
+
+    def note(self, kind: str, message: str, **values: Any) -> None:
+        """Add a note of source "analysis"."""
+        self.own.append(caution("analysis", kind, message, level="note", **values))
+
+    def timed(self, key: str, func: Callable, *args, **kwargs):
+        """``func(*args, **kwargs)``, its wall time in ``timings[key]`` (not when it returns None:
+        a check whose guard says it does not apply)."""
+        t0 = time.perf_counter()
+        out = func(*args, **kwargs)
+        if out is not None:
+            self.timings[key] = round(time.perf_counter() - t0, 3)
+        return out
+
+    @property
+    def check_options(self) -> dict[str, Any]:
+        """The keywords of the phi checks (:mod:`phifit.diagnostics.phi_checks`): the analysis'
+        replicates, seed, level and starts, in this process (``n_jobs=1``: on the study's table
+        their refits take seconds, less than worker start-up costs)."""
+        o = self.options
+        return {
+            "n_boot": o.n_boot,
+            "n_wild": o.n_wild,
+            "seed": o.seed,
+            "level": o.level,
+            "n_starts": o.n_starts,
+            "n_jobs": 1,
+            "progress": self.say,
+        }
+
+
+def recipes_stage(runs: RunTable, st: Stages) -> tuple[RunTable, Any]:
+    """(the runs the single-law stages analyse, the recipe comparison or None): a table with
+    several recipes in its ``variant`` column is compared whole
+    (:func:`phifit.recipes.compare_recipes`) and analysed at its baseline recipe."""
+    if "variant" not in runs.frame or runs.frame["variant"].nunique() < 2:
+        return runs, None
+    from ..recipes.delta import compare_recipes, select_recipe
+
+    o, n_recipes = st.options, runs.frame["variant"].nunique()
+    st.say(f"recipes: joint fit and paired bootstrap of {n_recipes} recipes ({o.n_boot} replicates)")
+    recipes = st.timed(
+        "recipes",
+        compare_recipes,
+        runs,
+        by="variant",
+        baseline=o.baseline,
+        n_boot=o.n_boot,
+        seed=o.seed,
+        n_starts=o.n_starts,
+        **o.parallel,
+        progress=False,
+        level=o.level,
+    )
+    main_runs = select_recipe(runs, recipes.baseline).runs
+    st.note(
+        "recipe_selected",
+        f"the table holds {n_recipes} recipes; the main sections analyse the baseline "
+        f"'{recipes.baseline}' ({len(main_runs)} runs)",
+        baseline=str(recipes.baseline),
+        n_runs=len(main_runs),
+    )
+    return main_runs, recipes
+
+
+def fit_stage(runs: RunTable, st: Stages) -> FitResult:
+    """The Huber fit (:func:`phifit.fitters.huber.fit_huber`) with the analysis' starts and seed."""
+    from ..fitters.huber import HuberOptions, fit_huber
+
+    st.say(f"fitting the law to {len(runs)} runs ({st.options.n_starts} starts)")
+    options = HuberOptions(n_starts=st.options.n_starts, seed=st.options.seed)
+    return st.timed("fit", fit_huber, runs, options=options)
+
+
+def bootstrap_stage(runs: RunTable, fit: FitResult, st: Stages) -> Any:
+    """The block bootstrap of the fit (:func:`phifit.bootstrap.block_bootstrap`), or None: when
+    it is turned off, when phi sits on its search bound (no valid interval: a note says so) or
+    when the fit holds a parameter the table does identify."""
+    o = st.options
+    if o.n_boot and fit.phi is not None and "phi" in fit.at_bounds:
+        st.note(
+            "phi_on_bound",
+            f"phi sits on the bound of its search box (phi = {fit.phi:.3g}): the table does not locate "
+            "phi, and the bootstrap of an estimate on its boundary is not a valid interval (Andrews 2000, "
+            "Econometrica 68(2)), so none was run; the diagnostics' profile bounds phi from one side",
+            phi=fit.phi,
+        )
+    elif o.n_boot and all(name in fit.unidentified for name in fit.fixed):
+        from ..bootstrap.block import block_bootstrap
+
+        st.say(f"block bootstrap ({o.n_boot} replicates, {defaults.resolve_workers(o.n_jobs)} workers)")
+        return st.timed(
+            "bootstrap",
+            block_bootstrap,
+            runs,
+            fit,
+            n_boot=o.n_boot,
+            seed=o.seed,
+            **o.parallel,
+            progress=False,
+            level=o.level,
+        )
+    elif not o.n_boot:
+        st.note("no_bootstrap", "bootstrap turned off (n_boot = 0): no intervals")
+    return None
+
+
+def phi_shares(fit: FitResult, boot: Any) -> dict[str, float] | None:
+    """The shares of bootstrap replicates with phi <= 0 and phi >= 1 (None without them)."""
+    if boot is None or fit.phi is None:
+        return None
+    return {"le0": boot.share("phi", lambda v: v <= 0), "ge1": boot.share("phi", lambda v: v >= 1)}
+
+
+def comparison_stage(runs: RunTable, free_fit: FitResult, st: Stages) -> Any:
+    """The restricted fits phi = 0 and phi = 1 with their tests
+    (:func:`phifit.compare.compare_fits`) when phi is identifiable, else None."""
+    if not runs.phi_identifiable:
+        return None
+    from ..compare.restricted import compare_fits
+
+    o = st.options
+    n_budgets = runs.frame["budget"].nunique() if "budget" in runs.frame else 0
+    st.say(
+        "restricted fits phi = 0 and phi = 1, "
+        + (
+            "with leave-one-budget-out refits"
+            if n_budgets >= 3
+            else f"without leave-one-budget-out refits ({n_budgets} budget(s); they need 3)"
+        )
+    )
+    return st.timed(
+        "comparison",
+        compare_fits,
+        runs,
+        free_fit,
+        seed=o.seed,
+        n_starts=o.n_starts,
+        n_wild=o.n_wild,
+        **o.parallel,
+    )
+
+
+def interval_and_tests_disagree(fit: FitResult, comparison: Any) -> str | None:
+    """Why phi's percentile interval and the wild tests of phi = 0 / phi = 1 read differently
+    (None: they agree), which is when the report computes the test-inverted set of phi
+    (:func:`phifit.bootstrap.inverted.phi_confidence_set`): a restriction rejected although the
+    interval contains it, one not rejected although the interval excludes it, or an interval
+    reaching phi's search box."""
+    iv = (fit.ci or {}).get("phi")
+    if comparison is None or not iv or None in iv:
+        return None
+    lo, hi = iv
+    box = fit.bounds.get("phi") if isinstance(fit.bounds, dict) else None
+    if box is not None and (lo <= box[0] + 1e-6 or hi >= box[1] - 1e-6):
+        return "the percentile interval reaches phi's search box"
+    for label, value in (("phi=0", 0.0), ("phi=1", 1.0)):
+        st = comparison.stats.get(label)
+        if st is None or st.undecided or st.rejected is None:
+            continue
+        inside = lo <= value <= hi
+        if st.rejected and inside:
+            return f"phi = {value:g} is rejected although the percentile interval contains it"
+        if not st.rejected and not inside:
+            return f"phi = {value:g} is not rejected although the percentile interval excludes it"
+    return None
+
+
+def inverted_stage(runs: RunTable, fit: FitResult, boot: Any, comparison: Any, st: Stages) -> Any:
+    """The test-inverted set of phi (:func:`phifit.bootstrap.inverted.phi_confidence_set`, at
+    :data:`REPORT_INVERT`) when the percentile interval and the wild tests disagree
+    (:func:`interval_and_tests_disagree`), phi is free and wild tests run; else None."""
+    o = st.options
+    disagree = interval_and_tests_disagree(fit, comparison)
+    if boot is None or not disagree or "phi" in fit.fixed or not o.n_wild:
+        return None
+    from ..bootstrap.inverted import phi_confidence_set
+
+    st.say(
+        f"test-inverted set of phi ({o.n_wild} wild replicates per tested phi_0, at most "
+        f"{REPORT_INVERT['max_tests']} phi_0): {disagree}"
+    )
+    return st.timed(
+        "phi_inverted",
+        phi_confidence_set,
+        runs,
+        fit,
+        seed=o.seed,
+        n_jobs=o.n_jobs,
+        n_boot=o.n_wild,
+        **REPORT_INVERT,
+    )
+
+
+def diagnostics_stage(runs: RunTable, fit: FitResult, st: Stages) -> Any:
+    """The diagnostics (:func:`phifit.diagnostics.diagnose`) of the fit."""
+    from ..diagnostics.suite import diagnose
+
+    st.say("diagnostics: residuals, leave-one-out influence, the phi profile")
+    return st.timed("diagnostics", diagnose, runs, fit, seed=st.options.seed)
+
+
+def derived_stage(runs: RunTable, fit: FitResult, boot: Any, st: Stages) -> dict[str, Any]:
+    """The derived quantities, as :class:`~phifit.report.analysis.Analysis` fields: the
+    equivalence table and the study's example (:mod:`phifit.equivalence`), then the frontier,
+    allocation, parabola minima and isoFLOP curves (:func:`frontier_stage`)."""
+    from ..equivalence import equivalence_table, paper_example
+
+    st.say("derived quantities: equivalence, frontier, isoFLOP curves")
+    thetas = None if boot is None else boot.thetas
+    out: dict[str, Any] = {"equivalence": None, "example": None}
+    if fit.phi is not None:
+        out["equivalence"] = st.timed("equivalence", equivalence_table, runs, fit, thetas=thetas)
+        out["example"] = paper_example(fit.phi)
+    return {**out, **frontier_stage(runs, fit, boot, st)}
+
+
+def frontier_stage(runs: RunTable, fit: FitResult, boot: Any, st: Stages) -> dict[str, Any]:
+    """The compute-optimal frontier at the table's budgets (with bootstrap bands) and on a dense
+    grid (:mod:`phifit.frontier`), a non-looped table's allocation, the per-cell parabola minima
+    and the law along the isoFLOP curves (:mod:`phifit.isoflop`); with one token count (B and
+    beta unidentified) none of those that trade size against tokens, and a caution saying so."""
+    from ..frontier import TableFamily, allocation, frontier, isoflop_curves, non_looped
+    from ..isoflop import parabola_minima, table_budgets
+
+    out: dict[str, Any] = dict.fromkeys(("frontier", "frontier_curve", "allocation", "parabola", "isoflop"))
+    has_budget = "budget" in runs.frame
+    if not fit.d_term_identified:
+        st.own.append(
+            caution(
+                "analysis",
+                "derived_suppressed",
+                "no compute-optimal frontier, allocation or isoFLOP curves: they trade model size "
+                "against tokens, and with one token count B and beta are not identified",
+            )
+        )
+    else:
+        if non_looped(runs):
+            out["allocation"] = allocation(fit, boot, level=fit.ci_level)
+        family = TableFamily.from_runs(runs)
+        budgets = table_budgets(runs)
+        thetas = None if boot is None else boot.thetas
+        out["frontier"] = st.timed("frontier", frontier, fit, family, budgets, thetas=thetas)
+        dense = np.geomspace(min(budgets), max(budgets), CURVE_POINTS) if len(budgets) > 1 else budgets
+        out["frontier_curve"] = frontier(fit, family, dense)
+    if has_budget:
+        try:
+            out["parabola"] = parabola_minima(runs)
+        except ValueError as err:
+            st.note("parabola_skipped", f"per-cell parabola minima skipped: {err}")
+    if has_budget and fit.d_term_identified:
+        try:
+            out["isoflop"] = isoflop_curves(fit, runs, family=family)
+        except ValueError as err:
+            st.note("isoflop_skipped", f"isoFLOP curves skipped: {err}")
+    elif not has_budget:
+        st.note("no_budget", "no 'budget' column: isoFLOP curves and per-cell parabola minima need one")
+    return out
+
+
+def plan_stage(runs: RunTable, fit: FitResult, st: Stages) -> Any:
+    """The plan of a design with the table as the pilot (:func:`phifit.plan.plan_from_fit`)
+    when ``options.plan`` asks for one, else None."""
+    o = st.options
+    if o.plan is None:
+        return None
+    from ..plan.design import plan_from_fit
+
+    tables = f", {o.plan_tables} simulated tables" if o.plan_tables else ""
+    st.say(f"plan: what the design {o.plan!r} can measure, with this table as the pilot{tables}")
+    return st.timed(
+        "plan",
+        plan_from_fit,
+        runs,
+        fit,
+        None if o.plan == "self" else o.plan,
+        n_tables=o.plan_tables,
+        seed=o.seed,
+        **o.parallel,
+        misfit=o.plan_misfit,
+    )
+
+
+def rounds_beside(runs: RunTable) -> str | None:
+    """The round log beside the table's file (``RUNS.csv.d/adaptive.jsonl``, written by
+    ``phifit sweep --adaptive``), None when there is none (or the table is not a file)."""
+    from ..plan.rounds import rounds_path
+
+    source = runs.source
+    if not source or not os.path.isfile(source):
+        return None
+    path = rounds_path(source)
+    return str(path) if path.is_file() else None
+
+
+def rounds_stage(table: RunTable, st: Stages) -> Any:
+    """The rounds of the adaptive sweep that trained the table (:func:`phifit.plan.rounds.load_rounds`):
+    ``options.rounds`` or the log beside the table; None without one."""
+    rounds_file = st.options.rounds or rounds_beside(table)
+    if rounds_file is None:
+        return None
+    from ..plan.rounds import load_rounds
+
+    st.say(f"adaptive rounds: {rounds_file}")
+    adaptive = load_rounds(rounds_file)
+    if adaptive.skipped_lines:
+        st.note(
+            "rounds_torn",
+            f"{rounds_file}: {adaptive.skipped_lines} torn line(s) skipped (a loop killed while "
+            "writing a record)",
+            skipped=adaptive.skipped_lines,
+        )
+    return adaptive
+
+
+def bayes_stage(runs: RunTable, st: Stages) -> tuple[Any, Any, Any]:
+    """(the Bayesian fit, its draws, its InferenceData) when ``options.bayes`` asks for them
+    (:mod:`phifit.fitters.bayes`, PyMC, imported only then), else (None, None, None)."""
+    if not st.options.bayes:
+        return None, None, None
+    from ..fitters.bayes import sample_posterior
+
+    st.say("Bayesian posterior: compiling the model (about half a minute), then sampling")
+    sampled = st.timed(
+        "bayes",
+        sample_posterior,
+        runs,
+        seed=st.options.seed,
+        hdi_prob=st.options.level,
+        progress=False,
+    )
+    return sampled.result, sampled.draws, sampled.idata
+
+
+def plotted_compute(runs: RunTable) -> tuple[np.ndarray, str]:
+    """The training compute at which the figures place each run, and where it comes from.
+
+    The ``flops`` column when there is one; else a numeric ``budget`` column (the isoFLOP
+    budget the run was trained at: the estimate 6 (N_once + r N_rec) D omits attention and
+    the embedding, and puts a small model's runs well left of its budget); else the estimate
+    (:attr:`phifit.runs.RunTable.compute`).
+    """
+    if runs.has_flops:
+        return runs.compute, runs.compute_source
+    budget = runs.budget
+    if budget is not None:
+        try:
+            values = np.asarray(budget, dtype=float)
+        except (TypeError, ValueError):
+            values = None
+        if values is not None and np.all(np.isfinite(values)) and np.all(values > 0):
+            return values, "the budget column (no flops column)"
+    return runs.compute, runs.compute_source
+
+
+def points_stage(runs: RunTable, st: Stages) -> dict[str, Any]:
+    """Per analysed run {r, budget, n_unique, compute, compute_source, loss} for the figures, at
+    :func:`plotted_compute`; without a ``flops`` column a note says where the runs are placed."""
+    compute, compute_source = plotted_compute(runs)
+    if not runs.has_flops:
+        ratio = runs.compute / compute
+        where = (
+            f"the runs are placed at their budget; the estimate would put them at "
+            f"{ratio.min():.2f}-{ratio.max():.2f}x it"
+            if compute_source.startswith("the budget")
+            else "the runs are placed at that estimate (it omits attention and the embedding)"
+        )
+        st.note(
+            "compute_estimated",
+            f"no 'flops' column: training compute in the figures is {compute_source}; {where}. "
+            "Record each run's FLOPs in a 'flops' column for exact placement",
+            compute_source=compute_source,
+        )
+    return {
+        "r": runs.r.astype(int).tolist(),
+        "budget": None if runs.budget is None else runs.budget.tolist(),
+        "n_unique": (runs.n_once + runs.n_rec).tolist(),
+        "compute": compute.tolist(),
+        "compute_source": compute_source,
+        "loss": runs.loss.tolist(),
+    }
+
+
+def step_warnings(*steps: Any) -> list[list[Caution] | None]:
+    """Each step's ``warnings`` (None for a step that did not run), for :func:`phifit.cautions.collect`."""
+    return [None if step is None else step.warnings for step in steps]
+
+
+def diagnostic_cautions(diag: Any) -> list[Caution]:
+    """The diagnostics' cautions, and the influence and consistency notes (kept as text by
+    :mod:`phifit.diagnostics.influence`) as notes of source "diagnostics"."""
+    notes = [] if diag.influence is None else list(diag.influence.notes)
+    notes += [] if diag.consistency is None else list(diag.consistency.notes)
+    return list(diag.warnings) + [
+        n if isinstance(n, Caution) else caution("diagnostics", "influence", str(n), level="note")
+        for n in notes
+    ]
+
+
+__all__ = [
+    "CURVE_POINTS",
+    "REPORT_INVERT",
+    "Stages",
+    "bayes_stage",
+    "bootstrap_stage",
+    "comparison_stage",
+    "derived_stage",
+    "diagnostic_cautions",
+    "diagnostics_stage",
+    "fit_stage",
+    "frontier_stage",
+    "interval_and_tests_disagree",
+    "inverted_stage",
+    "phi_shares",
+    "plan_stage",
+    "plotted_compute",
+    "points_stage",
+    "recipes_stage",
+    "rounds_beside",
+    "rounds_stage",
+    "step_warnings",
+]
