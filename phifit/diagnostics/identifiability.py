@@ -403,6 +403,16 @@ def identifiability(
 
 
 # ------------------------------------------------------------------------ the profile
+#: Iterations before a profile point's hopeless starts stop, and how much worse than the best
+#: start (objective ratio) counts as hopeless.  Measured on the study's table, cpu_small,
+#: cpu_adaptive and tables (a) and (c) of ``benchmarks/report_speed_tables.py`` against running
+#: every start to convergence: the profile's objective and interval agree to 3e-14 relative,
+#: in about half the time; the other parameters at a profile point move only where the
+#: objective is flat in them (up to 2e-6 relative, and at one point of the study's profile
+#: far from phi_hat, E and A in another basin of equal objective).
+PROFILE_PRUNE_AFTER = 15
+PROFILE_PRUNE_RATIO = 3.0
+
 def phi_profile(
     runs: RunTable | pd.DataFrame,
     spec: LawSpec,
@@ -451,8 +461,18 @@ def phi_profile(
 
     def best_of(i: int, starts: list[np.ndarray]) -> tuple[np.ndarray, float]:
         s = specs[i]
+        # the fit's own exploration rule: after PROFILE_PRUNE_AFTER iterations a start whose
+        # objective exceeds PROFILE_PRUNE_RATIO x the best stops (the rows kept end bit-identical)
         end = batched_weighted_lm(
-            law_model(s, design), np.array(starts), y, 1.0, s.lower, s.upper, delta=delta
+            law_model(s, design),
+            np.array(starts),
+            y,
+            1.0,
+            s.lower,
+            s.upper,
+            delta=delta,
+            prune_after=PROFILE_PRUNE_AFTER,
+            prune_ratio=PROFILE_PRUNE_RATIO,
         )
         obj = np.where(np.isfinite(end.objective), end.objective, np.inf)
         x = end.x[int(np.argmin(obj))]
