@@ -309,79 +309,149 @@ def phi_confidence_set(
         raise ValueError(f"n_boot must be >= 19 for a p-value at the 5% level, got {n_boot}")
     if free.phi is None or "phi" in free.fixed:
         raise ValueError("the test-inverted set needs a fit with phi free")
-    alpha = round(1.0 - level, 12)
     adjust = wild.DEFAULT_ADJUST if adjust is None else adjust
     spec, delta = refit_settings(free)
     spec, _ = effective_spec(runs, spec)
     if "phi" in spec.fixed:
         raise ValueError("phi is not identifiable from these runs: no confidence set to invert")
-    design, y = runs.design, runs.log_loss
     lo_box, hi_box = (float(v) for v in spec.bounds["phi"])
-    theta1 = free.theta
-    f_free = _objective(log_loss(theta1, design), y, delta)
     phi_hat = float(np.clip(free.phi, lo_box, hi_box))
     codes, label = runs.cells(block)
-    n_blocks = int(codes.max()) + 1
-    alt_model = law_model(spec, design)
-    cautions: list[Caution] = []
-
-    profile = _Profile(spec, design, y, delta, theta1)
+    search = _Search(
+        runs,
+        spec,
+        delta,
+        free.theta,
+        codes=codes,
+        alpha=round(1.0 - level, 12),
+        n_boot=n_boot,
+        seed=seed,
+        test_options={"block": label, "adjust": adjust, "weights": weights, "n_jobs": n_jobs},
+        flat_width=flat_width,
+    )
     n_fine = max(2, int(round((hi_box - lo_box) / fine_step)) + 1)
     fine = np.linspace(lo_box, hi_box, n_fine)
-    profile.sweep(fine, phi_hat)
+    search.profile.sweep(fine, phi_hat)
+    exhausted = search.run(fine, phi_hat, coarse_step=coarse_step, tol=tol, max_tests=max_tests)
+    pieces, censored = search.pieces(exhausted)
+    cautions = search.cautions(pieces, censored, exhausted=exhausted, max_tests=max_tests, tol=tol)
+    tested = search.tested
+    xs = sorted(tested)
+    per_point = [w for x in xs for w in tested[x].test.warnings if w.kind != "wild_failed"]
+    first = tested[xs[0]].test
+    profile = search.profile.value
+    return InvertedSet(
+        estimate=float(free.phi),
+        level=level,
+        n_boot=n_boot,
+        seed=seed,
+        box=(lo_box, hi_box),
+        grid=[float(x) for x in xs],
+        p_values=[tested[x].p for x in xs],
+        statistics=[tested[x].statistic for x in xs],
+        critical=[tested[x].critical for x in xs],
+        n_failed=[tested[x].n_failed for x in xs],
+        pieces=pieces,
+        censored=censored,
+        profile_grid=[float(x) for x in sorted(profile)],
+        profile=[max(profile[x] - search.f_free, 0.0) for x in sorted(profile)],
+        weights=first.weights,
+        adjust=adjust,
+        block=label,
+        n_blocks=search.n_blocks,
+        min_p=first.min_p,
+        tol=tol,
+        warnings=collect(cautions, per_point[:1]),
+    )
 
-    def drop(phi0: float) -> float:
-        return profile.fit(phi0)[1] - f_free
 
-    tested: dict[float, _Tested] = {}
+class _Search:
+    """One inversion (module docstring, steps 1-4): the profile T(phi_0) = F(phi_0) - F_free,
+    the phi_0 tested so far with their bootstrap tests, the critical value c(phi_0)
+    interpolated between them, and the phi_0 to test next.
 
-    def test(phi0: float) -> None:
+    Every profile fit is warm-started from the nearest phi_0 fitted before it, so the order of
+    the calls below is part of the result."""
+
+    def __init__(
+        self,
+        runs: RunTable,
+        spec: LawSpec,
+        delta: float,
+        theta_free: np.ndarray,
+        *,
+        codes: np.ndarray,
+        alpha: float,
+        n_boot: int,
+        seed: int,
+        test_options: dict[str, Any],
+        flat_width: float,
+    ):
+        self.design, self.y = runs.design, runs.log_loss
+        self.spec, self.delta, self.theta_free = spec, delta, theta_free
+        self.box = tuple(float(v) for v in spec.bounds["phi"])
+        self.f_free = _objective(log_loss(theta_free, self.design), self.y, delta)
+        self.codes, self.n_blocks = codes, int(codes.max()) + 1
+        self.alpha, self.n_boot, self.seed, self.flat_width = alpha, n_boot, seed, flat_width
+        self.test_options = test_options
+        self.alt_model = law_model(spec, self.design)
+        self.profile = _Profile(spec, self.design, self.y, delta, theta_free)
+        self.tested: dict[float, _Tested] = {}
+
+    def drop(self, phi0: float) -> float:
+        """T(phi_0) = F(phi_0) - F_free (not clipped at 0)."""
+        return self.profile.fit(phi0)[1] - self.f_free
+
+    def test(self, phi0: float) -> None:
+        """Run the restricted wild cluster bootstrap test of phi = phi_0 (once per phi_0)."""
         phi0 = float(phi0)
-        if phi0 in tested:
+        if phi0 in self.tested:
             return
-        theta0, f0 = profile.fit(phi0)
-        spec0 = profile.null_spec(phi0)
-        observed = max(f0 - f_free, 0.0)
+        design, spec, opts = self.design, self.spec, self.test_options
+        theta0, f0 = self.profile.fit(phi0)
+        spec0 = self.profile.null_spec(phi0)
+        observed = max(f0 - self.f_free, 0.0)
         null = wild.Refit(law_model(spec0, design), spec0.lower, spec0.upper, (theta0[spec0.free_mask],))
         alternative = wild.Refit(
-            alt_model, spec.lower, spec.upper, (theta0[spec.free_mask], theta1[spec.free_mask])
+            self.alt_model, spec.lower, spec.upper, (theta0[spec.free_mask], self.theta_free[spec.free_mask])
         )
         stats, ok = wild.wild_cluster_statistics(
-            y,
+            self.y,
             log_loss(theta0, design),
-            codes,
+            self.codes,
             null,
             alternative,
-            delta,
-            n_boot,
-            np.random.default_rng(seed),
-            n_jobs=n_jobs,
-            adjust=adjust,
-            weights=weights,
+            self.delta,
+            self.n_boot,
+            np.random.default_rng(self.seed),
+            n_jobs=opts["n_jobs"],
+            adjust=opts["adjust"],
+            weights=opts["weights"],
         )
         result = wild.wild_test_result(
             spec0.label(),
             observed,
             stats,
             ok,
-            block=label,
-            n_blocks=n_blocks,
-            seed=seed,
+            block=opts["block"],
+            n_blocks=self.n_blocks,
+            seed=self.seed,
             source=SOURCE,
-            weights=weights,
-            adjust=adjust,
+            weights=opts["weights"],
+            adjust=opts["adjust"],
         )
-        tested[phi0] = _Tested(result.p_value, observed, _critical(stats, ok, alpha), result.n_failed, result)
+        critical = _critical(stats, ok, self.alpha)
+        self.tested[phi0] = _Tested(result.p_value, observed, critical, result.n_failed, result)
 
-    def margin(phi0: float) -> float:
+    def margin(self, phi0: float) -> float:
         """Predicted T - c at phi_0 (<= 0: kept).  Between two tested neighbours c is
         interpolated linearly in T (the critical value grows with the drop T itself, about
         linearly; linearly in phi_0 where T hardly changes between them); beyond the outermost
         tested point the ratio c / T is held."""
-        t = max(drop(phi0), 0.0)
-        xs = sorted(tested)
-        ts = [tested[x].statistic for x in xs]
-        cs = [tested[x].critical for x in xs]
+        t = max(self.drop(phi0), 0.0)
+        xs = sorted(self.tested)
+        ts = [self.tested[x].statistic for x in xs]
+        cs = [self.tested[x].critical for x in xs]
         k = int(np.searchsorted(xs, phi0))
         if k < len(xs) and xs[k] == phi0:
             return ts[k] * (1 - 1e-9) - cs[k]
@@ -400,40 +470,67 @@ def phi_confidence_set(
             w = (phi0 - xs[a]) / (xs[b] - xs[a])
         return t - (cs[a] + w * (cs[b] - cs[a]))
 
-    def crossing(a: float, b: float) -> float:
+    def crossing(self, a: float, b: float) -> float:
         """The predicted boundary between tested a < b on opposite sides: the first sign
         change of T(phi_0) - c(phi_0) on a subdivision, then bisection (each T a warm-started
         profile fit)."""
-        kept_a = tested[a].keeps(alpha)
+        kept_a = self.tested[a].keeps(self.alpha)
         lo, hi = a, b
         for x in np.linspace(a, b, 9)[1:-1]:
-            if (margin(x) <= 0) != kept_a:
+            if (self.margin(x) <= 0) != kept_a:
                 hi = x
                 break
             lo = x
         for _ in range(12):
             mid = 0.5 * (lo + hi)
-            if (margin(mid) <= 0) == kept_a:
+            if (self.margin(mid) <= 0) == kept_a:
                 lo = mid
             else:
                 hi = mid
         return 0.5 * (lo + hi)
 
-    def flat(a: float, b: float) -> bool:
+    def flat(self, a: float, b: float) -> bool:
         """Whether a bracket is as resolved as the p-values allow: both ends within one
         replicate step of the level and at most ``flat_width`` apart (T and c run side by
         side there, and the crossing moves with the draws more than the search could place it)."""
-        steps = [1.0 / (1.0 + n_boot - tested[x].n_failed) for x in (a, b)]
+        tested, alpha = self.tested, self.alpha
+        steps = [1.0 / (1.0 + self.n_boot - tested[x].n_failed) for x in (a, b)]
         near = all(abs(tested[x].p - alpha) <= 1.5 * st for x, st in zip((a, b), steps, strict=True))
-        return near and b - a <= flat_width
+        return near and b - a <= self.flat_width
 
-    # the box's ends are tested only where the prediction says the set may reach them: refits
-    # with phi held at a bound are slow and the test there is seldom in doubt
-    n_coarse = max(3, int(round((hi_box - lo_box) / coarse_step)) + 1)
-    for phi0 in [phi_hat, *np.linspace(lo_box, hi_box, n_coarse)[1:-1]]:
-        test(phi0)
-    exhausted = False
-    while True:
+    def run(
+        self, fine: np.ndarray, phi_hat: float, *, coarse_step: float, tol: float, max_tests: int
+    ) -> bool:
+        """Test phi_hat and a coarse grid, then the proposals of :meth:`proposals` round by
+        round until none is left (a round that would pass ``max_tests`` is cut to fit); whether
+        the search was stopped by ``max_tests``.
+
+        The box's ends are tested only where the prediction says the set may reach them:
+        refits with phi held at a bound are slow and the test there is seldom in doubt."""
+        lo_box, hi_box = self.box
+        n_coarse = max(3, int(round((hi_box - lo_box) / coarse_step)) + 1)
+        for phi0 in [phi_hat, *np.linspace(lo_box, hi_box, n_coarse)[1:-1]]:
+            self.test(phi0)
+        exhausted = False
+        while True:
+            proposals = self.proposals(fine, tol)
+            if not proposals:
+                break
+            if len(self.tested) + len(proposals) > max_tests:
+                exhausted = True
+                proposals = proposals[: max(0, max_tests - len(self.tested))]
+                if not proposals:
+                    break
+            for x in proposals:
+                self.test(x)
+        return exhausted
+
+    def proposals(self, fine: np.ndarray, tol: float) -> list[float]:
+        """The phi_0 to test next: the predicted crossing inside each bracket wider than ``tol``
+        whose ends disagree (unless :meth:`flat`); a fine-grid point where the prediction says
+        a piece hides between two tested points that agree; and, beyond the outermost tested
+        points, a fine-grid point (or the box's end) where the set may continue or reappear."""
+        tested, alpha = self.tested, self.alpha
         xs = sorted(tested)
         proposals: list[float] = []
         for a, b in zip(xs[:-1], xs[1:], strict=True):
@@ -441,145 +538,142 @@ def phi_confidence_set(
                 continue
             ka, kb = tested[a].keeps(alpha), tested[b].keeps(alpha)
             if ka != kb:
-                if flat(a, b):
+                if self.flat(a, b):
                     continue
-                x = crossing(a, b)
+                x = self.crossing(a, b)
                 proposals.append(float(np.clip(x, a + tol / 2, b - tol / 2)))
                 continue
             inner = fine[(fine > a + tol / 2) & (fine < b - tol / 2)]
             if not len(inner):
                 continue
-            m = np.array([margin(x) for x in inner])
+            m = np.array([self.margin(x) for x in inner])
             if ka and m.max() > 0:
                 proposals.append(float(inner[int(np.argmax(m))]))
             elif not ka and m.min() <= 0:
                 proposals.append(float(inner[int(np.argmin(m))]))
+        lo_box, hi_box = self.box
         for edge, near, outer in (
             (lo_box, xs[0], fine[fine < xs[0] - tol / 2]),
             (hi_box, xs[-1], fine[fine > xs[-1] + tol / 2]),
         ):
             if not len(outer) or abs(near - edge) <= tol / 2:
                 continue
-            m = np.array([margin(x) for x in outer])
+            m = np.array([self.margin(x) for x in outer])
             if tested[near].keeps(alpha):
                 proposals.append(float(outer[int(np.argmax(m))]) if m.max() > 0 else edge)
             elif m.min() <= 0:
                 proposals.append(float(outer[int(np.argmin(m))]))
-        if not proposals:
-            break
-        if len(tested) + len(proposals) > max_tests:
-            exhausted = True
-            proposals = proposals[: max(0, max_tests - len(tested))]
-            if not proposals:
-                break
-        for x in proposals:
-            test(x)
+        return proposals
 
-    xs = sorted(tested)
-    kept = [tested[x].keeps(alpha) for x in xs]
-    pieces: list[tuple[float, float]] = []
-    censored: list[tuple[bool, bool]] = []
-    i = 0
-    while i < len(xs):
-        if not kept[i]:
-            i += 1
-            continue
-        j = i
-        while j + 1 < len(xs) and kept[j + 1]:
-            j += 1
-        lo = xs[0] if i == 0 else min(max(crossing(xs[i - 1], xs[i]), xs[i - 1] + 1e-12), xs[i])
-        hi = xs[-1] if j == len(xs) - 1 else max(min(crossing(xs[j], xs[j + 1]), xs[j + 1] - 1e-12), xs[j])
-        open_lo, open_hi = i == 0 and xs[0] > lo_box, j == len(xs) - 1 and xs[-1] < hi_box
-        if (open_lo or open_hi) and not exhausted:
-            raise RuntimeError("the search left a kept end untested")  # the loop above tests it
-        # a search stopped by max_tests may leave a kept outermost point short of the box: the
-        # set reaches at least that far, and is reported as running to the box, censored
-        lo, hi = (lo_box if open_lo else lo), (hi_box if open_hi else hi)
-        pieces.append((float(lo), float(hi)))
-        censored.append((i == 0 and lo <= lo_box, j == len(xs) - 1 and hi >= hi_box))
-        i = j + 1
+    def pieces(self, exhausted: bool) -> tuple[list[tuple[float, float]], list[tuple[bool, bool]]]:
+        """The set as [lo, hi] pieces (runs of kept tested phi_0, each end the predicted
+        crossing inside its final bracket) and, per piece, whether each end sits at a bound of
+        the box (censored).  A search stopped by ``max_tests`` (``exhausted``) may leave a
+        kept outermost point short of the box: the set reaches at least that far, and is
+        reported as running to the box, censored."""
+        lo_box, hi_box = self.box
+        xs = sorted(self.tested)
+        kept = [self.tested[x].keeps(self.alpha) for x in xs]
+        pieces: list[tuple[float, float]] = []
+        censored: list[tuple[bool, bool]] = []
+        i = 0
+        while i < len(xs):
+            if not kept[i]:
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(xs) and kept[j + 1]:
+                j += 1
+            if i == 0:
+                lo = xs[0]
+            else:
+                lo = min(max(self.crossing(xs[i - 1], xs[i]), xs[i - 1] + 1e-12), xs[i])
+            if j == len(xs) - 1:
+                hi = xs[-1]
+            else:
+                hi = max(min(self.crossing(xs[j], xs[j + 1]), xs[j + 1] - 1e-12), xs[j])
+            open_lo, open_hi = i == 0 and xs[0] > lo_box, j == len(xs) - 1 and xs[-1] < hi_box
+            if (open_lo or open_hi) and not exhausted:
+                raise RuntimeError("the search left a kept end untested")  # run() tests it
+            lo, hi = (lo_box if open_lo else lo), (hi_box if open_hi else hi)
+            pieces.append((float(lo), float(hi)))
+            censored.append((i == 0 and lo <= lo_box, j == len(xs) - 1 and hi >= hi_box))
+            i = j + 1
+        return pieces, censored
 
-    best_profile = min(profile.value.values())
-    if best_profile < f_free * (1 - 1e-9) - 1e-12:
-        where = min(profile.value, key=profile.value.get)
-        cautions.append(
-            caution(
-                SOURCE,
-                "free_fit_not_minimum",
-                f"the fit with phi held at {where:.3g} has a lower objective than the free fit "
-                f"({best_profile:.6g} < {f_free:.6g}): the free fit missed a basin; refit with more starts",
-                phi=where,
+    def cautions(
+        self,
+        pieces: list[tuple[float, float]],
+        censored: list[tuple[bool, bool]],
+        *,
+        exhausted: bool,
+        max_tests: int,
+        tol: float,
+    ) -> list[Caution]:
+        """The set's cautions: the free fit is not the profile's minimum, the search stopped at
+        ``max_tests``, the set is a union or reaches the box, replicates failed."""
+        cautions: list[Caution] = []
+        lo_box, hi_box = self.box
+        values, f_free = self.profile.value, self.f_free
+        best_profile = min(values.values())
+        if best_profile < f_free * (1 - 1e-9) - 1e-12:
+            where = min(values, key=values.get)
+            cautions.append(
+                caution(
+                    SOURCE,
+                    "free_fit_not_minimum",
+                    f"the fit with phi held at {where:.3g} has a lower objective than the free fit "
+                    f"({best_profile:.6g} < {f_free:.6g}): the free fit missed a basin; "
+                    "refit with more starts",
+                    phi=where,
+                )
             )
-        )
-    if exhausted:
-        cautions.append(
-            caution(
-                SOURCE,
-                "inverted_not_resolved",
-                f"the search stopped at {max_tests} tested phi_0: some ends of the set are "
-                f"located less precisely than {tol:g}",
-                max_tests=max_tests,
+        if exhausted:
+            cautions.append(
+                caution(
+                    SOURCE,
+                    "inverted_not_resolved",
+                    f"the search stopped at {max_tests} tested phi_0: some ends of the set are "
+                    f"located less precisely than {tol:g}",
+                    max_tests=max_tests,
+                )
             )
-        )
-    if len(pieces) > 1:
-        cautions.append(
-            caution(
-                SOURCE,
-                "inverted_union",
-                f"the test-inverted set of phi is a union of {len(pieces)} pieces: the test keeps phi_0 "
-                "in separate basins of the objective",
-                level="note",
-                n_pieces=len(pieces),
+        if len(pieces) > 1:
+            cautions.append(
+                caution(
+                    SOURCE,
+                    "inverted_union",
+                    f"the test-inverted set of phi is a union of {len(pieces)} pieces: the test keeps "
+                    "phi_0 in separate basins of the objective",
+                    level="note",
+                    n_pieces=len(pieces),
+                )
             )
-        )
-    if any(c for pair in censored for c in pair):
-        cautions.append(
-            caution(
-                SOURCE,
-                "inverted_unbounded",
-                f"the test-inverted set of phi reaches a bound of phi's box [{lo_box:g}, {hi_box:g}]: "
-                "the test keeps phi_0 there and the set may continue beyond it",
-                level="note",
+        if any(c for pair in censored for c in pair):
+            cautions.append(
+                caution(
+                    SOURCE,
+                    "inverted_unbounded",
+                    f"the test-inverted set of phi reaches a bound of phi's box [{lo_box:g}, {hi_box:g}]: "
+                    "the test keeps phi_0 there and the set may continue beyond it",
+                    level="note",
+                )
             )
-        )
-    failed = [x for x in xs if tested[x].n_failed]
-    if failed:
-        worst = max(tested[x].n_failed for x in failed)
-        cautions.append(
-            caution(
-                SOURCE,
-                "wild_failed",
-                f"{len(failed)} of {len(xs)} tested phi_0 had replicates whose refits did not converge "
-                f"(at most {worst} of {n_boot}); they were left out of those p-values",
-                n_points=len(failed),
-                max_failed=worst,
+        xs = sorted(self.tested)
+        failed = [x for x in xs if self.tested[x].n_failed]
+        if failed:
+            worst = max(self.tested[x].n_failed for x in failed)
+            cautions.append(
+                caution(
+                    SOURCE,
+                    "wild_failed",
+                    f"{len(failed)} of {len(xs)} tested phi_0 had replicates whose refits did not "
+                    f"converge (at most {worst} of {self.n_boot}); they were left out of those p-values",
+                    n_points=len(failed),
+                    max_failed=worst,
+                )
             )
-        )
-    per_point = [w for x in xs for w in tested[x].test.warnings if w.kind != "wild_failed"]
-    first = tested[xs[0]].test
-    return InvertedSet(
-        estimate=float(free.phi),
-        level=level,
-        n_boot=n_boot,
-        seed=seed,
-        box=(lo_box, hi_box),
-        grid=[float(x) for x in xs],
-        p_values=[tested[x].p for x in xs],
-        statistics=[tested[x].statistic for x in xs],
-        critical=[tested[x].critical for x in xs],
-        n_failed=[tested[x].n_failed for x in xs],
-        pieces=pieces,
-        censored=censored,
-        profile_grid=[float(x) for x in sorted(profile.value)],
-        profile=[max(profile.value[x] - f_free, 0.0) for x in sorted(profile.value)],
-        weights=first.weights,
-        adjust=adjust,
-        block=label,
-        n_blocks=n_blocks,
-        min_p=first.min_p,
-        tol=tol,
-        warnings=collect(cautions, per_point[:1]),
-    )
+        return cautions
 
 
 def outside_share(draws: Sequence[float], inverted: InvertedSet) -> float:
