@@ -44,9 +44,10 @@ every caution is a :class:`~phifit.cautions.Caution` of source "recipes" in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -244,38 +245,13 @@ def compare_recipes(
     """
     runs = as_runs(runs)
     n_jobs = defaults.resolve_workers(n_jobs)
-    if method not in METHODS:
-        raise ValueError(f"recipes: unknown method {method!r}; expected one of {', '.join(METHODS)}")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
-        raise ValueError(f"n_boot must be 0 (no bootstrap) or an integer >= 2, got {n_boot!r}")
-    check_backend(backend, scheduler)
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    if by not in runs.frame.columns:
-        raise ValueError(
-            f"recipes: no column {by!r} in the run table; columns: {', '.join(map(str, runs.frame.columns))}"
-        )
-    values = sorted(runs.frame[by].unique(), key=str)
-    if len(values) < 2:
-        raise ValueError(
-            f"recipes: column {by!r} has a single value ({values[0]!r}); Delta-phi needs at least two recipes"
-        )
+    _check_settings(method=method, n_boot=n_boot, backend=backend, scheduler=scheduler, level=level)
+    by_text = _recipes(runs, by)
     notes: list[Caution] = []
-    by_text = {str(v): v for v in values}
-    if baseline is None:
-        baseline_key = "baseline" if "baseline" in by_text else str(values[0])
-        notes.append(_note("baseline_default", f"baseline not given: using {baseline_key!r}"))
-    else:
-        baseline_key = str(baseline)
-        if baseline_key not in by_text:
-            raise ValueError(
-                f"recipes: baseline {baseline_key!r} is not a value of {by!r}; values: {', '.join(by_text)}"
-            )
-    base_value = by_text[baseline_key]
+    baseline_key = _baseline_key(by_text, baseline, by, notes)
     cols = block_columns(runs, block)
     block_label = ",".join(cols)
-    paired = cols != [SINGLE_RUNS]
-    if not paired:
+    if cols == [SINGLE_RUNS]:
         notes.append(
             _note(
                 "unpaired",
@@ -284,135 +260,32 @@ def compare_recipes(
             )
         )
 
-    def fit_one(table: RunTable) -> FitResult:
-        opts: dict[str, Any] = {"seed": seed, "n_starts": n_starts}
-        if method == "lsq":
-            opts["profile"] = False
-        return fit_law(table, method=method, **opts)
-
-    fits = {baseline_key: fit_one(runs.subset((runs.frame[by] == base_value).to_numpy()))}
+    fit_one = partial(_fit_recipe, method=method, seed=seed, n_starts=n_starts)
+    fits = {baseline_key: fit_one(runs.subset((runs.frame[by] == by_text[baseline_key]).to_numpy()))}
     if not fits[baseline_key].phi_identified:
         raise ValueError(
             f"recipes: phi is not identifiable from the baseline {baseline_key!r} "
             f"(it needs looped runs and at least two values of r)"
         )
-    baseline_refits: dict[str, FitResult] = {}
-    deltas: dict[str, dict[str, Any]] = {}
-    seeds = np.random.SeedSequence(seed).spawn(len(values))
-    base_budgets = (
-        set(map(str, runs.frame.loc[runs.frame[by] == base_value, "budget"]))
-        if "budget" in runs.frame.columns
-        else None
+    pairs, deltas, baseline_refits, variant_notes = _variant_pairs(
+        runs, by, by_text, baseline_key, fits, fit_one
     )
-    # the baseline on a variant's budgets is fitted once per set of budgets
-    base_fits: dict[tuple[str, ...] | None, FitResult] = {}
-    pairs: dict[str, tuple[int, PairedTables, FitResult, FitResult]] = {}
-    variant_notes: dict[str, list[Caution]] = {}
-    for i, key in enumerate(by_text):
-        if key == baseline_key:
-            continue
-        pair = pair_tables(runs, by, by_text[key], base_value)
-        if not (pair.variant.r > 1).any():
-            raise ValueError(f"recipes: variant {key!r} has no looped runs (r > 1): phi is undefined for it")
-        fv = fit_one(pair.variant)
-        same = base_budgets is None or set(pair.budgets or []) == base_budgets
-        budgets_key = None if pair.budgets is None else tuple(pair.budgets)
-        if same:
-            fb = fits[baseline_key]
-        else:
-            if budgets_key not in base_fits:
-                base_fits[budgets_key] = fit_one(pair.baseline)
-            fb = base_fits[budgets_key]
-            baseline_refits[key] = fb
-        fits[key] = fv
-        pairs[key] = (i, pair, fv, fb)
-        deltas[key] = {
-            "estimate": fv.phi - fb.phi,
-            "variant_phi": fv.phi,
-            "baseline_phi": fb.phi,
-            "budgets": pair.budgets,
-            "borrowed_r1": pair.borrowed_r1,
-            "n_runs_variant": len(pair.variant),
-            "n_runs_baseline": len(pair.baseline),
-        }
-        variant_notes[key] = own = []
-        if pair.borrowed_r1:
-            own.append(
-                _note(
-                    "borrowed_r1",
-                    f"{key}: no r = 1 runs of its own; borrowed the baseline's "
-                    f"{pair.borrowed_r1} r = 1 runs on the same budgets",
-                    recipe=key,
-                    n_runs=pair.borrowed_r1,
-                )
-            )
-        if pair.dropped_variant_runs:
-            own.append(
-                _note(
-                    "dropped_runs",
-                    f"{key}: {pair.dropped_variant_runs} runs on budgets the baseline lacks "
-                    f"were left out of the comparison",
-                    recipe=key,
-                    n_runs=pair.dropped_variant_runs,
-                )
-            )
-
     if n_boot:
-        # variants whose pairs have the same baseline table and the same cells share one draw
-        # of the cells and the baseline's replicates (step 3)
-        groups: dict[tuple[Any, frozenset[str]], list[str]] = {}
-        for key, (_, pair, _, _) in pairs.items():
-            budgets_key = None if pair.budgets is None else tuple(pair.budgets)
-            groups.setdefault((budgets_key, pair_cells(pair, cols)), []).append(key)
-        for members in groups.values():
-            first = pairs[members[0]]
-            shared = shared_delta_phi(
-                first[1].baseline,
-                first[3],
-                [(key, pairs[key][1].variant, pairs[key][2]) for key in members],
-                cols,
-                n_boot,
-                [np.random.default_rng(seeds[pairs[key][0]]) for key in members],
-                n_jobs,
-                progress,
-                level,
-                seed,
-                baseline_key,
-                backend=backend,
-                scheduler=scheduler,
-            )
-            for key in members:
-                deltas[key].update(shared[key])
-                if len(members) > 1:
-                    deltas[key]["shared_draws"] = [k for k in members if k != key]
-    for key, entry in deltas.items():
-        if not n_boot:
-            entry.update({"ci": None, "ci_bca": None, "p_value": None, "n_boot": 0, "n_failed": 0})
-            continue
-        n_blocks, n_failed = entry["n_blocks"], entry["n_failed"]
-        if n_blocks < 10:
-            variant_notes[key].append(
-                _note(
-                    "few_blocks",
-                    f"{key}: the paired bootstrap resamples only {n_blocks} blocks "
-                    f"'{block_label}'; with this few blocks its interval is rough",
-                    level="warning",
-                    recipe=key,
-                    n_blocks=n_blocks,
-                )
-            )
-        if n_failed:
-            variant_notes[key].append(
-                _note(
-                    "failed_replicates",
-                    f"{key}: {n_failed} of {n_boot} bootstrap replicates failed (either "
-                    f"refit unconverged or phi unidentifiable) and are excluded",
-                    level="warning",
-                    recipe=key,
-                    n_failed=n_failed,
-                    n_boot=int(n_boot),
-                )
-            )
+        _paired_bootstraps(
+            pairs,
+            deltas,
+            cols,
+            n_boot=n_boot,
+            seeds=np.random.SeedSequence(seed).spawn(len(by_text)),
+            n_jobs=n_jobs,
+            progress=progress,
+            level=level,
+            seed=seed,
+            baseline_key=baseline_key,
+            backend=backend,
+            scheduler=scheduler,
+        )
+    _bootstrap_notes(deltas, variant_notes, n_boot=n_boot, block_label=block_label)
     for own in variant_notes.values():
         notes += own
 
@@ -443,6 +316,236 @@ def compare_recipes(
         method=method,
         warnings=collect(notes, joint_fit.warnings if joint_fit is not None else []),
     )
+
+
+# -- the steps of compare_recipes -------------------------------------------------------------
+
+
+def _fit_recipe(table: RunTable, *, method: str, seed: int, n_starts: int) -> FitResult:
+    """The fit of one recipe's table (least squares without profiling out E, A, B)."""
+    opts: dict[str, Any] = {"seed": seed, "n_starts": n_starts}
+    if method == "lsq":
+        opts["profile"] = False
+    return fit_law(table, method=method, **opts)
+
+
+def _check_settings(
+    *, method: str, n_boot: int, backend: str | None, scheduler: str | None, level: float
+) -> None:
+    """Raise a ``ValueError`` for the first of :func:`compare_recipes`' settings that is wrong."""
+    if method not in METHODS:
+        raise ValueError(f"recipes: unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 0 or n_boot == 1:
+        raise ValueError(f"n_boot must be 0 (no bootstrap) or an integer >= 2, got {n_boot!r}")
+    check_backend(backend, scheduler)
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+
+
+def _recipes(runs: RunTable, by: str) -> dict[str, Any]:
+    """{text: value} of the recipes in column ``by``, in sorted order of their text; raises
+    when the column is missing or holds a single recipe."""
+    if by not in runs.frame.columns:
+        raise ValueError(
+            f"recipes: no column {by!r} in the run table; columns: {', '.join(map(str, runs.frame.columns))}"
+        )
+    values = sorted(runs.frame[by].unique(), key=str)
+    if len(values) < 2:
+        raise ValueError(
+            f"recipes: column {by!r} has a single value ({values[0]!r}); Delta-phi needs at least two recipes"
+        )
+    return {str(v): v for v in values}
+
+
+def _baseline_key(by_text: dict[str, Any], baseline: Any, by: str, notes: list[Caution]) -> str:
+    """The baseline recipe's text: ``baseline`` when given (it must be a recipe), else
+    "baseline" when present or the first recipe, with a note in ``notes`` saying so."""
+    if baseline is None:
+        baseline_key = "baseline" if "baseline" in by_text else next(iter(by_text))
+        notes.append(_note("baseline_default", f"baseline not given: using {baseline_key!r}"))
+        return baseline_key
+    baseline_key = str(baseline)
+    if baseline_key not in by_text:
+        raise ValueError(
+            f"recipes: baseline {baseline_key!r} is not a value of {by!r}; values: {', '.join(by_text)}"
+        )
+    return baseline_key
+
+
+class _Pair(NamedTuple):
+    """A variant's paired tables with both fits; ``index``: the recipe's place in sorted
+    order, which picks its bootstrap stream."""
+
+    index: int
+    tables: PairedTables
+    variant_fit: FitResult
+    baseline_fit: FitResult
+
+
+def _variant_pairs(
+    runs: RunTable,
+    by: str,
+    by_text: dict[str, Any],
+    baseline_key: str,
+    fits: dict[str, FitResult],
+    fit_one: Callable[[RunTable], FitResult],
+) -> tuple[dict[str, _Pair], dict[str, dict[str, Any]], dict[str, FitResult], dict[str, list[Caution]]]:
+    """Pair every variant with the baseline (steps 1-2) and fit both tables, adding each
+    variant's fit to ``fits``.  Returns, per variant: its :class:`_Pair`, its Delta-phi entry
+    (the point estimate), the baseline refitted on its budgets where those differ from the
+    baseline's own (one fit per set of budgets), and the notes about its pairing."""
+    base_value = by_text[baseline_key]
+    base_budgets = (
+        set(map(str, runs.frame.loc[runs.frame[by] == base_value, "budget"]))
+        if "budget" in runs.frame.columns
+        else None
+    )
+    base_fits: dict[tuple[str, ...] | None, FitResult] = {}
+    pairs: dict[str, _Pair] = {}
+    deltas: dict[str, dict[str, Any]] = {}
+    baseline_refits: dict[str, FitResult] = {}
+    variant_notes: dict[str, list[Caution]] = {}
+    for i, key in enumerate(by_text):
+        if key == baseline_key:
+            continue
+        pair = pair_tables(runs, by, by_text[key], base_value)
+        if not (pair.variant.r > 1).any():
+            raise ValueError(f"recipes: variant {key!r} has no looped runs (r > 1): phi is undefined for it")
+        fv = fit_one(pair.variant)
+        same = base_budgets is None or set(pair.budgets or []) == base_budgets
+        budgets_key = None if pair.budgets is None else tuple(pair.budgets)
+        if same:
+            fb = fits[baseline_key]
+        else:
+            if budgets_key not in base_fits:
+                base_fits[budgets_key] = fit_one(pair.baseline)
+            fb = base_fits[budgets_key]
+            baseline_refits[key] = fb
+        fits[key] = fv
+        pairs[key] = _Pair(i, pair, fv, fb)
+        deltas[key] = {
+            "estimate": fv.phi - fb.phi,
+            "variant_phi": fv.phi,
+            "baseline_phi": fb.phi,
+            "budgets": pair.budgets,
+            "borrowed_r1": pair.borrowed_r1,
+            "n_runs_variant": len(pair.variant),
+            "n_runs_baseline": len(pair.baseline),
+        }
+        variant_notes[key] = _pairing_notes(key, pair)
+    return pairs, deltas, baseline_refits, variant_notes
+
+
+def _pairing_notes(key: str, pair: PairedTables) -> list[Caution]:
+    """Notes on variant ``key``'s pairing: r = 1 runs borrowed from the baseline, runs left out."""
+    own = []
+    if pair.borrowed_r1:
+        own.append(
+            _note(
+                "borrowed_r1",
+                f"{key}: no r = 1 runs of its own; borrowed the baseline's "
+                f"{pair.borrowed_r1} r = 1 runs on the same budgets",
+                recipe=key,
+                n_runs=pair.borrowed_r1,
+            )
+        )
+    if pair.dropped_variant_runs:
+        own.append(
+            _note(
+                "dropped_runs",
+                f"{key}: {pair.dropped_variant_runs} runs on budgets the baseline lacks "
+                f"were left out of the comparison",
+                recipe=key,
+                n_runs=pair.dropped_variant_runs,
+            )
+        )
+    return own
+
+
+def _paired_bootstraps(
+    pairs: dict[str, _Pair],
+    deltas: dict[str, dict[str, Any]],
+    cols: list[str],
+    *,
+    n_boot: int,
+    seeds: list[np.random.SeedSequence],
+    n_jobs: int,
+    progress: bool,
+    level: float,
+    seed: int,
+    baseline_key: str,
+    backend: str | None,
+    scheduler: str | None,
+) -> None:
+    """Add each variant's paired block bootstrap (step 3) to its entry in ``deltas``.
+
+    Variants whose pairs have the same baseline table and the same cells share one draw of
+    the cells and the baseline's replicates (``shared_draws`` names the others); each
+    variant's draws come from ``seeds[pair.index]``."""
+    groups: dict[tuple[Any, frozenset[str]], list[str]] = {}
+    for key, pair in pairs.items():
+        budgets_key = None if pair.tables.budgets is None else tuple(pair.tables.budgets)
+        groups.setdefault((budgets_key, pair_cells(pair.tables, cols)), []).append(key)
+    for members in groups.values():
+        first = pairs[members[0]]
+        shared = shared_delta_phi(
+            first.tables.baseline,
+            first.baseline_fit,
+            [(key, pairs[key].tables.variant, pairs[key].variant_fit) for key in members],
+            cols,
+            n_boot,
+            [np.random.default_rng(seeds[pairs[key].index]) for key in members],
+            n_jobs,
+            progress,
+            level,
+            seed,
+            baseline_key,
+            backend=backend,
+            scheduler=scheduler,
+        )
+        for key in members:
+            deltas[key].update(shared[key])
+            if len(members) > 1:
+                deltas[key]["shared_draws"] = [k for k in members if k != key]
+
+
+def _bootstrap_notes(
+    deltas: dict[str, dict[str, Any]],
+    variant_notes: dict[str, list[Caution]],
+    *,
+    n_boot: int,
+    block_label: str,
+) -> None:
+    """Without a bootstrap, mark every entry of ``deltas`` as having none; with one, add to
+    each variant's notes a warning when it resampled fewer than 10 blocks or replicates failed."""
+    for key, entry in deltas.items():
+        if not n_boot:
+            entry.update({"ci": None, "ci_bca": None, "p_value": None, "n_boot": 0, "n_failed": 0})
+            continue
+        n_blocks, n_failed = entry["n_blocks"], entry["n_failed"]
+        if n_blocks < 10:
+            variant_notes[key].append(
+                _note(
+                    "few_blocks",
+                    f"{key}: the paired bootstrap resamples only {n_blocks} blocks "
+                    f"'{block_label}'; with this few blocks its interval is rough",
+                    level="warning",
+                    recipe=key,
+                    n_blocks=n_blocks,
+                )
+            )
+        if n_failed:
+            variant_notes[key].append(
+                _note(
+                    "failed_replicates",
+                    f"{key}: {n_failed} of {n_boot} bootstrap replicates failed (either "
+                    f"refit unconverged or phi unidentifiable) and are excluded",
+                    level="warning",
+                    recipe=key,
+                    n_failed=n_failed,
+                    n_boot=int(n_boot),
+                )
+            )
 
 
 __all__ = [
