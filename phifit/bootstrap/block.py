@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -150,6 +151,72 @@ def block_bootstrap(
         Compute the delete-one-block jackknife (needed for BCa; n_blocks extra refits).
     """
     runs = as_runs(runs)
+    workers = _checked_workers(runs, fit, n_boot, n_jobs, backend, scheduler, n_spread, level)
+    codes, label = block_codes(runs, block)
+    n_blocks = int(codes.max()) + 1
+    if n_blocks < 2:
+        raise ValueError(
+            f"block {label!r}: the table has a single block; the bootstrap needs "
+            f"at least 2 (choose another: block= in Python, --block on the command line)"
+        )
+    fit_spec, _ = effective_spec(runs, fit.spec)
+    phi_identified = "phi" not in fit_spec.fixed or "phi" in fit.spec.fixed
+    check_phi = phi_identified and "phi" not in fit_spec.fixed
+    x_hat = fit.theta[fit_spec.free_mask]
+    refit = {"delta": fit.loss_delta, "n_spread": n_spread}
+
+    streams = np.random.SeedSequence(seed).spawn(3)
+    weights = draw_weights(codes, n_boot, np.random.default_rng(streams[0]))
+    out = refit_weighted(
+        runs,
+        fit_spec,
+        weights,
+        x_hat,
+        **refit,
+        seed=np.random.default_rng(streams[1]),
+        n_jobs=workers,
+        backend=backend,
+        scheduler=scheduler,
+        chunk_size=chunk_size,
+        progress=progress,
+        desc="bootstrap",
+    )
+    replicates = _replicates(runs, fit_spec, weights, out, check_phi=check_phi)
+    if jackknife:
+        jack = _jackknife_thetas(runs, fit_spec, codes, x_hat, refit, stream=streams[2], check_phi=check_phi)
+    else:
+        jack = np.full((n_blocks, len(THETA_NAMES)), np.nan)
+    return _bootstrap_result(
+        runs,
+        fit,
+        fit_spec,
+        replicates,
+        jack,
+        jackknife=jackknife,
+        block=label,
+        seed=seed,
+        level=level,
+        mc_seed=int(streams[2].generate_state(1)[0]),
+        workers=workers,
+        phi_identified=phi_identified,
+    )
+
+
+# -- the steps of block_bootstrap -------------------------------------------------------------
+
+
+def _checked_workers(
+    runs: RunTable,
+    fit: FitResult,
+    n_boot: int,
+    n_jobs: int | None,
+    backend: str | None,
+    scheduler: str | None,
+    n_spread: int,
+    level: float,
+) -> int:
+    """The number of workers for the refits, after checking the arguments of
+    :func:`block_bootstrap` (a ``ValueError`` for the first one that is wrong)."""
     if fit.method not in BOOT_METHODS:
         raise ValueError(
             f"the bootstrap refits a {' or '.join(BOOT_METHODS)} fit, not a {fit.method} fit; "
@@ -165,43 +232,32 @@ def block_bootstrap(
         raise ValueError(f"n_spread must be >= 0, got {n_spread}")
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    method, spec, point = fit.method, fit.spec, fit
-    codes, label = block_codes(runs, block)
-    n_blocks = int(codes.max()) + 1
-    if n_blocks < 2:
-        raise ValueError(
-            f"block {label!r}: the table has a single block; the bootstrap needs "
-            f"at least 2 (choose another: block= in Python, --block on the command line)"
-        )
-    fit_spec, _ = effective_spec(runs, spec)
-    phi_identified = "phi" not in fit_spec.fixed or "phi" in spec.fixed
-    theta_hat = point.theta
-    x_hat = theta_hat[fit_spec.free_mask]
-    delta = point.loss_delta
+    return workers
 
-    streams = np.random.SeedSequence(seed).spawn(3)
-    weights = draw_weights(codes, n_boot, np.random.default_rng(streams[0]))
-    ident = (
-        identifiable_rows(runs, weights)
-        if phi_identified and "phi" not in fit_spec.fixed
-        else np.ones(n_boot, dtype=bool)
-    )
+
+class _Replicates(NamedTuple):
+    """The bootstrap replicates' refits: ``thetas`` (n_boot, 6), NaN rows where ``failed``;
+    ``reasons`` {reason: count} over the reasons that occur; ``n_switched`` / ``n_polished``:
+    successful replicates whose best end came from a spread start / from the polish."""
+
+    thetas: np.ndarray
+    failed: np.ndarray
+    reasons: dict[str, int]
+    n_switched: int
+    n_polished: int
+
+
+def _replicates(
+    runs: RunTable, fit_spec: LawSpec, weights: np.ndarray, out: dict[str, np.ndarray], *, check_phi: bool
+) -> _Replicates:
+    """Read the replicates off the refits ``out`` of the resampled tables ``weights``.
+
+    A replicate fails, under the first reason that applies, when (``check_phi``) its table
+    cannot identify phi, it has fewer distinct runs than free parameters, its objective is
+    not finite, or its refit did not converge."""
+    n_boot = len(weights)
+    ident = identifiable_rows(runs, weights) if check_phi else np.ones(n_boot, dtype=bool)
     too_few = (weights > 0).sum(axis=1) <= int(fit_spec.free_mask.sum())
-    out = refit_weighted(
-        runs,
-        fit_spec,
-        weights,
-        x_hat,
-        delta=delta,
-        n_spread=n_spread,
-        seed=np.random.default_rng(streams[1]),
-        n_jobs=workers,
-        backend=backend,
-        scheduler=scheduler,
-        chunk_size=chunk_size,
-        progress=progress,
-        desc="bootstrap",
-    )
     failure = {
         "phi not identifiable in the resampled table": ~ident,
         "fewer distinct runs than free parameters": ident & too_few,
@@ -214,36 +270,125 @@ def block_bootstrap(
     reasons = {k: int(v.sum()) for k, v in failure.items() if v.any()}
     thetas = fit_spec.full_theta(out["x"])
     thetas[failed] = np.nan
+    return _Replicates(
+        thetas, failed, reasons, int(out["switched"][~failed].sum()), int(out["polished"][~failed].sum())
+    )
+
+
+def _jackknife_thetas(
+    runs: RunTable,
+    fit_spec: LawSpec,
+    codes: np.ndarray,
+    x_hat: np.ndarray,
+    refit: dict[str, float],
+    *,
+    stream: np.random.SeedSequence,
+    check_phi: bool,
+) -> np.ndarray:
+    """(n_blocks, 6) thetas of the delete-one-block refits (in this process, spread starts
+    from ``stream``, ``refit`` the loss threshold and spread starts); NaN rows for refits that
+    did not converge, whose objective is not finite, or (``check_phi``) whose table cannot
+    identify phi."""
+    n_blocks = int(codes.max()) + 1
+    jw = np.ones((n_blocks, len(runs)))
+    jw[codes[None, :] == np.arange(n_blocks)[:, None]] = 0.0
+    jout = refit_weighted(runs, fit_spec, jw, x_hat, **refit, seed=np.random.default_rng(stream), n_jobs=1)
+    jack_ok = jout["converged"] & np.isfinite(jout["objective"])
+    if check_phi:
+        jack_ok &= identifiable_rows(runs, jw)
+    jack = fit_spec.full_theta(jout["x"])
+    jack[~jack_ok] = np.nan
+    return jack
+
+
+def _bootstrap_result(
+    runs: RunTable,
+    fit: FitResult,
+    fit_spec: LawSpec,
+    replicates: _Replicates,
+    jack: np.ndarray,
+    *,
+    jackknife: bool,
+    block: str,
+    seed: int,
+    level: float,
+    mc_seed: int,
+    workers: int,
+    phi_identified: bool,
+) -> BootstrapResult:
+    """The :class:`BootstrapResult`: the replicates and the delete-one-block ``jack`` thetas
+    with the intervals read from them (:func:`_intervals`) and the cautions they call for."""
+    thetas, failed = replicates.thetas, replicates.failed
+    n_boot, n_blocks, n_failed = len(thetas), len(jack), int(failed.sum())
     params = natural_params(thetas)
-
-    if jackknife:
-        jw = np.ones((n_blocks, len(runs)))
-        jw[codes[None, :] == np.arange(n_blocks)[:, None]] = 0.0
-        jout = refit_weighted(
-            runs,
-            fit_spec,
-            jw,
-            x_hat,
-            delta=delta,
-            n_spread=n_spread,
-            seed=np.random.default_rng(streams[2]),
-            n_jobs=1,
-        )
-        jack_ok = jout["converged"] & np.isfinite(jout["objective"])
-        if phi_identified and "phi" not in fit_spec.fixed:
-            jack_ok &= identifiable_rows(runs, jw)
-        jack = fit_spec.full_theta(jout["x"])
-        jack[~jack_ok] = np.nan
-    else:
-        jack = np.full((n_blocks, len(THETA_NAMES)), np.nan)
-    jack_params = natural_params(jack)
-
-    estimate = dict(point.params)
-    fixed = {k: v for k, v in fit_spec.fixed.items() if phi_identified or k != "phi"}
+    estimate = dict(fit.params)
     free_names = [name for name in fit_spec.free_names]
+    ci, ci_bca, mc, bca_undefined = _intervals(
+        params,
+        natural_params(jack),
+        estimate,
+        free_names,
+        level=level,
+        mc_seed=mc_seed,
+        workers=workers,
+        withheld=intervals_withheld(n_failed, n_boot),
+    )
+    warnings = _cautions(
+        n_boot=n_boot,
+        n_failed=n_failed,
+        reasons=replicates.reasons,
+        n_jack_failed=int((~np.all(np.isfinite(jack[:, fit_spec.free_mask]), axis=1)).sum())
+        if jackknife
+        else 0,
+        n_blocks=n_blocks,
+        bca_undefined=bca_undefined,
+        switched=replicates.n_switched,
+        at_bounds=_bound_counts(thetas[~failed], fit_spec, free_names),
+    )
+    return BootstrapResult(
+        thetas=thetas,
+        params=params,
+        failed=failed,
+        failure_reasons=replicates.reasons,
+        n_boot=int(n_boot),
+        n_failed=n_failed,
+        block=block,
+        n_blocks=n_blocks,
+        seed=int(seed),
+        level=float(level),
+        method=fit.method,
+        estimate=estimate,
+        theta_hat=fit.theta,
+        jackknife_thetas=jack,
+        fixed={k: v for k, v in fit_spec.fixed.items() if phi_identified or k != "phi"},
+        bounds={k: [float(lo), float(hi)] for k, (lo, hi) in fit_spec.bounds.items()},
+        ci=ci,
+        ci_bca=ci_bca,
+        mc_error=mc,
+        n_switched=replicates.n_switched,
+        n_polished=replicates.n_polished,
+        phi_identified=phi_identified,
+        n_runs=len(runs),
+        warnings=warnings,
+    )
+
+
+def _intervals(
+    params: dict[str, np.ndarray],
+    jack_params: dict[str, np.ndarray],
+    estimate: dict[str, float],
+    free_names: list[str],
+    *,
+    level: float,
+    mc_seed: int,
+    workers: int,
+    withheld: bool,
+) -> tuple[dict, dict, dict[str, dict[str, list]], list[str]]:
+    """Percentile and BCa intervals of every free parameter with their Monte-Carlo errors:
+    (ci, ci_bca, {"percentile": errors, "bca": errors}, parameters whose BCa is undefined).
+    When ``withheld`` every end is None and no BCa is reported undefined."""
     ci, ci_bca = {}, {}
     mc: dict[str, dict[str, list[float]]] = {"percentile": {}, "bca": {}}
-    mc_seed = int(streams[2].generate_state(1)[0])
     bca_undefined = []
 
     def both_intervals(name: str) -> tuple[Interval, Interval]:
@@ -272,56 +417,13 @@ def block_bootstrap(
         mc["percentile"][name], mc["bca"][name] = list(p.mc_error), list(b.mc_error)
         if not np.all(np.isfinite(b.to_list())):
             bca_undefined.append(name)
-    withheld = intervals_withheld(int(failed.sum()), n_boot)
     if withheld:
         # the survivors are not a sample of the bootstrap distribution: no interval at all
         for name in free_names:
             ci[name], ci_bca[name] = [None, None], [None, None]
             mc["percentile"][name], mc["bca"][name] = [None, None], [None, None]
         bca_undefined = []
-
-    switched = int(out["switched"][~failed].sum())
-    warnings = _cautions(
-        n_boot=n_boot,
-        n_failed=int(failed.sum()),
-        reasons=reasons,
-        n_jack_failed=int((~np.all(np.isfinite(jack[:, fit_spec.free_mask]), axis=1)).sum())
-        if jackknife
-        else 0,
-        n_blocks=n_blocks,
-        bca_undefined=bca_undefined,
-        switched=switched,
-        at_bounds=_bound_counts(thetas[~failed], fit_spec, free_names),
-    )
-    n_failed = int(failed.sum())
-
-    result = BootstrapResult(
-        thetas=thetas,
-        params=params,
-        failed=failed,
-        failure_reasons=reasons,
-        n_boot=int(n_boot),
-        n_failed=n_failed,
-        block=label,
-        n_blocks=n_blocks,
-        seed=int(seed),
-        level=float(level),
-        method=method,
-        estimate=estimate,
-        theta_hat=theta_hat,
-        jackknife_thetas=jack,
-        fixed=dict(fixed),
-        bounds={k: [float(lo), float(hi)] for k, (lo, hi) in fit_spec.bounds.items()},
-        ci=ci,
-        ci_bca=ci_bca,
-        mc_error=mc,
-        n_switched=switched,
-        n_polished=int(out["polished"][~failed].sum()),
-        phi_identified=phi_identified,
-        n_runs=len(runs),
-        warnings=warnings,
-    )
-    return result
+    return ci, ci_bca, mc, bca_undefined
 
 
 def _bound_counts(thetas: np.ndarray, spec: LawSpec, free_names: list[str]) -> dict[str, int]:
