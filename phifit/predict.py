@@ -324,24 +324,7 @@ def predict(
                 level="warning",
             )
         )
-    point_rows: list[dict[str, Any]] = []
-    if points is not None:
-        r = np.asarray(points["r"], float)
-        n_once, n_rec, tokens = (np.asarray(points[k], float) for k in ("n_once", "n_rec", "tokens"))
-        loss, iv = predict_loss(jl, r, n_once, n_rec, tokens, thetas=draws, level=level)
-        n_eff = jl.n_eff(r, n_once, n_rec)
-        for i in range(len(loss)):
-            point_rows.append(
-                {
-                    "r": int(r[i]),
-                    "n_once": float(n_once[i]),
-                    "n_rec": float(n_rec[i]),
-                    "tokens": float(tokens[i]),
-                    "n_eff": float(np.asarray(n_eff)[i]),
-                    "loss": float(loss[i]),
-                    "interval": None if iv is None else [float(iv[i, 0]), float(iv[i, 1])],
-                }
-            )
+    point_rows = _point_rows(jl, points, draws, level) if points is not None else []
     if runs is not None and point_rows:
         warnings += range_cautions(point_rows, fitted_range(runs, params.get("phi")))
     optimal: list[dict[str, Any]] = []
@@ -349,43 +332,8 @@ def predict(
     if budgets:
         family = family or PaperFamily()
         family_text = family.description
-        front = frontier(jl, family, budgets, thetas=draws, level=level)
-        warnings += list(front.warnings)
-        outside: dict[int, list[float]] = {}
-        for i, c in enumerate(front.budgets):
-            for r in front.r_values:
-                n_unique = front.n_unique_star[r][i]
-                n_once_r, n_rec_r = _split(family, r, n_unique, front.size_star[r][i])
-                iv = front.l_star_interval[r][i] if front.l_star_interval else None
-                optimal.append(
-                    {
-                        "compute": c,
-                        "r": r,
-                        "n_once": n_once_r,
-                        "n_rec": n_rec_r,
-                        "n_unique": n_unique,
-                        "n_eff": front.n_eff_star[r][i],
-                        "tokens": front.tokens_star[r][i],
-                        "tokens_per_param": front.tokens_star[r][i] / n_unique,
-                        "loss": front.l_star[r][i],
-                        "interval": iv,
-                        "at_edge": bool(front.at_edge[r][i]),
-                    }
-                )
-                trained = family.coef[r].get("trained_x_range") if isinstance(family, TableFamily) else None
-                if trained and not (trained[0] - 1e-9 <= math.log(n_unique) <= trained[1] + 1e-9):
-                    outside.setdefault(r, []).append(c)
-        for r, cs in outside.items():
-            warnings.append(
-                caution(
-                    "predict",
-                    "extrapolated",
-                    f"r = {r}: at C = {', '.join(f'{c:.3g}' for c in cs)} the optimal size lies outside "
-                    "the sizes trained at that r: the law and the architecture family are extrapolated",
-                    r=r,
-                    budgets=cs,
-                )
-            )
+        optimal, found = _optimal_rows(jl, family, budgets, draws, level)
+        warnings += found
     warnings = collect(warnings)
     return Prediction(
         law=params,
@@ -399,6 +347,82 @@ def predict(
         n_boot=n_boot,
         n_failed=n_failed,
     )
+
+
+def _point_rows(
+    jl: JointLaw, points: Mapping[str, Sequence[float]], draws: np.ndarray | None, level: float
+) -> list[dict[str, Any]]:
+    """One row per point: its covariates, N_eff, the predicted loss and (with ``draws``) its
+    percentile interval at ``level``."""
+    point_rows: list[dict[str, Any]] = []
+    r = np.asarray(points["r"], float)
+    n_once, n_rec, tokens = (np.asarray(points[k], float) for k in ("n_once", "n_rec", "tokens"))
+    loss, iv = predict_loss(jl, r, n_once, n_rec, tokens, thetas=draws, level=level)
+    n_eff = jl.n_eff(r, n_once, n_rec)
+    for i in range(len(loss)):
+        point_rows.append(
+            {
+                "r": int(r[i]),
+                "n_once": float(n_once[i]),
+                "n_rec": float(n_rec[i]),
+                "tokens": float(tokens[i]),
+                "n_eff": float(np.asarray(n_eff)[i]),
+                "loss": float(loss[i]),
+                "interval": None if iv is None else [float(iv[i, 0]), float(iv[i, 1])],
+            }
+        )
+    return point_rows
+
+
+def _optimal_rows(
+    jl: JointLaw,
+    family: PaperFamily | TableFamily,
+    budgets: Sequence[float],
+    draws: np.ndarray | None,
+    level: float,
+) -> tuple[list[dict[str, Any]], list[Caution]]:
+    """The compute-optimal allocation per budget and r over ``family`` (:func:`frontier`), one
+    row each, and the cautions: the frontier's, and an "extrapolated" one per r whose optimal
+    size lies outside the sizes a table family trained at that r."""
+    front = frontier(jl, family, budgets, thetas=draws, level=level)
+    warnings: list[Caution] = list(front.warnings)
+    optimal: list[dict[str, Any]] = []
+    outside: dict[int, list[float]] = {}
+    for i, c in enumerate(front.budgets):
+        for r in front.r_values:
+            n_unique = front.n_unique_star[r][i]
+            n_once_r, n_rec_r = _split(family, r, n_unique, front.size_star[r][i])
+            iv = front.l_star_interval[r][i] if front.l_star_interval else None
+            optimal.append(
+                {
+                    "compute": c,
+                    "r": r,
+                    "n_once": n_once_r,
+                    "n_rec": n_rec_r,
+                    "n_unique": n_unique,
+                    "n_eff": front.n_eff_star[r][i],
+                    "tokens": front.tokens_star[r][i],
+                    "tokens_per_param": front.tokens_star[r][i] / n_unique,
+                    "loss": front.l_star[r][i],
+                    "interval": iv,
+                    "at_edge": bool(front.at_edge[r][i]),
+                }
+            )
+            trained = family.coef[r].get("trained_x_range") if isinstance(family, TableFamily) else None
+            if trained and not (trained[0] - 1e-9 <= math.log(n_unique) <= trained[1] + 1e-9):
+                outside.setdefault(r, []).append(c)
+    for r, cs in outside.items():
+        warnings.append(
+            caution(
+                "predict",
+                "extrapolated",
+                f"r = {r}: at C = {', '.join(f'{c:.3g}' for c in cs)} the optimal size lies outside "
+                "the sizes trained at that r: the law and the architecture family are extrapolated",
+                r=r,
+                budgets=cs,
+            )
+        )
+    return optimal, warnings
 
 
 def _check_one_token_count(

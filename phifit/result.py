@@ -250,6 +250,34 @@ class FitResult(JsonIO):
         if len(lines) > 3:
             lines.append("")
         lines.append("[[Fit statistics]]")
+        stats = self._summary_statistics()
+        width = max(len(k) for k, _ in stats)
+        for key, value in stats:
+            first, *rest = value.split("\n")
+            lines.append(f"    {key:<{width}}  {first}")
+            lines += [f"    {'':<{width}}  {more}" for more in rest]
+        lines += ["", "[[Parameters]]"]
+        lines += self._summary_parameters()
+        profile = self.extras.get("profile_ci", {}).get("phi") if self.extras.get("profile_ci") else None
+        if profile and None not in profile:
+            level = self.extras.get("profile_level", 0.95)
+            lines.append(
+                f"    profile-likelihood {level:.0%} interval for phi: [{profile[0]:.5g}, {profile[1]:.5g}] "
+                "(assumes independent runs)"
+            )
+        corr = _correlations(self.extras.get("correlation"))
+        if corr:
+            lines += ["", "[[Correlations]] (unreported correlations are < 0.100; A, B, E on log scale)"]
+            width = max(len(label) for label, _ in corr)
+            lines += [f"    {label:<{width}} = {c:+.3f}" for label, c in corr]
+        if self.warnings:
+            lines += ["", "[[Notes]]"]
+            lines += [f"    [{i}] {w}" for i, w in enumerate(self.warnings, 1)]
+        return "\n".join(lines)
+
+    def _summary_statistics(self) -> list[tuple[str, str]]:
+        """The [[Fit statistics]] rows of :meth:`summary` as (label, value); a value holding a
+        newline continues on the next line."""
         k = self.n_free
         kinds = {c.kind for c in self.warnings}
         stats = [
@@ -319,12 +347,13 @@ class FitResult(JsonIO):
                     + ("\n(the stderr column assumes independent runs)" if self.stderr else ""),
                 )
             )
-        width = max(len(k) for k, _ in stats)
-        for key, value in stats:
-            first, *rest = value.split("\n")
-            lines.append(f"    {key:<{width}}  {first}")
-            lines += [f"    {'':<{width}}  {more}" for more in rest]
-        lines += ["", "[[Parameters]]"]
+        return stats
+
+    def _summary_parameters(self) -> list[str]:
+        """The [[Parameters]] lines of :meth:`summary`: a header, one line per parameter (value,
+        stderr, intervals, fixed / at bound / not identified) and a line naming the parameters
+        whose interval ends on the search box."""
+        lines: list[str] = []
         head = f"    {'':<6} {'value':>12}"
         if self.stderr:
             head += f" {'stderr':>10}"
@@ -370,22 +399,7 @@ class FitResult(JsonIO):
                 f"    an interval end on the search box ({', '.join(dict.fromkeys(censored))}) is not an "
                 "estimate: the replicates ran into the bound"
             )
-        profile = self.extras.get("profile_ci", {}).get("phi") if self.extras.get("profile_ci") else None
-        if profile and None not in profile:
-            level = self.extras.get("profile_level", 0.95)
-            lines.append(
-                f"    profile-likelihood {level:.0%} interval for phi: [{profile[0]:.5g}, {profile[1]:.5g}] "
-                "(assumes independent runs)"
-            )
-        corr = _correlations(self.extras.get("correlation"))
-        if corr:
-            lines += ["", "[[Correlations]] (unreported correlations are < 0.100; A, B, E on log scale)"]
-            width = max(len(label) for label, _ in corr)
-            lines += [f"    {label:<{width}} = {c:+.3f}" for label, c in corr]
-        if self.warnings:
-            lines += ["", "[[Notes]]"]
-            lines += [f"    [{i}] {w}" for i, w in enumerate(self.warnings, 1)]
-        return "\n".join(lines)
+        return lines
 
     def __str__(self) -> str:
         return self.summary()

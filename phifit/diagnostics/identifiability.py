@@ -49,7 +49,7 @@ from ..fitters.lm import batched_weighted_lm
 from ..fitters.objective import law_model, loss_terms, refit_settings
 from ..fitters.polish import polish
 from ..fitters.refit import spread_starts
-from ..fitters.standard_errors import MAX_CONDITION, information
+from ..fitters.standard_errors import MAX_CONDITION, Information, information
 from ..law import COORD_LABELS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
@@ -278,39 +278,8 @@ def identifiability(
     theta = fit.theta
     warnings = design_warnings(runs, phi=fit.phi if fit.phi is not None else 0.5) + warnings
     im, res = information(runs, spec, theta, delta, phi_free=fit.phi is not None)
-    names, scale, unit, eig, cond = im.names, im.scale, im.unit, im.eig, im.condition
-    # numerically singular: the smallest eigenvalue is below rounding of the largest
-    reliable = not im.singular
-    cov_unit = np.linalg.inv(unit) if reliable else None
-    # a positive-definite matrix has a positive-definite inverse: a diagonal that is not
-    # positive means the inverse is rounding noise
-    reliable = reliable and bool(np.all(np.diag(cov_unit) > 0))
-    if reliable:
-        cov = cov_unit / np.outer(scale, scale)
-        d = np.sqrt(np.diag(cov))
-        corr = np.clip(cov / np.outer(d, d), -1.0, 1.0)
-        n, k = len(runs), len(names)
-        sigma2 = float(np.sum(res**2)) / max(n - k, 1)
-        se = dict(zip(names, (np.sqrt(sigma2) * d).tolist()))
-        params = fit.law.params
-        for coord, name in (("a", "A"), ("b", "B"), ("e", "E")):
-            if coord in se:  # delta method: SE(exp(u)) = exp(u) SE(u)
-                se[name] = params[name] * se[coord]
-    else:
-        corr = np.full((len(names), len(names)), np.nan)
-        se = dict.fromkeys(names, float("nan"))
-        warnings.append(
-            caution(
-                "diagnostics",
-                "correlations_unreliable",
-                f"the information matrix J^T W J is singular or not positive-definite (smallest "
-                f"eigenvalue {float(eig.min()):.3g} of the unit-diagonal matrix, largest "
-                f"{float(eig.max()):.3g}): some parameter combination is not determined by the "
-                f"data, so no correlation or Gauss-Newton standard error is given",
-                smallest_eigenvalue=float(eig.min()),
-                largest_eigenvalue=float(eig.max()),
-            )
-        )
+    names, cond = im.names, im.condition
+    corr, se = _correlation_and_stderr(im, res, len(runs), fit, warnings)
     if cond > max_cond:
         warnings.append(
             caution(
@@ -322,39 +291,7 @@ def identifiability(
             )
         )
     if "phi" in names:
-        ip = names.index("phi")
-        for jn, other in enumerate(names):
-            if other != "phi" and abs(corr[ip, jn]) > max_corr:
-                warnings.append(
-                    caution(
-                        "diagnostics",
-                        "phi_correlated",
-                        f"phi is almost collinear with {other} (correlation "
-                        f"{corr[ip, jn]:+.3f}): the design cannot separate them",
-                        **{"with": other, "correlation": float(corr[ip, jn])},
-                    )
-                )
-        if se["phi"] > max_phi_se:
-            fit_se = (fit.stderr or {}).get("phi")
-            method = fit.extras.get("stderr_method") or "another estimate"
-            other = (
-                f"; the fit's stderr of phi, {fit_se:.3g}, is the {method}, "
-                f"which can differ a lot when the information matrix is ill-conditioned or the "
-                f"residuals are far from normal"
-                if fit_se is not None and np.isfinite(fit_se)
-                else ""
-            )
-            warnings.append(
-                caution(
-                    "diagnostics",
-                    "phi_uncertain",
-                    f"phi is poorly determined (Gauss-Newton SE {se['phi']:.3g} > {max_phi_se}: "
-                    f"sigma^2 (J^T W J)^-1 with sigma^2 = SSR / (n - k) of the log residuals, "
-                    f"assuming independent runs{other})",
-                    se=se["phi"],
-                    fit_stderr=fit_se,
-                )
-            )
+        warnings += _phi_cautions(names, corr, se, fit, max_corr=max_corr, max_phi_se=max_phi_se)
 
     profile = interval = None
     if "phi" in names and profile_points:
@@ -369,28 +306,7 @@ def identifiability(
             seed=seed,
         )
         warnings += found
-        grid = profile["phi"]
-        open_lo, open_hi = interval[0] <= grid[0], interval[1] >= grid[-1]
-        if open_lo or open_hi:
-            ends = " and ".join(
-                e
-                for e, hit in (
-                    (f"the lower end {grid[0]:.2f}", open_lo),
-                    (f"the upper end {grid[-1]:.2f}", open_hi),
-                )
-                if hit
-            )
-            warnings.append(
-                caution(
-                    "diagnostics",
-                    "phi_profile_flat",
-                    f"the phi profile stays within the 95% deviance bound up to {ends} of the "
-                    f"profiled range [{grid[0]:.2f}, {grid[-1]:.2f}]: the profile interval "
-                    f"{_profile_text(interval, grid)} is open there (the data barely constrain phi)",
-                    interval=interval,
-                    range=[float(grid[0]), float(grid[-1])],
-                )
-            )
+        warnings += _open_profile_cautions(interval, profile["phi"])
     return Identifiability(
         names=names,
         correlation=np.asarray(corr).tolist(),
@@ -400,6 +316,121 @@ def identifiability(
         profile_interval=interval,
         warnings=warnings,
     )
+
+
+def _correlation_and_stderr(
+    im: Information, res: np.ndarray, n: int, fit: FitResult, warnings: list[Caution]
+) -> tuple[np.ndarray, dict[str, float]]:
+    """The parameters' correlation matrix and Gauss-Newton standard errors from the information
+    matrix ``im`` and the log residuals ``res``: SE = sqrt(sigma^2 diag((J^T W J)^-1)) with
+    sigma^2 = SSR / (n - k), and SE(exp(u)) = exp(u) SE(u) for A, B, E.  When the matrix is
+    singular or its inverse not positive-definite: NaN throughout, and a caution in ``warnings``."""
+    names, scale, unit, eig = im.names, im.scale, im.unit, im.eig
+    # numerically singular: the smallest eigenvalue is below rounding of the largest
+    reliable = not im.singular
+    cov_unit = np.linalg.inv(unit) if reliable else None
+    # a positive-definite matrix has a positive-definite inverse: a diagonal that is not
+    # positive means the inverse is rounding noise
+    reliable = reliable and bool(np.all(np.diag(cov_unit) > 0))
+    if reliable:
+        cov = cov_unit / np.outer(scale, scale)
+        d = np.sqrt(np.diag(cov))
+        corr = np.clip(cov / np.outer(d, d), -1.0, 1.0)
+        k = len(names)
+        sigma2 = float(np.sum(res**2)) / max(n - k, 1)
+        se = dict(zip(names, (np.sqrt(sigma2) * d).tolist()))
+        params = fit.law.params
+        for coord, name in (("a", "A"), ("b", "B"), ("e", "E")):
+            if coord in se:  # delta method: SE(exp(u)) = exp(u) SE(u)
+                se[name] = params[name] * se[coord]
+        return corr, se
+    warnings.append(
+        caution(
+            "diagnostics",
+            "correlations_unreliable",
+            f"the information matrix J^T W J is singular or not positive-definite (smallest "
+            f"eigenvalue {float(eig.min()):.3g} of the unit-diagonal matrix, largest "
+            f"{float(eig.max()):.3g}): some parameter combination is not determined by the "
+            f"data, so no correlation or Gauss-Newton standard error is given",
+            smallest_eigenvalue=float(eig.min()),
+            largest_eigenvalue=float(eig.max()),
+        )
+    )
+    return np.full((len(names), len(names)), np.nan), dict.fromkeys(names, float("nan"))
+
+
+def _phi_cautions(
+    names: list[str],
+    corr: np.ndarray,
+    se: dict[str, float],
+    fit: FitResult,
+    *,
+    max_corr: float,
+    max_phi_se: float,
+) -> list[Caution]:
+    """Cautions about phi at the optimum: almost collinear with another parameter
+    (|corr| > ``max_corr``), or poorly determined (Gauss-Newton SE > ``max_phi_se``)."""
+    out: list[Caution] = []
+    ip = names.index("phi")
+    for jn, other in enumerate(names):
+        if other != "phi" and abs(corr[ip, jn]) > max_corr:
+            out.append(
+                caution(
+                    "diagnostics",
+                    "phi_correlated",
+                    f"phi is almost collinear with {other} (correlation "
+                    f"{corr[ip, jn]:+.3f}): the design cannot separate them",
+                    **{"with": other, "correlation": float(corr[ip, jn])},
+                )
+            )
+    if se["phi"] > max_phi_se:
+        fit_se = (fit.stderr or {}).get("phi")
+        method = fit.extras.get("stderr_method") or "another estimate"
+        other = (
+            f"; the fit's stderr of phi, {fit_se:.3g}, is the {method}, "
+            f"which can differ a lot when the information matrix is ill-conditioned or the "
+            f"residuals are far from normal"
+            if fit_se is not None and np.isfinite(fit_se)
+            else ""
+        )
+        out.append(
+            caution(
+                "diagnostics",
+                "phi_uncertain",
+                f"phi is poorly determined (Gauss-Newton SE {se['phi']:.3g} > {max_phi_se}: "
+                f"sigma^2 (J^T W J)^-1 with sigma^2 = SSR / (n - k) of the log residuals, "
+                f"assuming independent runs{other})",
+                se=se["phi"],
+                fit_stderr=fit_se,
+            )
+        )
+    return out
+
+
+def _open_profile_cautions(interval: list[float], grid: list[float]) -> list[Caution]:
+    """A caution when the profile interval reaches an end of the profiled ``grid``."""
+    open_lo, open_hi = interval[0] <= grid[0], interval[1] >= grid[-1]
+    if not (open_lo or open_hi):
+        return []
+    ends = " and ".join(
+        e
+        for e, hit in (
+            (f"the lower end {grid[0]:.2f}", open_lo),
+            (f"the upper end {grid[-1]:.2f}", open_hi),
+        )
+        if hit
+    )
+    return [
+        caution(
+            "diagnostics",
+            "phi_profile_flat",
+            f"the phi profile stays within the 95% deviance bound up to {ends} of the "
+            f"profiled range [{grid[0]:.2f}, {grid[-1]:.2f}]: the profile interval "
+            f"{_profile_text(interval, grid)} is open there (the data barely constrain phi)",
+            interval=interval,
+            range=[float(grid[0]), float(grid[-1])],
+        )
+    ]
 
 
 # ------------------------------------------------------------------------ the profile
@@ -412,6 +443,7 @@ def identifiability(
 #: far from phi_hat, E and A in another basin of equal objective).
 PROFILE_PRUNE_AFTER = 15
 PROFILE_PRUNE_RATIO = 3.0
+
 
 def phi_profile(
     runs: RunTable | pd.DataFrame,
