@@ -12,7 +12,7 @@ from typing import Any
 
 from . import html as T
 from .analysis import Analysis
-from .sections_fit import Fig
+from .format import Fig
 
 
 def _pick_label(p: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..study import STUDY_GAP_RANGES, STUDY_PHI
 from . import html as T
 from .analysis import Analysis
-from .sections_fit import Fig, caution_list, pct
+from .format import Fig, caution_list, pct
 
 #: The study's headline frontier gaps (per-cell parabola minima, paper §4.2), nats.
 

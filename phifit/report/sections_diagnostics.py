@@ -15,7 +15,7 @@ from typing import Any
 
 from . import html as T
 from .analysis import Analysis
-from .sections_fit import Fig, budget_label, caution_list, pct
+from .format import Fig, budget_label, caution_list, pct
 
 
 def profile_band(a: Analysis) -> tuple[Sequence[float] | None, str]:

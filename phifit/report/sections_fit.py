@@ -1,10 +1,10 @@
 """Sections of the report page about the fit: data and cautions, the fitted law, the
 bootstrap, the restricted fits, the Bayesian posterior, the recipes and the file list
 (the derived quantities are in :mod:`phifit.report.sections_derived`, the diagnostics in
-:mod:`phifit.report.sections_diagnostics`), and the small helpers they share.
+:mod:`phifit.report.sections_diagnostics`), and what the headline reads from the results
+(the verdicts of the restricted fits, the top warnings, the lines of a non-looped law).
 
-One module on purpose: each section is a short function of the analysis, and they share
-the same few helpers; splitting them further would scatter one page.
+The formatting helpers every section shares are in :mod:`phifit.report.format`.
 
 Each ``section_*`` takes an :class:`~phifit.report.analysis.Analysis` (and ``fig``, which embeds a
 drawn figure by name) and returns HTML.  Layout only: every number comes from the analysis.
@@ -14,7 +14,6 @@ Interval labels use the level the interval was computed at (``FitResult.ci_level
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,26 +25,7 @@ from ..result import FitResult
 from ..study import REFERENCE_PARAMS, STUDY_PHI, STUDY_PHI_CI, STUDY_R2
 from . import html as T
 from .analysis import Analysis
-
-Fig = Callable[[str, str, str], str]
-
-
-def pct(level: float) -> str:
-    """0.95 -> '95%', 0.9 -> '90%', 0.683 -> '68.3%'."""
-    return f"{100 * level:g}%"
-
-
-def budget_label(key: Any) -> str:
-    try:
-        return f"{float(key):.3g}"
-    except (TypeError, ValueError):
-        return str(key)
-
-
-def caution_list(cautions, css: str = "notes", *, with_source: bool = False) -> str:
-    items = [f"[{c.source}] {c.message}" if with_source else c.message for c in cautions]
-    return T.bullet_list(items, css)
-
+from .format import Fig, budget_label, caution_list, pct
 
 # ----------------------------------------------------------- rows read from other results
 #: The per-fit statistics a comparison row carries.

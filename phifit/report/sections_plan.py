@@ -14,7 +14,7 @@ import math
 from ..intervals import param_bounds
 from . import html as T
 from .analysis import Analysis
-from .sections_fit import Fig, caution_list
+from .format import Fig, caution_list
 
 _POWER_LABELS = {
     "phi=0": "power: reject φ = 0",

@@ -66,6 +66,7 @@ from . import sections_diagnostics as D
 from . import sections_fit as S
 from . import sections_plan as P
 from .analysis import Analysis, AnalysisOptions, analyse
+from .format import pct
 
 __all__ = [
     "ReportFiles",
@@ -222,7 +223,7 @@ def headline(a: Analysis) -> str:
         iv = (fit.ci or {}).get("phi")
         if iv and None not in iv:  # an interval withheld (too many failed replicates) has None ends
             phi += (
-                f" ({S.pct(fit.ci_level)} percentile "
+                f" ({pct(fit.ci_level)} percentile "
                 f"{T.interval_text(iv[0], iv[1], T.param_bounds(fit, 'phi'))})"
             )
         elif fit.phi is not None and "phi" in fit.at_bounds:
