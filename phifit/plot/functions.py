@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from ..frontier import Frontier, IsoflopCurves, isoflop_curves
 from . import panels
 from .style import OKABE_ITO, category_index
 
+if TYPE_CHECKING:
+    from ..isoflop import ParabolaMinima
+
 __all__ = [
     "plot_isoflop",
     "plot_bootstrap",
@@ -25,6 +28,7 @@ __all__ = [
     "plot_residuals",
     "plot_frontier",
     "plot_drift",
+    "placed_compute",
 ]
 
 _PARAM_LABELS = {
@@ -124,7 +128,8 @@ def plot_isoflop(
 
 def plot_bootstrap(boot: Any, param: str = "phi", *, bca: bool = True, ax=None):
     """The bootstrap distribution of one parameter (``boot``: a block bootstrap's result), its
-    estimate and its percentile (and, with ``bca``, BCa) intervals at the bootstrap's level."""
+    estimate and its percentile (and, with ``bca``, BCa) intervals at the bootstrap's level; an
+    interval end on the box the parameter was searched in is labelled as such."""
     if param not in boot.params:
         raise ValueError(f"unknown param={param!r}, expected one of {sorted(boot.params)}")
     ax = _axes(ax)
@@ -136,6 +141,7 @@ def plot_bootstrap(boot: Any, param: str = "phi", *, bca: bool = True, ax=None):
         (boot.ci or {}).get(param),
         interval_bca=(boot.ci_bca or {}).get(param) if bca else None,
         level=boot.level,
+        bounds=boot.natural_bounds(param),
         xlabel=_PARAM_LABELS.get(param, param),
     )
     symbol = {"phi": "φ", "alpha": "α", "beta": "β"}.get(param, param)
@@ -213,10 +219,43 @@ def plot_residuals(result: Any, runs: Any = None, *, against: str = "r", ax=None
     return ax
 
 
-def plot_frontier(front: Frontier, runs: Any = None, *, kind: str = "loss", ax=None):
+def placed_compute(runs: Any) -> tuple[np.ndarray, str]:
+    """The training compute at which the frontier places each run, and where it comes from.
+
+    The ``flops`` column when there is one; else a numeric ``budget`` column (the isoFLOP budget
+    the run was trained at: the estimate 6 (N_once + r N_rec) D omits attention and the
+    embedding, and puts a small model's runs well left of its budget); else the estimate
+    (:attr:`phifit.runs.RunTable.compute`).  The report places its runs by the same rule.
+    """
+    if runs.has_flops:
+        return np.asarray(runs.compute, float), runs.compute_source
+    budget = runs.budget
+    if budget is not None:
+        try:
+            values = np.asarray(budget, dtype=float)
+        except (TypeError, ValueError):
+            values = None
+        if values is not None and np.all(np.isfinite(values)) and np.all(values > 0):
+            return values, "the budget column (no flops column)"
+    return np.asarray(runs.compute, float), runs.compute_source
+
+
+def plot_frontier(
+    front: Frontier,
+    runs: Any = None,
+    *,
+    kind: str = "loss",
+    band: Frontier | None = None,
+    parabola: ParabolaMinima | None = None,
+    ax=None,
+):
     """The compute-optimal frontier: ``kind="loss"``, L*_r(C) per r (with the ``runs`` placed at
-    their training compute when given); ``kind="gap"``, the gap to the base r with its bootstrap
-    band (when the frontier was computed with bootstrap draws)."""
+    their training compute when given, :func:`placed_compute`); ``kind="gap"``, the gap to the
+    base r with its bootstrap band (when the frontier was computed with bootstrap draws).
+
+    ``band``: with ``kind="gap"``, the frontier whose bootstrap band is shaded, e.g. one at the
+    table's budgets beside a dense ``front`` (default: ``front`` itself); ``parabola``: the
+    per-cell parabola minima (:func:`phifit.isoflop.parabola_minima`), drawn as markers."""
     if kind not in ("loss", "gap"):
         raise ValueError(f"unknown kind={kind!r}, expected 'loss' or 'gap'")
     ax = _axes(ax)
@@ -224,15 +263,22 @@ def plot_frontier(front: Frontier, runs: Any = None, *, kind: str = "loss", ax=N
     r_run = np.asarray([], int) if runs is None else np.asarray(runs.r, int)
     r_values = sorted(set(r_run.tolist()) | {int(r) for r in front.r_values})
     if kind == "loss":
-        compute = np.asarray([], float) if runs is None else np.asarray(runs.compute, float)
+        compute, source = (np.asarray([], float), None) if runs is None else placed_compute(runs)
         loss = np.asarray([], float) if runs is None else np.asarray(runs.loss, float)
-        source = None if runs is None else runs.compute_source
         panels.frontier_loss_panel(
             ax, r_run, compute, loss, budgets, front.l_star, r_values, compute_source=source
         )
     else:
+        band = front if band is None else band
         panels.frontier_gap_panel(
-            ax, budgets, front.gap, r_values, int(front.base_r), band_budgets=budgets, band=front.gap_interval
+            ax,
+            budgets,
+            front.gap,
+            r_values,
+            int(front.base_r),
+            band_budgets=np.asarray(band.budgets, float),
+            band=band.gap_interval,
+            parabola_gap=None if parabola is None else parabola.gap,
         )
     ax.legend(frameon=False, fontsize="small")
     return ax

@@ -4,8 +4,10 @@
   recipes, derived quantities and (optionally) the plan, and returns an :class:`Analysis`;
 - :mod:`~phifit.report.honest`: :func:`answer` runs the analysis without figures and words it
   with the report's headline (:class:`Answer`, ``phifit.answer``);
-- :mod:`~phifit.report.figures`: the figures, drawn from those numbers;
+- :mod:`~phifit.report.figures`: the figures, drawn from the typed results through the public
+  ``phifit.plot`` functions where there is one;
 - :mod:`~phifit.report.html`: HTML building blocks (page shell, tables, notes);
+- :mod:`~phifit.report.format`: the formatting helpers every section shares;
 - ``sections_*``: the page's sections (fit, diagnostics, derived quantities, plan);
 - :mod:`~phifit.report.write`: :func:`write_report` writes ``index.html``, ``results.json`` and
   ``figures/``.

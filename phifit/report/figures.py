@@ -3,12 +3,15 @@
 One module on purpose: one small pure function per figure plus the shared style, so every
 figure looks alike and none computes anything.
 
-Every function takes the numbers of result objects (diagnostics, derived quantities,
-bootstrap draws) and returns a :class:`matplotlib.figure.Figure`; none fits or tests
-anything.  The panels are drawn by :mod:`phifit.plot.panels`, the code path under the
-public ``phifit.plot.plot_*`` functions, so a report figure and a notebook plot look
-alike.  Figures are built without pyplot (no global state; the Agg canvas renders
-them), so they are safe in scripts, servers and tests.
+Every function takes result objects (or, for the figures without a public plot, the
+numbers read from them) and returns a :class:`matplotlib.figure.Figure`; none fits or tests
+anything.  The isoFLOP, frontier, bootstrap, multiplier and residual figures are the public
+``phifit.plot.plot_*`` functions drawn into a figure of their own (typed results in: a
+FitResult with its RunTable, the IsoflopCurves, the Frontier, the BootstrapResult, the
+MultiplierFit, the ResidualDiagnostics), so a report figure and a notebook plot are one code
+path; the others are drawn from :mod:`phifit.plot.panels` and matplotlib directly.  Figures
+are built without pyplot (no global state; the Agg canvas renders them, once per PNG), so
+they are safe in scripts, servers and tests.
 
 Conventions: labelled axes with units; log axes for quantities spanning decades
 (parameters, tokens, FLOPs); the Okabe-Ito colour-blind-safe palette for categories
@@ -28,13 +31,20 @@ from matplotlib.figure import Figure
 
 from .. import defaults
 from ..plot import panels as draw
+from ..plot.functions import (
+    placed_compute,
+    plot_bootstrap,
+    plot_frontier,
+    plot_isoflop,
+    plot_multipliers,
+    plot_residuals,
+)
 from ..plot.style import (
     LOSS_LABEL,
     OKABE_ITO,
     RESID_LABEL,
     category_index,
     color_for,
-    fmt_budget,
     log_x,
     marker_for,
 )
@@ -99,7 +109,6 @@ def _styled(func):
     return wrapper
 
 
-_fmt_budget = fmt_budget
 _category_index = category_index
 _log_x = log_x
 
@@ -107,42 +116,41 @@ _log_x = log_x
 # ------------------------------------------------------------------------------ isoFLOP
 @_styled
 def isoflop_figure(
-    points: Mapping[str, Sequence[Any]],
-    curves: Sequence[Mapping[str, Any]],
+    fit: Any,
+    runs: Any,
+    curves: Any,
     *,
     title: str = "isoFLOP curves: runs and the fitted law",
     looped: bool = True,
 ) -> Figure:
     """One panel per r: loss vs unique parameters, one colour per budget, fitted curves
-    (``looped=False``, a non-looped table: one panel, not titled by r).
+    (``looped=False``, a non-looped table: one panel, not titled by r), with one legend below
+    the panels: :func:`phifit.plot.plot_isoflop` in a figure of its own.
 
-    ``points``: {"r", "budget", "n_unique", "loss"} per run; ``curves``: the cells of
-    :class:`phifit.frontier.IsoflopCurves` ({budget, r, n_unique, loss}).
+    ``fit``: the FitResult; ``runs``: the RunTable it was fitted on; ``curves``: its
+    :class:`phifit.frontier.IsoflopCurves`.
     """
-    r = np.asarray(points["r"], int)
-    budget = np.asarray(points["budget"], object)
-    n = np.asarray(points["n_unique"], float)
-    loss = np.asarray(points["loss"], float)
-    r_values = sorted(set(r.tolist()))
-    budgets = sorted(set(budget.tolist()))
-    colour = _category_index(budgets)
+    r_values = sorted(set(np.asarray(runs.r, int).tolist()))
+    budgets = sorted(set(np.asarray(runs.budget, object).tolist()))
     cols = min(len(r_values), 2) if len(r_values) > 1 else 1
     rows = math.ceil(len(r_values) / cols)
     fig = _figure(3.6 * cols + 0.4, 3.0 * rows + 0.5)
-    axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
-    for k, rv in enumerate(r_values):
-        ax = axes[k // cols][k % cols]
-        m = r == rv
-        cells = [cell for cell in curves if cell["r"] == rv]
-        draw.isoflop_panel(ax, n[m], loss[m], budget[m], cells, colour, curve_key="budget", label=k == 0)
-        if looped:
-            ax.set_title(f"r = {rv}")
-        if k % cols == 0:
-            ax.set_ylabel(LOSS_LABEL)
-    for k in range(len(r_values), rows * cols):
-        axes[k // cols][k % cols].set_visible(False)
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=True).ravel()
+    plot_isoflop(fit, runs, curves=curves, axes=axes[: len(r_values)])
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].get_legend().remove()  # one legend for the figure, below the panels
+    for k, ax in enumerate(axes):
+        if k >= len(r_values):
+            ax.set_visible(False)
+            continue
+        if not looped:
+            ax.set_title("")
+        if k % cols:
+            ax.set_ylabel("")
     if len(budgets) <= 10:
         fig.legend(
+            handles,
+            labels,
             loc="outside lower center",
             ncol=min(len(budgets), 3),
             frameon=False,
@@ -154,70 +162,44 @@ def isoflop_figure(
 
 # ----------------------------------------------------------------------------- frontier
 @_styled
-def frontier_figure(
-    points: Mapping[str, Sequence[Any]],
-    curve: Mapping[str, Any],
-    at_budgets: Mapping[str, Any],
-    parabola: Mapping[str, Any] | None = None,
-    *,
-    reference_gaps: Mapping[int, Sequence[float]] | None = None,
-    compute_source: str | None = None,
-) -> Figure:
+def frontier_figure(curve: Any, runs: Any, *, at_budgets: Any, parabola: Any = None) -> Figure:
     """Left: loss vs training compute with the law's frontier per r.  Right: frontier
     gap to the base r vs compute: the law (line, bootstrap band) and the per-cell
     parabola minima (markers); the legends sit outside the axes, clear of the markers.
+    :func:`phifit.plot.plot_frontier` twice, in a figure of its own.
 
-    ``points``: {"r", "compute", "loss"} per run (``compute_source`` says where the runs'
-    compute comes from, e.g. "the flops column"; it is named under the left axis);
-    ``curve``: a Frontier dict over a dense
-    grid of budgets; ``at_budgets``: a Frontier dict at the table's budgets (with
-    ``gap_interval`` when bootstrapped); ``parabola``: a ParabolaMinima dict;
-    ``reference_gaps``: optional {r: [lo, hi]} bands to shade (e.g. the study's ranges).
+    ``curve``: a :class:`~phifit.frontier.Frontier` over a dense grid of budgets; ``runs``: the
+    RunTable, placed at their training compute (:func:`phifit.plot.functions.placed_compute`,
+    named under the left axis); ``at_budgets``: the Frontier at the table's budgets (its
+    bootstrap band is shaded); ``parabola``: the :class:`~phifit.isoflop.ParabolaMinima`.
     """
     fig = _figure(9.0, 4.3)
     ax1, ax2 = fig.subplots(1, 2)
-    r_all = np.asarray(points["r"], int)
-    r_values = sorted(set(r_all.tolist()) | {int(r) for r in curve["r_values"]})
-    comp = np.asarray(points["compute"], float)
-    loss = np.asarray(points["loss"], float)
-    cc = np.asarray(curve["budgets"], float)
-    draw.frontier_loss_panel(
-        ax1, r_all, comp, loss, cc, curve["l_star"], r_values, compute_source=compute_source
-    )
+    plot_frontier(curve, runs, kind="loss", ax=ax1)
     ax1.legend(frameon=False, loc="lower left", bbox_to_anchor=(1.0, 0.0), handlelength=1.5)
-    draw.frontier_gap_panel(
-        ax2,
-        cc,
-        curve["gap"],
-        r_values,
-        int(curve["base_r"]),
-        band_budgets=np.asarray(at_budgets["budgets"], float),
-        band=at_budgets.get("gap_interval"),
-        reference_gaps=reference_gaps,
-        parabola_gap=parabola["gap"] if parabola else None,
-    )
+    plot_frontier(curve, runs, kind="gap", band=at_budgets, parabola=parabola, ax=ax2)
+    r_values = set(np.asarray(runs.r, int).tolist()) | {int(r) for r in curve.r_values}
     if len(r_values) > 1:
         ax2.legend(frameon=False, fontsize="x-small", ncol=1, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    elif ax2.get_legend() is not None:
+        ax2.get_legend().remove()
     return fig
 
 
 @_styled
-def chinchilla_frontier_figure(
-    points: Mapping[str, Sequence[Any]],
-    curve: Mapping[str, Any],
-    *,
-    compute_source: str | None = None,
-) -> Figure:
+def chinchilla_frontier_figure(curve: Any, runs: Any) -> Figure:
     """A non-looped table's frontier: loss vs training compute, the runs and the law's
     compute-optimal loss L*(C) (one panel; with a single r there is no gap to draw).
 
-    ``points``: {"compute", "loss"} per run; ``curve``: a Frontier dict over a dense grid
-    of budgets (its one ``l_star`` line is drawn)."""
+    ``curve``: a :class:`~phifit.frontier.Frontier` over a dense grid of budgets (its one
+    ``l_star`` line is drawn); ``runs``: the RunTable, placed at their training compute
+    (:func:`phifit.plot.functions.placed_compute`)."""
+    compute, compute_source = placed_compute(runs)
     fig = _figure(5.6, 4.3)
     ax = fig.subplots()
     ax.scatter(
-        np.asarray(points["compute"], float),
-        np.asarray(points["loss"], float),
+        compute,
+        np.asarray(runs.loss, float),
         s=14,
         color=color_for(0),
         marker=marker_for(0),
@@ -226,8 +208,8 @@ def chinchilla_frontier_figure(
         zorder=2,
         label="runs",
     )
-    for line in list(curve["l_star"].values())[:1]:
-        ax.plot(curve["budgets"], line, color=color_for(0), linewidth=1.6, label="law: L*(C)", zorder=3)
+    for line in list(curve.l_star.values())[:1]:
+        ax.plot(curve.budgets, line, color=color_for(0), linewidth=1.6, label="law: L*(C)", zorder=3)
     _log_x(ax)
     where = f"\nruns placed by {compute_source}" if compute_source else ""
     ax.set_xlabel(f"training compute C (FLOPs, log){where}")
@@ -240,34 +222,12 @@ def chinchilla_frontier_figure(
 
 # ---------------------------------------------------------------------------- bootstrap
 @_styled
-def bootstrap_figure(
-    phis: Sequence[float],
-    phi_hat: float,
-    interval: Sequence[float] | None,
-    *,
-    interval_bca: Sequence[float] | None = None,
-    reference_interval: Sequence[float] | None = None,
-    level: float = defaults.LEVEL,
-    bounds: Sequence[float] | None = None,
-) -> Figure:
-    """Histogram of the bootstrap distribution of phi, with the estimate and the percentile
-    (and BCa) intervals, labelled at their ``level``; an interval end on ``bounds`` (the box
-    searched) is labelled as such (:func:`phifit.report_template.interval_text`)."""
-    phis = draw.finite(phis)
+def bootstrap_figure(boot: Any) -> Figure:
+    """Histogram of the block bootstrap's distribution of phi, with the estimate and the
+    percentile and BCa intervals at the bootstrap's level; an interval end on the box searched
+    is labelled as such: :func:`phifit.plot.plot_bootstrap` in a figure of its own."""
     fig = _figure(6.0, 3.2)
-    ax = fig.subplots()
-    draw.histogram_panel(
-        ax,
-        phis,
-        phi_hat,
-        interval,
-        interval_bca=interval_bca,
-        reference_interval=reference_interval,
-        level=level,
-        bounds=bounds,
-        xlabel="φ (value of one recurrence; 0 = none, 1 = a unique block)",
-    )
-    ax.set_title(f"block bootstrap of φ ({len(phis)} resamples)")
+    plot_bootstrap(boot, "phi", ax=fig.subplots())
     return fig
 
 
@@ -297,65 +257,33 @@ def exponent_bootstrap_figure(
 @_styled
 def residual_figure(res: Any, *, looped: bool = True) -> Figure:
     """Six panels from a :class:`~phifit.diagnostics.residuals.ResidualDiagnostics`: residuals
-    vs fitted, vs log N_eff, vs log D, by r, by budget, and the normal QQ plot of the log residuals.  With
-    ``looped=False`` (a non-looped table: N_eff is N, and there is one r) the size axis
-    is N, the runs carry no r legend and the by-r panel is left out."""
-    r = np.asarray(res.r, int)
-    resid = np.asarray(res.resid, float)
-    r_values = sorted(set(r.tolist()))
-    idx = _category_index(r_values)
+    vs fitted, vs log N_eff, vs log D, by r, by budget (:func:`phifit.plot.plot_residuals` for
+    each), and the normal QQ plot of the log residuals.  With ``looped=False`` (a non-looped
+    table: N_eff is N, and there is one r) the size axis is N, the runs carry no r legend and
+    the by-r panel is left out."""
     fig = _figure(10.0, 6.4)
     axes = fig.subplots(2, 3)
-    xs = [
-        (np.asarray(res.predicted, float), "fitted loss L̂ (nats/token)", False),
-        (
-            np.exp(np.asarray(res.log_n_eff, float)),
-            "effective size N_eff = N_once + r^φ N_rec (log)" if looped else "unique parameters N (log)",
-            True,
-        ),
-        (np.exp(np.asarray(res.log_tokens, float)), "training tokens D (log)", True),
-    ]
-    for ax, (x, label, log) in zip(axes[0], xs):
-        draw.residual_scatter(ax, x, resid, r, xlabel=label, log=log, legend=looped)
+    for ax, against in zip(axes[0], ("fitted", "size", "tokens")):
+        plot_residuals(res, against=against, ax=ax)
+        ax.get_legend().remove()
+    axes[0][1].set_xlabel(
+        "effective size N_eff = N_once + r^φ N_rec (log)" if looped else "unique parameters N (log)"
+    )
     if looped:
         axes[0][0].legend(frameon=False, fontsize=7)
-    axes[0][0].set_title("vs fitted values")
-    axes[0][1].set_title("vs effective size" if looped else "vs parameters")
-    axes[0][2].set_title("vs training tokens")
-
-    ax = axes[1][0]
-    draw.strip_panel(
-        ax,
-        [resid[r == rv] for rv in r_values],
-        [f"{rv}" for rv in r_values],
-        [color_for(idx[rv]) for rv in r_values],
-        [g.flagged for g in res.by_r],
-    )
-    ax.set_xlabel("recurrences r")
-    ax.set_ylabel(RESID_LABEL)
-    ax.set_title("by r (bar: mean; red: flagged)")
-    _style(ax)
-    ax.set_visible(looped)
-
-    ax = axes[1][1]
-    if res.budget is not None:
-        budget = np.asarray(res.budget, object)
-        levels = [g.group for g in res.by_budget]
-        draw.strip_panel(
-            ax,
-            [resid[budget == b] for b in levels],
-            [f"{b:.2g}" if isinstance(b, (int, float)) else str(b) for b in levels],
-            [OKABE_ITO[4]] * len(levels),
-            [False] * len(levels),
-        )
-        ax.set_xlabel("FLOP budget C")
-        ax.tick_params(axis="x", rotation=30)
-        ax.set_title("by budget")
     else:
+        axes[0][1].set_title("vs parameters")
+
+    plot_residuals(res, against="r", ax=axes[1][0])
+    axes[1][0].set_visible(looped)
+    if res.budget is not None:
+        plot_residuals(res, against="budget", ax=axes[1][1])
+    else:
+        ax = axes[1][1]
         ax.text(0.5, 0.5, "no 'budget' column", ha="center", va="center", transform=ax.transAxes)
         ax.set_title("by budget")
-    ax.set_ylabel(RESID_LABEL)
-    _style(ax)
+        ax.set_ylabel(RESID_LABEL)
+        _style(ax)
 
     ax = axes[1][2]
     theo = np.asarray(res.qq_theoretical, float)
@@ -616,8 +544,6 @@ def multiplier_figure(mult: Any, *, bootstrap: Any = None) -> Figure:
     """The free multiplier m_r of each looped r against r^phi (a
     :class:`~phifit.diagnostics.multiplier_result.MultiplierFit`), with phi's band from the
     block ``bootstrap`` when given: :func:`phifit.plot.plot_multipliers` in a figure of its own."""
-    from ..plot import plot_multipliers
-
     fig = _figure(5.6, 3.8)
     ax = plot_multipliers(mult, bootstrap=bootstrap, ax=fig.subplots())
     ax.title.set_fontsize(9)  # the long title fits the figure's width
@@ -678,11 +604,30 @@ def adaptive_figure(points: Sequence[Mapping[str, Any]], *, target_width: float 
 
 
 # ------------------------------------------------------------------------------- output
+def _png(fig: Figure) -> bytes:
+    """The figure as a PNG at 150 dpi on white, drawn once: the Agg canvas's draw runs the
+    constrained layout first (``savefig`` draws twice, once to lay the figure out and once to
+    render it; the bytes are the same).  The figure's dpi and face colour are restored."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    dpi, face = fig.get_dpi(), fig.get_facecolor()
+    buf = io.BytesIO()
+    try:
+        fig.set_dpi(150)
+        fig.set_facecolor("white")
+        FigureCanvasAgg(fig).print_png(buf, metadata=_NO_DATE["png"])
+    finally:
+        fig.set_dpi(dpi)
+        fig.set_facecolor(face)
+    return buf.getvalue()
+
+
 @_styled
 def save_figure(fig: Figure, stem: str, *, svg: bool = True) -> dict[str, str]:
     """Write ``stem.png`` (150 dpi) and, with ``svg``, ``stem.svg``; returns their paths."""
     paths = {"png": f"{stem}.png"}
-    fig.savefig(paths["png"], dpi=150, facecolor="white", metadata=_NO_DATE["png"])
+    with open(paths["png"], "wb") as out:
+        out.write(_png(fig))
     if svg:
         paths["svg"] = f"{stem}.svg"
         fig.savefig(paths["svg"], facecolor="white", metadata=_NO_DATE["svg"])
@@ -692,6 +637,8 @@ def save_figure(fig: Figure, stem: str, *, svg: bool = True) -> dict[str, str]:
 @_styled
 def figure_bytes(fig: Figure, fmt: str = "png") -> bytes:
     """The figure rendered in memory (PNG at 150 dpi, or SVG)."""
+    if fmt == "png":
+        return _png(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, dpi=150, facecolor="white", metadata=_NO_DATE.get(fmt))
     return buf.getvalue()

@@ -244,37 +244,17 @@ def headline(a: Analysis) -> str:
 # ------------------------------------------------------------------------------ figures
 def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
     """(name, Figure) for every figure that applies."""
-    fit, diag, pts = a.fit, a.diagnostics, a.points
+    fit, diag = a.fit, a.diagnostics
     out = []
     if a.isoflop is not None:
-        data = {k: pts[k] for k in ("r", "budget", "n_unique", "loss")}
-        out.append(("isoflop", plots.isoflop_figure(data, a.isoflop.cells, looped=not a.non_looped)))
+        out.append(("isoflop", plots.isoflop_figure(fit, a.runs, a.isoflop, looped=not a.non_looped)))
     if a.frontier_curve is not None and a.non_looped:
-        fig = plots.chinchilla_frontier_figure(
-            {k: pts[k] for k in ("compute", "loss")},
-            a.frontier_curve.to_dict(),
-            compute_source=pts.get("compute_source"),
-        )
-        out.append(("frontier", fig))
+        out.append(("frontier", plots.chinchilla_frontier_figure(a.frontier_curve, a.runs)))
     elif a.frontier is not None and a.frontier_curve is not None:
-        fig = plots.frontier_figure(
-            {k: pts[k] for k in ("r", "compute", "loss")},
-            a.frontier_curve.to_dict(),
-            a.frontier.to_dict(),
-            None if a.parabola is None else a.parabola.to_dict(),
-            compute_source=pts.get("compute_source"),
-        )
+        fig = plots.frontier_figure(a.frontier_curve, a.runs, at_budgets=a.frontier, parabola=a.parabola)
         out.append(("frontier", fig))
     if a.bootstrap is not None and fit.phi is not None and "phi" in (fit.ci or {}):
-        fig = plots.bootstrap_figure(
-            a.bootstrap.params["phi"][~a.bootstrap.failed].tolist(),
-            fit.phi,
-            fit.ci["phi"],
-            interval_bca=(fit.ci_bca or {}).get("phi"),
-            level=fit.ci_level,
-            bounds=T.param_bounds(fit, "phi"),
-        )
-        out.append(("bootstrap_phi", fig))
+        out.append(("bootstrap_phi", plots.bootstrap_figure(a.bootstrap)))
     if a.bootstrap is not None and a.non_looped and S.exponent_quantities(a):
         out.append(("bootstrap_exponents", _exponent_figure(a, plots)))
     mult = a.multipliers
