@@ -305,8 +305,10 @@ def phi_confidence_set(
     runs = as_runs(runs)
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    if n_boot < 19:
-        raise ValueError(f"n_boot must be >= 19 for a p-value at the 5% level, got {n_boot}")
+    if n_boot < defaults.N_WILD_MIN:
+        raise ValueError(
+            f"n_boot must be >= {defaults.N_WILD_MIN} for a p-value at the 5% level, got {n_boot}"
+        )
     if free.phi is None or "phi" in free.fixed:
         raise ValueError("the test-inverted set needs a fit with phi free")
     adjust = wild.DEFAULT_ADJUST if adjust is None else adjust

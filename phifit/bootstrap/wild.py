@@ -492,8 +492,10 @@ def wild_cluster_test(
     from ..runs.table import as_runs
 
     runs = as_runs(runs)
-    if n_boot < 19:
-        raise ValueError(f"n_boot must be >= 19 for a p-value at the 5% level, got {n_boot}")
+    if n_boot < defaults.N_WILD_MIN:
+        raise ValueError(
+            f"n_boot must be >= {defaults.N_WILD_MIN} for a p-value at the 5% level, got {n_boot}"
+        )
     check_backend(backend, scheduler)
     spec1, delta = refit_settings(free)
     spec0, delta0 = refit_settings(restricted)
