@@ -6,7 +6,7 @@ sampling, schedule, clipping, Muon) for a fixed number of steps and reports the 
 tokens per second (the sum over the processes it runs side by side):
 
 - ``1x2 eager``: one run at a time on 2 threads, eager PyTorch: today's sweep (the baseline);
-- ``2x1 eager``: two runs side by side, 1 thread each (``phifit sweep --jobs 2``);
+- ``2x1 eager``: two runs side by side, 1 thread each (``phifit sweep --parallel-runs 2``);
 - ``1x2 compile`` / ``2x1 compile``: the same with ``torch.compile`` (``--compile``), which on CPU generates
   C++ kernels through Inductor. Its compile time is paid once per process and model shape: reported apart
   (``first step``), and folded into an end-to-end rate for a run of ``--run-steps`` steps.
