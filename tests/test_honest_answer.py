@@ -18,8 +18,8 @@ One table does not do both: a condition number above MAX_CONDITION needs an exac
 the r^phi optimum (alpha = 0; or phi = 0, where two widths give E, A and alpha two levels to
 fit), and there the fit sits at each width's median, leaving the U's misfit on a few (r, width)
 pairs that the wild test's sign flips line up often enough for the 3 extra multipliers to
-absorb (p of 0.07 to 0.24 with 99 replicates on such tables); tilted optima reject at p ~ 0.01
-to 0.03 but stay below 1e11.
+absorb (p of 0.07 to 0.24 with 99 replicates on such tables); tilted optima give p ~ 0.014
+to 0.05 but condition numbers below 1e11.
 """
 
 from __future__ import annotations
