@@ -369,6 +369,44 @@ def test_a_row_of_tabs_is_an_empty_row_with_a_note(tmp_path):
     assert next(c for c in runs.warnings if c.kind == "empty_rows").values["rows"] == [5]
 
 
+#: the fuzz study's rows_lost case, minimal: an unquoted export whose note cells hold a lone '"'
+#: (the first opens a quoted cell, the next closes it two rows down)
+UNBALANCED = 'r,n_once,n_rec,tokens,loss,note\n1,100,900,1e9,3.1,"\n2,100,400,1e9,3.2,\n4,100,200,2e9,3.0,"\n'
+
+
+def test_an_unbalanced_quote_swallowing_rows_is_refused(tmp_path, capsys):
+    """Three data rows read as one run (the lines below the lone quote became its note) was a
+    silent loss of two rows; the table is refused naming the row, its lines and the column."""
+    path = write(tmp_path, UNBALANCED)
+    match = r"row 1 \(lines 2-4\), column 'note': a quoted cell runs over 3 lines and holds 2 line\(s\)"
+    with pytest.raises(RunTableError, match=match):
+        load_runs(path)
+    assert main(["compare", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "runs.csv: row 1 (lines 2-4), column 'note'" in err
+    header = write(tmp_path, UNBALANCED.replace(",note\n", ',"note\n', 1).replace('3.1,"', "3.1,x"))
+    with pytest.raises(
+        RunTableError, match=r"line 1: the header's column 6 \('note'\) is a quoted cell over 4 lines"
+    ):
+        load_runs(header)
+
+
+def test_a_quoted_note_over_lines_loads_with_a_warning_naming_it(tmp_path):
+    """A note written over lines (no separator in them) is one cell, named in a warning with the
+    lines it holds (a lone '"' on a line of its own reads so too); rows below are named by their
+    own lines (they were numbered as if every row took one line)."""
+    text = 'r,n_once,n_rec,tokens,loss,note\n1,100,900,1e9,3.1,"first\nsecond"\n2,100,400,1e9,3.2,x\n'
+    runs = load_runs(write(tmp_path, text))
+    assert len(runs) == 2 and runs.frame["note"].tolist() == ["first\nsecond", "x"]
+    held = next(c for c in runs.warnings if c.kind == "multiline_cells")
+    assert held.level == "warning" and held.values["rows"] == [1] and held.values["extra_lines"] == 1
+    assert "row 1 (line 2), column 'note': 2 lines" in held.message
+    with pytest.raises(RunTableError, match=r"row 2 \(line 4\), column 'loss'"):
+        load_runs(write(tmp_path, text.replace("3.2", "bad")))
+    lone = load_runs(write(tmp_path, text.replace('"first\nsecond"', '"\n"')))  # a row of one '"' held
+    assert len(lone) == 2 and [c.values["extra_lines"] for c in lone.warnings if "cells" in c.kind] == [1]
+
+
 def _no_information(tmp_path, what: str):
     frame = load_runs(DATA / "cpu_small_runs.csv", where="variant==baseline").frame
     if what == "loss":

@@ -483,6 +483,8 @@ def table_from_frame(
     raw = _mapped_columns(raw, columns, source)
     rows = np.arange(1, len(raw) + 1)
     lines = np.asarray(line_numbers, int) if line_numbers is not None else rows + 1
+    if line_numbers is not None:
+        _multiline_cells(raw, rows, lines, name, notes)
     raw, rows, lines = _skip_empty_rows(raw, rows, lines, name, notes)
     if where is not None:
         raw, rows, lines = _select_rows(raw, rows, lines, where, source, name, notes)
@@ -540,6 +542,36 @@ def _cell_text(raw: pd.DataFrame, col: str) -> pd.Series:
     """The cells of ``col`` as stripped text (None and NaN as "")."""
     return raw[col].map(
         lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip()
+    )
+
+
+def _multiline_cells(
+    raw: pd.DataFrame, rows: np.ndarray, lines: np.ndarray, name: str, notes: list[Caution]
+) -> None:
+    """A "multiline_cells" warning in ``notes`` naming each quoted cell of a file that runs over
+    lines (its row, first line and column; ``extra_lines``: the lines they hold beyond their
+    rows' first), so that lines read into a cell are never lost unseen: an unbalanced ``"``
+    makes the rows below it part of a cell (rows with the separator in them are refused by
+    :func:`~phifit.runs.text.read_raw`)."""
+    found = []
+    for col in raw.columns:
+        breaks = raw[col].map(lambda v: v.count("\n") if isinstance(v, str) else 0).to_numpy()
+        found += [(int(i), col, int(breaks[i])) for i in np.flatnonzero(breaks)]
+    if not found:
+        return
+    found.sort(key=lambda f: f[0])
+    shown = [f"row {rows[i]} (line {lines[i]}), column {col!r}: {n + 1} lines" for i, col, n in found]
+    notes.append(
+        caution(
+            "runs",
+            "multiline_cells",
+            f"{name}: {len(found)} quoted cell(s) run over several lines, each read as one cell "
+            f"({'; '.join(shown[:MAX_LISTED])}{'; ...' if len(found) > MAX_LISTED else ''}); check that "
+            "no '\"' is unbalanced: the lines below one are read into its cell",
+            rows=[int(rows[i]) for i, _, _ in found],
+            columns=[str(col) for _, col, _ in found],
+            extra_lines=sum(n for _, _, n in found),
+        )
     )
 
 

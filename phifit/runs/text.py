@@ -152,7 +152,9 @@ def read_raw(
     The first ``skip_rows`` lines (a tracker's preamble) are skipped, then every line whose
     first non-blank character is ``#`` (comment lines) and blank lines (in a tab-separated
     table a line of tabs alone is a row of empty cells, which the validation skips with a note).
-    The line numbers are None when a quoted cell spans lines (then rows and lines no longer pair up)."""
+    A quoted cell may span lines (a note over several lines; the rows are then paired with their
+    first lines), but one that holds a line with the separator (rows an unbalanced quote
+    swallowed) is refused (:func:`multiline_lines`)."""
     if not os.path.exists(source):
         raise RunTableError(source, ["file not found"])
     if os.path.isdir(source):
@@ -202,7 +204,61 @@ def read_raw(
         msg = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
         raise RunTableError(source, [f"not a readable CSV file ({msg})"]) from None
     numbers = np.array([k for k, _ in kept[1:]], int) if len(kept) - 1 == len(raw) else None
+    if numbers is None:
+        numbers = multiline_lines(source, raw, kept, sep)
     return raw, sep, numbers
+
+
+def _breaks(value: object) -> int:
+    """The line breaks in a cell (0 for a missing one)."""
+    return value.count("\n") if isinstance(value, str) else 0
+
+
+def multiline_lines(
+    source: str, raw: pd.DataFrame, kept: list[tuple[int, str]], sep: str
+) -> np.ndarray | None:
+    """The file line of each row of a table where quoted cells span lines (None when the rows
+    cannot be paired with lines).
+
+    A quoted cell may hold a note written over several lines; but when a line it holds contains
+    the separator, that line is a row swallowed by an unbalanced quote (a ``"`` that opens a cell
+    and the next ``"``, rows below, that closes it) and reading on would drop those rows
+    silently: the table is refused, naming the row, its lines and the column (every such cell).
+    So is a header whose column name runs over lines."""
+    header_breaks = sum(_breaks(str(c)) for c in raw.columns)
+    breaks = np.array([[_breaks(v) for v in row] for row in raw.itertuples(index=False)], int).reshape(
+        len(raw), len(raw.columns)
+    )
+    per_row = breaks.sum(axis=1)
+    first = (
+        1 + header_breaks + np.arange(len(raw)) + np.concatenate([[0], np.cumsum(per_row)[:-1]]).astype(int)
+    )
+    paired = len(raw) == 0 or first[-1] + per_row[-1] == len(kept) - 1
+    problems = []
+    for k, col in enumerate(raw.columns):
+        if _breaks(str(col)):
+            problems.append(
+                f"line {kept[0][0]}: the header's column {k + 1} ({str(col).splitlines()[0].strip()!r}) is "
+                f"a quoted cell over {_breaks(str(col)) + 1} lines (an unbalanced '\"' reads the rows below "
+                "it into the header); a column name is one line: close or remove the quote"
+            )
+    for i, k in zip(*np.nonzero(breaks)):
+        swallowed = [piece for piece in str(raw.iat[i, k]).split("\n")[1:] if sep in piece]
+        if not swallowed:
+            continue
+        where = f"row {i + 1}"
+        if paired:
+            start, end = kept[first[i]][0], kept[first[i] + per_row[i]][0]
+            where += f" (lines {start}-{end})"
+        problems.append(
+            f"{where}, column {str(raw.columns[k]).strip()!r}: a quoted cell runs over "
+            f"{breaks[i, k] + 1} lines and holds {len(swallowed)} line(s) with the separator {sep!r}, "
+            "rows read as text (an unbalanced '\"' opens the cell and a later one closes it); close "
+            "or remove the quote"
+        )
+    if problems:
+        raise RunTableError(source, problems)
+    return np.array([kept[j][0] for j in first], int) if paired else None
 
 
 # -- hints for tables whose columns are not mapped ------------------------------------------
