@@ -366,6 +366,7 @@ def _optimize(args, design, params, noise, result, simulation: dict, n_tables: i
         "hours_after": None if opt.seconds is None else opt.seconds / 3600,
         "n_candidates": opt.n_candidates,
         "n_within_cap": opt.n_within_cap,
+        "n_rejected": opt.n_rejected,
         "budgets": {str(b): ws for b, ws in opt.budgets.items()},
         "r": list(opt.r),
         "seeds": opt.seeds,

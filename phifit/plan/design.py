@@ -39,8 +39,11 @@ interval reaches the box, and the rejection rates (with their binomial Monte-Car
 ``benchmarks/plan_calibration.py`` checks it against tables analysed with full-size bootstraps.
 
 Also: whether each planned (budget, r) isoFLOP curve brackets the optimum the law predicts
-(:func:`bracketing`), the reasons a predicted interval is wide (:func:`wide_reasons`) and
-the cost.  :mod:`phifit.plan.optimize` searches designs under a compute cap.
+(:func:`bracketing`, which leaves out curves whose runs are off them), how well the design
+conditions the law (:func:`phifit.plan.conditioning.conditioning`: tokens-per-parameter and r
+spread, the information matrix's condition number, runs off their isoFLOP curve), the reasons
+a predicted interval is wide (:func:`wide_reasons`) and the cost.  :mod:`phifit.plan.optimize`
+searches designs under a compute cap.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .. import defaults
 from ..cautions import Caution, caution
@@ -62,6 +66,7 @@ from ..law import (
 from ..runs.table import as_runs
 from ..serialize import JsonIO, to_plain
 from ..study import REFERENCE_PARAMS
+from .conditioning import FLOP_RTOL, Conditioning, conditioning, off_isoflop
 from .inputs import (
     AGREE_POWER_ATOL,
     AGREE_WIDTH_RTOL,
@@ -97,12 +102,16 @@ __all__ = [
     "asymptotic_plan",
     "simulate_plan",
     "bracketing",
+    "conditioning",
     "wide_reasons",
     "plan_design",
 ]
 
 
 # -- isoFLOP bracketing --------------------------------------------------------------------------
+
+#: The status of a (budget, r) curve whose runs are not on their budget's isoFLOP curve.
+OFF_CURVE = f"runs off the isoFLOP curve (FLOPs > {FLOP_RTOL:.0%} from the budget)"
 
 
 def predicted_optimum(
@@ -123,12 +132,18 @@ def bracketing(design: PlanDesign, params: Mapping[str, float]) -> list[dict[str
     """Per (budget, r) curve of the design: its sizes, the predicted optimum size (searched
     from a quarter of the smallest to four times the largest size), and ``status``:
     "bracketed" when the optimum lies strictly between the smallest and the largest size,
-    else "optimum at or below the smallest size" / "... at or above the largest size"."""
+    else "optimum at or below the smallest size" / "... at or above the largest size"; and
+    "runs off the isoFLOP curve" when any of its runs' FLOPs is more than
+    :data:`~phifit.plan.conditioning.FLOP_RTOL` from the budget (the curve the optimum is
+    read on is not the one the runs sit on, :func:`phifit.plan.conditioning.off_isoflop`)."""
     out = []
+    off = pd.Series(off_isoflop(design.frame), index=design.frame.index)
     for (budget, r), cell in design.frame.groupby(["budget", "r"], sort=True):
         sizes = sorted(set(cell["size"].astype(float)))
         opt = predicted_optimum(design, params, float(budget), int(r), sizes[0] / 4, sizes[-1] * 4)
-        if opt <= sizes[0]:
+        if off.loc[cell.index].any():
+            status = OFF_CURVE
+        elif opt <= sizes[0]:
             status = "optimum at or below the smallest size"
         elif opt >= sizes[-1]:
             status = "optimum at or above the largest size"
@@ -150,7 +165,13 @@ def wide_reasons(
     narrow_sim = sim is None or (sim.width_median < 0.3 and sim.p_box < 0.05)
     if asym.width < 0.3 and asym.p_box < 0.05 and narrow_sim:
         return reasons
-    unb = [b for b in brackets if b["status"] != "bracketed"]
+    off = [b for b in brackets if b["status"] == OFF_CURVE]
+    if off:
+        reasons.append(
+            f"{len(off)} of {len(brackets)} (budget, r) curves have runs off their isoFLOP curve: the "
+            "budget labels do not describe the runs, so bracketing is not checked there"
+        )
+    unb = [b for b in brackets if b["status"] not in ("bracketed", OFF_CURVE)]
     if unb:
         budgets = sorted({b["budget"] for b in unb})
         below = sum(b["status"].endswith("smallest size") for b in unb)
@@ -200,7 +221,8 @@ def wide_reasons(
 class PlanResult(JsonIO):
     """A design's plan: the design and its cost, the law and noise planned under, the
     asymptotic and (optionally) simulated predictions, isoFLOP bracketing, reasons for a
-    wide interval, and cautions (including where the two modes disagree)."""
+    wide interval, cautions (including where the two modes disagree, and the design's
+    conditioning checks) and the design's ``conditioning``."""
 
     design: dict[str, Any]
     law: dict[str, float]
@@ -213,6 +235,7 @@ class PlanResult(JsonIO):
     reasons: list[str]
     warnings: list[Caution]
     optimized: dict[str, Any] | None = None
+    conditioning: Conditioning | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(
@@ -228,6 +251,7 @@ class PlanResult(JsonIO):
                 "reasons": self.reasons,
                 "warnings": [c.to_dict() for c in self.warnings],
                 "optimized": self.optimized,
+                "conditioning": None if self.conditioning is None else self.conditioning.to_dict(),
             }
         )
 
@@ -311,6 +335,8 @@ class PlanResult(JsonIO):
         if not a.trusted:
             lines.append("(!) the asymptotic mode cannot be trusted here:")
             lines += [f"    - {r}" for r in a.reasons]
+        if self.conditioning is not None:
+            lines += ["", "[[Design conditioning]]"] + self.conditioning.lines()
         lines.append("")
         lines.append("[[IsoFLOP curves: predicted optimum vs planned sizes]]")
         for b in self.bracketing:
@@ -464,7 +490,8 @@ def plan_design(
             tests=tests,
         )
     brackets = bracketing(design, p)
-    warnings = []
+    cond = conditioning(design, p, law_source=law_source)
+    warnings = list(cond.warnings)
     if sim is not None:
         warnings += agreement(asym, sim)
     elif not asym.trusted:
@@ -497,6 +524,7 @@ def plan_design(
         bracketing=brackets,
         reasons=wide_reasons(design, noise, asym, brackets, sim),
         warnings=warnings,
+        conditioning=cond,
     )
 
 

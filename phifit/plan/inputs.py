@@ -268,7 +268,8 @@ def design_from_table(runs: Any, source: str | None = None) -> PlanDesign:
     """The design of a run table or a CSV of planned runs (its ``loss`` is ignored).
 
     Needs a numeric ``budget`` column (the isoFLOP curves); FLOPs are the table's ``flops``
-    or 6 (N_once + r N_rec) D; size is N_unique = N_once + N_rec (or the ``size`` column
+    or 6 (N_once + r N_rec) D, and a ``train_flops_per_token`` column is carried for the
+    isoFLOP check (:mod:`phifit.plan.conditioning`); size is N_unique = N_once + N_rec (or the ``size`` column
     when present, for display only)."""
     from ..frontier import TableFamily
 
@@ -289,6 +290,10 @@ def design_from_table(runs: Any, source: str | None = None) -> PlanDesign:
     )
     if "run_id" in frame:
         out["run_id"] = frame["run_id"].astype(str).to_numpy()
+    if "train_flops_per_token" in frame:  # read by the isoFLOP check (phifit.plan.conditioning)
+        fpt = pd.to_numeric(frame["train_flops_per_token"], errors="coerce").to_numpy(float)
+        if np.all(np.isfinite(fpt) & (fpt > 0)):
+            out["train_flops_per_token"] = fpt
     return PlanDesign(out, source or runs.source, "table", _TableArch(TableFamily.from_runs(runs)))
 
 

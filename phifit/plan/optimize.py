@@ -16,7 +16,9 @@ Cost: training FLOPs (sum of F x D), and for a sweep spec the trainer's time: pe
 F D / FLOP/s + overhead with the spec's recorded per-width speeds (interpolated in log
 width), as ``phifit.spec.sweep_spec.estimate_seconds`` computes it for recorded speeds.
 Candidates above the cap (default: the original design's FLOPs; ``max_hours`` caps the trainer's time),
-with fewer than ``MIN_CELLS`` (budget, r) cells or fewer than ``min_runs`` runs are dropped; the best
+with fewer than ``MIN_CELLS`` (budget, r) cells or fewer than ``min_runs`` runs are dropped, and so
+are those the conditioning checks flag (:func:`rejected`: alpha/beta or phi/A not separated, runs
+off their isoFLOP curve; counted in ``Optimized.n_rejected``); the best
 score wins, ties going to the cheaper design.  The asymptotic width is a proxy where the
 linearisation is untrusted: check the winner with the simulation mode (``--simulate``).
 """
@@ -33,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .conditioning import conditioning
 from .design import predicted_optimum
 from .inputs import NoiseModel, PlanDesign, spec_speed
 from .modes import AsymptoticPlan, asymptotic_plan
@@ -57,6 +60,13 @@ class Optimized:
     budgets: dict[float, list[int]]
     r: tuple[int, ...]
     seeds: int
+    n_rejected: int = 0
+
+
+def rejected(cand: PlanDesign, params: Mapping[str, float]) -> list[str]:
+    """The kinds of the conditioning checks a candidate fails (:mod:`phifit.plan.conditioning`:
+    alpha/beta or phi/A not separated, runs off their isoFLOP curve); empty when it passes."""
+    return [c.kind for c in conditioning(cand, params).warnings]
 
 
 def _run_rows(design: PlanDesign, budget: float, r: int, size: float) -> dict[str, float] | None:
@@ -131,7 +141,7 @@ def optimize_design(
         centre[b] = float(np.exp(np.mean(np.log(opts))))
     cache: dict[tuple[float, int, float], dict[str, float] | None] = {}
     best: tuple[tuple[float, float], Any] | None = None
-    n_cand = n_ok = 0
+    n_cand = n_ok = n_rej = 0
     for n_b in (2, 3, 4):
         for start in range(len(ladder) - n_b + 1):
             bset = ladder[start : start + n_b]
@@ -186,6 +196,9 @@ def optimize_design(
                         design.seconds_note,
                         design.spec,
                     )
+                    if rejected(cand, params):
+                        n_rej += 1
+                        continue
                     asym = asymptotic_plan(cand, params, noise)
                     n_ok += 1
                     score = (
@@ -206,6 +219,7 @@ def optimize_design(
         budgets={b: [int(round(w)) if design.kind != "table" else w for w in ws] for b, ws in widths.items()},
         r=tuple(rs),
         seeds=seeds,
+        n_rejected=n_rej,
     )
 
 
