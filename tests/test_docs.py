@@ -96,7 +96,7 @@ def test_the_quick_start_is_two_commands_and_ci_runs_both():
     first, second = quick_start()
     assert first.endswith("phifit report data/looped_study_runs_digitized.csv --out reports/quickstart")
     assert "torch" not in first  # the base install fits and reports without torch
-    assert second.endswith('python -m pytest -m "not slow" -q')
+    assert second.endswith('python -m pytest -m "not slow" -n auto -q')
     assert "reports/quickstart/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert first in ci and second in ci and ci.index(first) < ci.index(second)
