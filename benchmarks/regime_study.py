@@ -50,6 +50,7 @@ ARMS = [
     ("loopadd", "r = 1 with the machinery less W (additive injection: u = e), norm_recur kept", "base"),
     ("headdim32", "head dim 32 (widths 32, 64)", None),
     ("bpe", "BPE 4,096 with context 256 (batch 8: 2,048 tokens per step)", None),
+    ("bpectl", "loopctl at BPE: r = 1 with the loop machinery, bpe's tokenizer and shapes", "bpe"),
     ("recipe", "no gradient clipping; AdamW groups at the study's rates", None),
     ("shape", "6 layers as 1 / (4/r) / 1 at widths 64, 96 (d/L 11-16)", None),
     ("lr010", "MuonH base rate 0.01 for r = 4 (base: 0.02)", "base"),
