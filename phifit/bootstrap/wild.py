@@ -146,6 +146,11 @@ class Refit:
 #: Iterations of the batched active-set finish of rows the first LM left unconverged.
 FINISH_ITER = 10_000
 
+#: The least-squares polish of a wild refit stops when an iteration changes the objective by less
+#: than this fraction: the statistic T* = F_null - F_alt needs the objectives, not the points, and a
+#: row the polish reaches crawls along a flat valley where the point moves and F does not.
+POLISH_FTOL = 1e-10
+
 
 def _residuals(model: Callable, y: np.ndarray) -> tuple[Callable, Callable]:
     """``fun(x)`` (the residuals) and ``jac(x)`` (their Jacobian) of one response for the
@@ -209,7 +214,7 @@ def _refit(
         i = rows[j]
         fun, jac = _residuals(law.model, y[i])
         x0 = x_start[j] if far[j] else best_x[i]
-        sol = polish_residuals(fun, jac, x0, law.lower, law.upper, delta)
+        sol = polish_residuals(fun, jac, x0, law.lower, law.upper, delta, ftol=POLISH_FTOL)
         if sol is None or sol.status <= 0:
             continue
         obj = float(_objective(law.model(sol.x[None, :])[0][0], y[i], delta))

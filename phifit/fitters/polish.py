@@ -56,6 +56,7 @@ def polish_residuals(
     upper: np.ndarray,
     delta: float = DELTA,
     weights: np.ndarray | None = None,
+    ftol: float = 1e-15,
 ) -> Any:
     """:func:`polish` for any model: ``fun(x)`` the (n,) log-loss residuals, ``jac(x)`` their
     (n, k) Jacobian, ``[lower, upper]`` the box of x.
@@ -63,7 +64,9 @@ def polish_residuals(
     Same objective, weights rule and tolerances as :func:`polish` (which calls this for the
     joint law).  Integer Huber weights repeat rows (exact); least-squares weights scale the
     residuals by sqrt(w_i).  The start is moved 1e-12 inside the box (scipy needs a strictly
-    feasible one).
+    feasible one).  ``ftol``: the relative change of the objective that stops the polish (1e-15
+    by default, as every tolerance; a caller that needs only the objective's value, not the
+    point, may stop earlier).
     """
     huber_loss = bool(np.isfinite(delta))
     if weights is None:
@@ -96,7 +99,7 @@ def polish_residuals(
         bounds=(lower, upper),
         method="trf",
         x_scale="jac",
-        ftol=1e-15,
+        ftol=ftol,
         xtol=1e-15,
         gtol=1e-15,
         max_nfev=2000,
