@@ -454,3 +454,30 @@ def test_plan_refuses_a_pilot_whose_fit_lacks_parameters(tmp_path, capsys):
     assert main(["plan", "--pilot", str(path), "--design", "paper", "--simulate", "0"]) == 2
     err = capsys.readouterr().err
     assert "pilot.csv" in err and "does not identify B, beta" in err and "two or more token counts" in err
+
+
+def test_a_separator_ending_every_data_line_is_refused_naming_the_lines(tmp_path, capsys):
+    """Data rows one cell longer than the header made pandas take the first column as row labels
+    and move every other column one name to the left; the table is refused naming the lines."""
+    text = "r,n_once,n_rec,tokens,loss\n1,100,900,1e9,3.1,\n2,100,400,1e9,3.2,\n4,100,200,2e9,3.0,\n"
+    path = write(tmp_path, text)
+    match = r"line 2, line 3, line 4: 6 cells under a header of 5 names \(a separator ',' at the end"
+    with pytest.raises(RunTableError, match=match):
+        load_runs(path)
+    assert main(["fit", str(path)]) == 2
+    assert "runs.csv: line 2, line 3, line 4: 6 cells" in capsys.readouterr().err
+    assert len(load_runs(write(tmp_path, text.replace(",\n", "\n")))) == 3  # without the separators
+
+
+def test_a_closed_pipe_ends_the_command_without_a_traceback():
+    """``phifit fit T.csv | head -1``: the reader leaves early; no traceback on stderr."""
+    import subprocess
+    import sys
+
+    study = Path(__file__).resolve().parents[1] / "data" / "looped_study_runs_digitized.csv"
+    code = f"import sys; from phifit.cli import main; sys.exit(main(['fit', {str(study)!r}]))"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the summary is printed
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert "Traceback" not in err and proc.returncode in (0, 1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -111,6 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         print(f"phifit {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader of stdout went away (``phifit fit T.csv | head``): no traceback; stdout is
+        # pointed at devnull so that the interpreter's final flush does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt:
         print(f"phifit {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -203,10 +203,34 @@ def read_raw(
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         msg = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
         raise RunTableError(source, [f"not a readable CSV file ({msg})"]) from None
+    if not isinstance(raw.index, pd.RangeIndex) and len(raw.columns) >= 2:
+        # (a header of one name: the separator splits nothing there, and the missing columns say it)
+        raise RunTableError(source, overlong_rows(kept, sep, len(raw.columns)))
     numbers = np.array([k for k, _ in kept[1:]], int) if len(kept) - 1 == len(raw) else None
     if numbers is None:
         numbers = multiline_lines(source, raw, kept, sep)
     return raw, sep, numbers
+
+
+def overlong_rows(kept: list[tuple[int, str]], sep: str, n_names: int) -> list[str]:
+    """The problem of a table whose data rows hold more cells than its header names.
+
+    pandas reads such a table with its first column as row labels, every other column moved one
+    name to the left (``r`` would get ``n_once``'s values): it is refused instead, naming the lines.
+    The usual cause is a separator at the end of every data line (a spreadsheet's trailing empty
+    column) or a header that lost a name.
+    """
+    delimiter = " " if sep.isspace() else sep
+    cells = {k: len(next(csv.reader([line], delimiter=delimiter), [])) for k, line in kept[1:]}
+    longer = [k for k, n in cells.items() if n > n_names]
+    most = max(cells.values(), default=n_names + 1)
+    where = ", ".join(f"line {k}" for k in longer[:5]) + (
+        f" and {len(longer) - 5} more" if len(longer) > 5 else ""
+    )
+    return [
+        f"{where}: {most} cells under a header of {n_names} names (a separator {sep!r} at the end of "
+        f"each data line, or a column without a name); remove the extra cells or name the column"
+    ]
 
 
 def _breaks(value: object) -> int:
