@@ -380,15 +380,13 @@ def bayes_stage(runs: RunTable, st: Stages) -> tuple[Any, Any, Any]:
 
 
 def plotted_compute(runs: RunTable) -> tuple[np.ndarray, str]:
-    """The training compute at which the figures place each run, and where it comes from.
+    """The training compute at which the figures place each run, and where it comes from: the
+    one rule of :func:`phifit.plot.functions.placed_compute` (``flops``, else a numeric
+    ``budget``, else the estimate), imported when called so that matplotlib stays out of an
+    analysis that draws nothing."""
+    from ..plot.functions import placed_compute
 
-    The ``flops`` column when there is one; else a numeric ``budget`` column (the isoFLOP
-    budget the run was trained at: the estimate 6 (N_once + r N_rec) D omits attention and
-    the embedding, and puts a small model's runs well left of its budget); else the estimate
-    (:attr:`phifit.runs.RunTable.compute`).
-    """
-    if runs.has_flops:
-        return runs.compute, runs.compute_source
+    return placed_compute(runs)
     budget = runs.budget
     if budget is not None:
         try:
