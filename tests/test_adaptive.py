@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import importlib.metadata
 import json
@@ -155,6 +156,7 @@ def test_the_report_says_where_the_loop_stands() -> None:
         (["--adaptive", "--batch", "0"], "--batch 0: expected at least 1"),
         (["--adaptive", "--target-width", "-1"], "--target-width -1.0: expected a positive number"),
         (["--adaptive", "--pilot-grid", "nope"], "--pilot-grid nope: no such grid in"),
+        (["--adaptive", "--parallel-runs", "0"], "--parallel-runs 0: expected an integer >= 1"),
     ],
 )
 def test_adaptive_options_are_checked_before_training(tmp_path: Path, capsys, args, message) -> None:
@@ -164,6 +166,32 @@ def test_adaptive_options_are_checked_before_training(tmp_path: Path, capsys, ar
     assert trainer_main(["sweep", str(spec), "--out", str(tmp_path / "runs.csv"), *args]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "runs.csv").exists()
+
+
+def test_a_round_trains_its_runs_side_by_side_with_parallel_runs(tmp_path: Path, monkeypatch) -> None:
+    """--parallel-runs reaches the loop's sweeps (it used to be accepted and ignored under --adaptive)."""
+    import io
+
+    import phifit.trainers.sweep as tsweep
+    from phifit.trainers.adaptive import _Loop
+    from phifit.trainers.cli import _adaptive_options, register
+    from phifit.trainers.sweep import load_spec
+
+    spec_path = write_spec(tmp_path)
+    out = tmp_path / "runs.csv"
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(
+        ["sweep", str(spec_path), "--out", str(out), "--adaptive", "--parallel-runs", "2"]
+    )
+    options = _adaptive_options(args)
+    assert options.parallel_runs == 2
+    seen: list[tuple[list[str], int]] = []
+    monkeypatch.setattr(tsweep, "run_sweep", lambda *a, run_ids, jobs, **k: seen.append((run_ids, jobs)) or 0)
+    loop = _Loop(load_spec(spec_path), str(out), None, options, io.StringIO())
+    ids = [r.run_id for r in loop.pilot][:2]
+    assert loop.train(ids, None) == ids  # nothing trained by the stand-in, so both still missing
+    assert seen == [(ids, 2)]
 
 
 def test_max_hours_needs_the_specs_estimate(tmp_path: Path, capsys) -> None:
@@ -323,7 +351,7 @@ def test_the_report_shows_the_rounds(scenario: dict) -> None:
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "cpu_small_runs.csv"
 
 
-def replay_sweep(spec, out, grids=None, file=None, run_ids=None) -> int:
+def replay_sweep(spec, out, grids=None, file=None, run_ids=None, jobs=1) -> int:
     """run_sweep's stand-in: append the recorded rows of ``run_ids`` (the cpu_small spec's run ids)."""
     from phifit.trainers import runlog
 

@@ -62,7 +62,8 @@ class AdaptiveOptions:
     ``target_width``: stop once the realised 95% width of phi is at or below it; ``max_flops`` /
     ``max_hours``: caps on the adaptive rounds' training FLOPs / wall hours; ``max_rounds``: rounds to
     decide at most; ``n_boot``: cell-bootstrap replicates per measurement; ``n_jobs``: bootstrap workers
-    (None: the cores this process may use)."""
+    (None: the cores this process may use); ``parallel_runs``: runs of a round trained at once
+    (``--parallel-runs``, as in a plain sweep; the round still ends when all its runs have)."""
 
     pilot_grid: str | None = None
     batch: int = DEFAULT_BATCH
@@ -72,8 +73,11 @@ class AdaptiveOptions:
     max_rounds: int | None = None
     n_boot: int = DEFAULT_N_BOOT
     n_jobs: int | None = None
+    parallel_runs: int = 1
 
     def __post_init__(self) -> None:
+        if self.parallel_runs < 1:
+            raise ValueError(f"--parallel-runs {self.parallel_runs}: expected an integer >= 1")
         if self.batch < 1:
             raise ValueError(f"--batch {self.batch}: expected at least 1 run per round")
         for name, value in (
@@ -339,7 +343,9 @@ class _Loop:
         done = set(read_finished(self.out)) if Path(self.out).is_file() else set()
         todo = [i for i in ids if i not in done]
         if todo:
-            self.failed_now += run_sweep(self.spec, self.out, grids, file=self.file, run_ids=todo)
+            self.failed_now += run_sweep(
+                self.spec, self.out, grids, file=self.file, run_ids=todo, jobs=self.options.parallel_runs
+            )
         done = set(read_finished(self.out))
         return [i for i in ids if i not in done]
 

@@ -398,7 +398,7 @@ def _adaptive_options(args: argparse.Namespace) -> Any:
     settings = {k: getattr(args, k) for k in _ADAPTIVE_ONLY if getattr(args, k, None) is not None}
     if "bootstrap" in settings:
         settings["n_boot"] = settings.pop("bootstrap")
-    return AdaptiveOptions(**settings)
+    return AdaptiveOptions(**settings, parallel_runs=args.parallel_runs)
 
 
 _SETTINGS = MODEL_KEYS + TRAIN_KEYS  # every setting make_train_config takes

@@ -35,7 +35,12 @@ __all__ = ["LoopedGPT", "LoopedGPTConfig"]
 
 
 class RMSNorm(nn.Module):
-    """RMSNorm with a learnable gain (initialised to 1), eps 1e-6."""
+    """RMSNorm with a learnable gain (initialised to 1), eps 1e-6, computed in fp32.
+
+    Under CUDA's bf16 autocast the loop's state arrives in bf16 while the gain is fp32, and ``rms_norm`` of
+    mixed dtypes falls back to an unfused kernel (with a warning on every run); the input is upcast instead.
+    On the CPU (fp32 throughout) ``x.float()`` is ``x`` itself, so CPU runs are unchanged bit for bit.
+    """
 
     def __init__(self, dim: int, eps: float = 1e-6) -> None:
         super().__init__()
@@ -43,7 +48,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, (x.size(-1),), self.weight, self.eps)
+        return F.rms_norm(x.float(), (x.size(-1),), self.weight, self.eps)
 
 
 def rotary_tables(seq_len: int, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
