@@ -20,7 +20,7 @@ from phifit.bootstrap.block import (
 )
 from phifit.cautions import Caution
 from phifit.fitters.huber import HuberOptions, fit_huber
-from phifit.fitters.refit import identifiable_rows
+from phifit.fitters.refit import identifiable_rows, refit_weighted
 from phifit.law import PARAM_NAMES, REFERENCE_PARAMS, LawSpec
 from phifit.result import FitResult
 from phifit.runs.table import table_from_frame
@@ -191,6 +191,51 @@ def test_failed_replicates_are_counted_not_dropped(paper_clean):
     assert kinds["failed_replicates"].values["n_failed"] == boot.n_failed
     assert "only 4 blocks" in kinds["few_blocks"].message
     assert np.all(np.isfinite(boot.ci["phi"]))
+
+
+def test_replicates_failed_by_their_draw_are_not_refitted(paper_clean, monkeypatch):
+    """A replicate whose draw alone fails it (phi not identifiable, too few distinct runs) is
+    not refitted: the bootstrap refits only the others, and its result is the one refitting every
+    replicate gives (each replicate's refit depends on its own weights and starts only)."""
+    import phifit.fitters.refit as refit_module
+
+    n = 120
+    point = fit_huber(paper_clean, seed=2)
+    run = lambda: block_bootstrap(  # noqa: E731
+        paper_clean, point, n_boot=n, block="r", seed=2, n_jobs=1, progress=False
+    )
+    real_chunk = refit_module.refit_chunk
+    refitted: list[int] = []
+
+    def counting_chunk(problem, weights, x_hat, spread):
+        refitted.append(len(weights))
+        return real_chunk(problem, weights, x_hat, spread)
+
+    monkeypatch.setattr(refit_module, "refit_chunk", counting_chunk)
+    boot = run()
+    assert 0 < boot.n_failed < n and sum(refitted) == n - boot.n_failed + 4  # + the 4 delete-one-r refits
+    monkeypatch.setattr(refit_module, "refit_chunk", real_chunk)
+    codes, _ = block_codes(paper_clean, "r")
+    w = draw_weights(codes, n, np.random.default_rng(np.random.SeedSequence(2).spawn(3)[0]))
+    everything = refit_module.refit_weighted(
+        paper_clean, point.spec, w, point.theta[point.spec.free_mask], seed=np.random.default_rng(
+            np.random.SeedSequence(2).spawn(3)[1]), n_jobs=1
+    )  # fmt: skip
+    ok = ~boot.failed
+    np.testing.assert_array_equal(boot.thetas[ok], point.spec.full_theta(everything["x"][ok]))
+
+
+def test_refit_weighted_skips_rows_and_keeps_the_others_starts(noisy):
+    runs, point = noisy
+    w = np.random.default_rng(3).poisson(1.0, size=(6, len(runs))).astype(float)
+    x_hat = point.theta[point.spec.free_mask]
+    skip = np.array([True, False, True, False, False, True])
+    full = refit_weighted(runs, point.spec, w, x_hat, seed=4, n_jobs=1, n_spread=2)
+    part = refit_weighted(runs, point.spec, w, x_hat, seed=4, n_jobs=1, n_spread=2, skip=skip)
+    for key in full:
+        np.testing.assert_array_equal(part[key][~skip], full[key][~skip])
+    assert np.all(np.isnan(part["objective"][skip])) and not part["converged"][skip].any()
+    np.testing.assert_array_equal(part["x"][skip], np.tile(x_hat, (3, 1)))
 
 
 def test_fixed_parameter_has_no_interval(noisy):

@@ -167,6 +167,7 @@ def block_bootstrap(
 
     streams = np.random.SeedSequence(seed).spawn(3)
     weights = draw_weights(codes, n_boot, np.random.default_rng(streams[0]))
+    ident, too_few = _drawn_failures(runs, fit_spec, weights, check_phi=check_phi)
     out = refit_weighted(
         runs,
         fit_spec,
@@ -180,6 +181,7 @@ def block_bootstrap(
         chunk_size=chunk_size,
         progress=progress,
         desc="bootstrap",
+        skip=~ident | too_few,  # failed by their draw alone: not refitted (a 7-run table: 998 of 1,000)
     )
     replicates = _replicates(runs, fit_spec, weights, out, check_phi=check_phi)
     if jackknife:
@@ -247,6 +249,17 @@ class _Replicates(NamedTuple):
     n_polished: int
 
 
+def _drawn_failures(
+    runs: RunTable, fit_spec: LawSpec, weights: np.ndarray, *, check_phi: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """(identifies phi, too few distinct runs) per resampled table, read off its weights alone: a
+    table fails when (``check_phi``) its runs cannot identify phi, or when it holds no more
+    distinct runs than the law has free parameters."""
+    ident = identifiable_rows(runs, weights) if check_phi else np.ones(len(weights), dtype=bool)
+    too_few = (weights > 0).sum(axis=1) <= int(fit_spec.free_mask.sum())
+    return ident, too_few
+
+
 def _replicates(
     runs: RunTable, fit_spec: LawSpec, weights: np.ndarray, out: dict[str, np.ndarray], *, check_phi: bool
 ) -> _Replicates:
@@ -256,8 +269,7 @@ def _replicates(
     cannot identify phi, it has fewer distinct runs than free parameters, its objective is
     not finite, or its refit did not converge."""
     n_boot = len(weights)
-    ident = identifiable_rows(runs, weights) if check_phi else np.ones(n_boot, dtype=bool)
-    too_few = (weights > 0).sum(axis=1) <= int(fit_spec.free_mask.sum())
+    ident, too_few = _drawn_failures(runs, fit_spec, weights, check_phi=check_phi)
     failure = {
         "phi not identifiable in the resampled table": ~ident,
         "fewer distinct runs than free parameters": ident & too_few,

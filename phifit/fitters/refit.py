@@ -245,6 +245,7 @@ def refit_weighted(
     chunk_size: int = 100,
     progress: bool = False,
     desc: str = "refits",
+    skip: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Refit the law to many weightings of one table, warm-started from ``x_hat`` (module docstring).
 
@@ -253,6 +254,9 @@ def refit_weighted(
     ``chunk_size`` weightings run as tasks of :func:`phifit.fitters.parallel.parallel_map`
     (``n_jobs`` workers of ``backend``; ``scheduler``: the Dask scheduler's address).  Results
     are independent of ``n_jobs``, ``backend`` and ``chunk_size`` (starts are drawn up front).
+    ``skip`` (m,) marks weightings not to refit (a caller that knows from the weights alone that
+    they fail: too few distinct runs, phi not identified); their starts are still drawn, so the
+    others keep theirs, and their rows come back as not converged, objective NaN, x = ``x_hat``.
     Returns arrays ``x`` (m, k), ``objective``, ``converged``, ``switched``, ``n_iter``,
     ``polished`` (finished by :func:`polish_unconverged`).
     """
@@ -261,21 +265,37 @@ def refit_weighted(
     m = len(weights)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     spread = spread_starts(x_hat, spec, m, n_spread, rng)
+    todo = np.arange(m) if skip is None else np.flatnonzero(~np.asarray(skip, dtype=bool))
     problem = RefitProblem(
         design=runs.design, y=runs.log_loss, fixed=dict(spec.fixed), bounds=dict(spec.bounds), delta=delta
     )
-    chunks = [np.arange(i, min(i + chunk_size, m)) for i in range(0, m, chunk_size)]
+    chunks = [todo[i : i + chunk_size] for i in range(0, len(todo), chunk_size)]
     tasks = ((problem, weights[ch], x_hat, spread[ch]) for ch in chunks)
-    bar = progress_bar(m, desc, progress)
-    outputs: list[dict[str, np.ndarray]] = []
+    out = _skipped_rows(x_hat, m)
+    bar = progress_bar(len(todo), desc, progress)
     try:
-        done = parallel_map(refit_chunk, tasks, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
-        for ch, out in zip(chunks, done):
-            outputs.append(out)
+        for ch, part in zip(
+            chunks, parallel_map(refit_chunk, tasks, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
+        ):
+            for key, value in part.items():
+                out[key][ch] = value
             bar.update(len(ch))
     finally:
         bar.close()
-    return {key: np.concatenate([o[key] for o in outputs]) for key in outputs[0]}
+    return out
+
+
+def _skipped_rows(x_hat: np.ndarray, m: int) -> dict[str, np.ndarray]:
+    """:func:`refit_chunk`'s arrays for ``m`` rows as a skipped row reads: x = ``x_hat``, objective
+    NaN, not converged, not switched, 0 iterations, not polished."""
+    return {
+        "x": np.tile(np.asarray(x_hat, dtype=float), (m, 1)),
+        "objective": np.full(m, np.nan),
+        "converged": np.zeros(m, dtype=bool),
+        "switched": np.zeros(m, dtype=bool),
+        "n_iter": np.zeros(m, dtype=int),
+        "polished": np.zeros(m, dtype=bool),
+    }
 
 
 class _NoBar:
