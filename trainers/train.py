@@ -300,6 +300,10 @@ def train(
     it and ends bit for bit where an uninterrupted run ends (same machine, same threads). ``stop_after=n``
     raises ``TrainingStopped`` after step n, as if the run were killed there (checkpoints due by then are
     written first).
+
+    One function, read top to bottom in the order a run happens (set-up, resume, the step loop with its
+    evaluations and checkpoints, the final evaluation and the row), as nanoGPT's training loop is; what it
+    delegates (model, optimisers, batches, checkpoint files, the row) lives in its own module.
     """
     t_start = time.perf_counter()
     device_type = resolve_device(cfg.device)

@@ -59,6 +59,7 @@ from ..fitters.likelihood import (
     LIKELIHOOD,
     SIGNIFICANCE,
     GaussianScore,
+    LRTest,
     gaussian_log_lik,
     lr_test,
     p_text,
@@ -372,6 +373,56 @@ def compare_fits(
         :mod:`phifit.fitters.parallel`); ``n_jobs`` None: the cores this process may use
         (:func:`phifit.defaults.workers`).  The p-values do not depend on them.
     """
+    runs, fixes = _checked_request(runs, fit, fixes, n_wild, backend, scheduler)
+    method, base_spec = fit.method, fit.spec
+    workers = defaults.resolve_workers(n_jobs)
+    delta = fit.loss_delta
+    _check_phi_testable(runs, base_spec, fixes)
+    notes, order, do_cv = _out_of_sample_plan(runs, cv)
+    notes += _test_cautions(method, n_wild)
+    parallel = {"n_jobs": workers, "backend": backend, "scheduler": scheduler}
+    fits: dict[str, FitResult] = {}
+    stats: dict[str, FitStats] = {}
+    free_score: GaussianScore | None = None
+    for label, spec in _specs(base_spec, fixes).items():
+        res = fit if label == "free" else fit_spec(runs, spec, method, seed, n_starts, delta=delta)
+        fits[label] = res
+        score = _gaussian_score(runs, spec, res)
+        lr = wild = undecided = None
+        if label == "free":
+            free_score = score
+            st_notes = _free_fit_cautions(res)
+        else:
+            boundary = [n for n in _on_bound(spec) if n not in base_spec.fixed]
+            df = free_score.n_params - score.n_params
+            lr = lr_test(free_score, score, df, on_boundary=boundary, label=label)
+            undecided, wild, test_notes = _wild_test_or_undecided(
+                runs, fits["free"], res, spec, base_spec, label, block, n_wild, seed, parallel
+            )
+            st_notes = [*lr.warnings, *test_notes]
+        held_out, cv_notes = _held_out_errors(runs, spec, method, seed, n_starts, order, delta, do_cv)
+        stats[label] = _fit_stats(label, spec, res, score, lr, wild, held_out, st_notes + cv_notes, undecided)
+    stats = _decide(stats, do_cv)
+    return Comparison(
+        fits=fits,
+        stats=stats,
+        verdict=_verdict(fits, stats, do_cv),
+        method=method,
+        n_runs=len(runs),
+        budgets=[str(b) for b in order],
+        warnings=collect(notes, *(st.warnings for st in stats.values())),
+    )
+
+
+def _checked_request(
+    runs: RunTable | pd.DataFrame,
+    fit: FitResult,
+    fixes: Sequence[Mapping[str, float]],
+    n_wild: int,
+    backend: str | None,
+    scheduler: str | None,
+) -> tuple[RunTable, list[dict[str, float]]]:
+    """The run table and the distinct restrictions, after checking the request (``ValueError`` otherwise)."""
     if n_wild and n_wild < defaults.N_WILD_MIN:
         raise ValueError(f"compare: n_wild must be 0 (off) or >= {defaults.N_WILD_MIN}, got {n_wild}")
     runs = as_runs(runs)
@@ -387,50 +438,61 @@ def compare_fits(
     fixes = _check_fixes(fixes)
     if not fixes:
         raise ValueError("compare: give at least one restriction to compare with the free fit")
-    base_spec = fit.spec
-    held = sorted({k for fx in fixes for k in fx} & set(base_spec.fixed))
+    held = sorted({k for fx in fixes for k in fx} & set(fit.spec.fixed))
     if held:
         raise ValueError(
             f"compare: the fit holds {', '.join(held)} fixed already; compare restrictions of a fit "
             "that leaves them free"
         )
-    workers = defaults.resolve_workers(n_jobs)
-    delta = fit.loss_delta
+    return runs, fixes
+
+
+def _check_phi_testable(runs: RunTable, base_spec: LawSpec, fixes: list[dict[str, float]]) -> None:
+    """Raise ``ValueError`` when a restriction fixes phi but the runs cannot identify phi."""
     _, unident = effective_spec(runs, base_spec)
     if any(c.kind == "phi_unidentified" for c in unident) and any("phi" in fx for fx in fixes):
         raise ValueError(
             "compare: phi is not identifiable from these runs (no looped runs, or "
             "a single value of r), so restrictions on phi cannot be tested"
         )
+
+
+def _out_of_sample_plan(runs: RunTable, cv: bool) -> tuple[list[Caution], list[Any], bool]:
+    """(cautions, budgets in order, whether to compute held-out errors): they need >= 3 budgets."""
     notes: list[Caution] = []
     order: list[Any] = []
-    do_cv = False
-    if cv:
-        if "budget" not in runs.frame.columns:
-            notes.append(
-                caution(
-                    "compare",
-                    "no_budget",
-                    "no 'budget' column: no leave-one-budget-out or extrapolation error; "
-                    "the verdict rests on the likelihood-ratio test alone",
-                    level="note",
-                )
+    if not cv:
+        return notes, order, False
+    if "budget" not in runs.frame.columns:
+        notes.append(
+            caution(
+                "compare",
+                "no_budget",
+                "no 'budget' column: no leave-one-budget-out or extrapolation error; "
+                "the verdict rests on the likelihood-ratio test alone",
+                level="note",
             )
-        else:
-            order = budget_order(runs)
-            if len(order) < 3:
-                notes.append(
-                    caution(
-                        "compare",
-                        "few_budgets",
-                        f"only {len(order)} budget(s): out-of-sample errors need at least 3; "
-                        f"the verdict rests on the likelihood-ratio test alone",
-                        level="note",
-                        n_budgets=len(order),
-                    )
-                )
-            else:
-                do_cv = True
+        )
+        return notes, order, False
+    order = budget_order(runs)
+    if len(order) < 3:
+        notes.append(
+            caution(
+                "compare",
+                "few_budgets",
+                f"only {len(order)} budget(s): out-of-sample errors need at least 3; "
+                f"the verdict rests on the likelihood-ratio test alone",
+                level="note",
+                n_budgets=len(order),
+            )
+        )
+        return notes, order, False
+    return notes, order, True
+
+
+def _test_cautions(method: str, n_wild: int) -> list[Caution]:
+    """Cautions on the test itself: approximate LR for Huber fits, chi-square only when ``n_wild`` is 0."""
+    notes: list[Caution] = []
     if method == "huber":
         notes.append(caution("compare", "approximate_lr", APPROXIMATE, level="note"))
     if not n_wild:
@@ -443,103 +505,122 @@ def compare_fits(
                 "(use the wild cluster bootstrap, the default)",
             )
         )
+    return notes
+
+
+def _specs(base_spec: LawSpec, fixes: list[dict[str, float]]) -> dict[str, LawSpec]:
+    """{label: spec}: "free" (the fit's own spec) first, then each restriction added to its fixed values."""
     specs = {"free": base_spec}
     for fx in fixes:
         specs[spec_label(fx)] = LawSpec(fixed={**base_spec.fixed, **fx}, bounds=base_spec.bounds)
-    fits: dict[str, FitResult] = {}
-    stats: dict[str, FitStats] = {}
-    free_score: GaussianScore | None = None
-    for label, spec in specs.items():
-        res = fit if label == "free" else fit_spec(runs, spec, method, seed, n_starts, delta=delta)
-        fits[label] = res
-        k_law = int(effective_spec(runs, spec)[0].free_mask.sum())
-        score = GaussianScore.from_residuals(runs.log_loss - log_loss(res.theta, runs.design), k_law)
-        st_notes: list[Caution] = []
-        lr = wild = None
-        undecided = None
-        if label == "free":
-            free_score = score
-            if res.at_bounds:
-                st_notes.append(
-                    caution(
-                        "compare",
-                        "free_fit_at_bound",
-                        f"free: the free fit has {', '.join(res.at_bounds)} at a box bound: "
-                        f"the chi-square reference of the LR tests is doubtful",
-                        parameters=list(res.at_bounds),
-                    )
-                )
-        else:
-            lr = lr_test(
-                free_score,
-                score,
-                free_score.n_params - score.n_params,
-                on_boundary=[n for n in _on_bound(spec) if n not in base_spec.fixed],
-                label=label,
-            )
-            st_notes += lr.warnings
-            undecided = _undecided_before_test(runs, fits["free"], spec, base_spec, block)
-            if undecided:
-                st_notes.append(caution("compare", "undecided", f"{label}: undecided: {undecided}"))
-            elif n_wild:
-                wild = wild_cluster_test(
-                    runs,
-                    fits["free"],
-                    res,
-                    n_boot=n_wild,
-                    block=block,
-                    seed=seed,
-                    n_jobs=workers,
-                    backend=backend,
-                    scheduler=scheduler,
-                )
-                st_notes += wild.warnings
-                if not wild.resolves(SIGNIFICANCE):
-                    undecided = (
-                        f"the wild test's smallest attainable p ({wild.min_p:.2g}) is not below "
-                        f"{SIGNIFICANCE:g}: it cannot reject at that level"
-                    )
-        cv_rmse = extrap = per = extrap_b = None
-        if do_cv:
-            cv_rmse, per, extrap, cv_notes = out_of_sample(
-                runs, spec, method, seed, n_starts, order, delta=delta
-            )
-            st_notes += cv_notes
-            extrap_b = str(order[-1])
-        stats[label] = FitStats(
-            label=label,
-            fixed=dict(spec.fixed),
-            objective=res.objective,
-            r2=res.r2,
-            rmse=res.rmse,
-            rss_log=score.rss,
-            log_lik=score.log_lik,
-            n_params=score.n_params,
-            aic=score.aic,
-            bic=score.bic,
-            lr_stat=None if lr is None else lr.statistic,
-            lr_df=None if lr is None else lr.df,
-            lr_p_value=None if lr is None else lr.p_value,
-            lr_reference=None if lr is None else lr.reference,
-            wild=wild,
-            cv_rmse=cv_rmse,
-            cv_rmse_by_budget=per,
-            extrap_rmse=extrap,
-            extrap_budget=extrap_b,
-            rejected=None,
-            warnings=st_notes,
-            undecided=undecided,
+    return specs
+
+
+def _gaussian_score(runs: RunTable, spec: LawSpec, res: FitResult) -> GaussianScore:
+    """Gaussian working score of the fit's log residuals, k = the spec's free law parameters."""
+    k_law = int(effective_spec(runs, spec)[0].free_mask.sum())
+    return GaussianScore.from_residuals(runs.log_loss - log_loss(res.theta, runs.design), k_law)
+
+
+def _free_fit_cautions(res: FitResult) -> list[Caution]:
+    """A caution if the free fit has parameters at a box bound (the chi-square LR reference is doubtful)."""
+    if not res.at_bounds:
+        return []
+    return [
+        caution(
+            "compare",
+            "free_fit_at_bound",
+            f"free: the free fit has {', '.join(res.at_bounds)} at a box bound: "
+            f"the chi-square reference of the LR tests is doubtful",
+            parameters=list(res.at_bounds),
         )
-    stats = _decide(stats, do_cv)
-    verdict = _verdict(fits, stats, do_cv)
-    return Comparison(
-        fits=fits,
-        stats=stats,
-        verdict=verdict,
-        method=method,
-        n_runs=len(runs),
-        budgets=[str(b) for b in order],
-        warnings=collect(notes, *(st.warnings for st in stats.values())),
+    ]
+
+
+def _wild_test_or_undecided(
+    runs: RunTable,
+    free: FitResult,
+    res: FitResult,
+    spec: LawSpec,
+    base_spec: LawSpec,
+    label: str,
+    block: str | Sequence[str] | None,
+    n_wild: int,
+    seed: int,
+    parallel: dict[str, Any],
+) -> tuple[str | None, WildTest | None, list[Caution]]:
+    """(why the test cannot be read or None, the wild cluster bootstrap of ``res`` vs ``free``, cautions)."""
+    notes: list[Caution] = []
+    wild = None
+    undecided = _undecided_before_test(runs, free, spec, base_spec, block)
+    if undecided:
+        notes.append(caution("compare", "undecided", f"{label}: undecided: {undecided}"))
+    elif n_wild:
+        wild = wild_cluster_test(runs, free, res, n_boot=n_wild, block=block, seed=seed, **parallel)
+        notes += wild.warnings
+        if not wild.resolves(SIGNIFICANCE):
+            undecided = (
+                f"the wild test's smallest attainable p ({wild.min_p:.2g}) is not below "
+                f"{SIGNIFICANCE:g}: it cannot reject at that level"
+            )
+    return undecided, wild, notes
+
+
+def _held_out_errors(
+    runs: RunTable,
+    spec: LawSpec,
+    method: str,
+    seed: int,
+    n_starts: int,
+    order: list[Any],
+    delta: float,
+    do_cv: bool,
+) -> tuple[dict[str, Any], list[Caution]]:
+    """Leave-one-budget-out RMSE (all, by budget), extrapolation RMSE and budget (None: no cv); cautions."""
+    if not do_cv:
+        return {"cv_rmse": None, "cv_rmse_by_budget": None, "extrap_rmse": None, "extrap_budget": None}, []
+    cv_rmse, per, extrap, cv_notes = out_of_sample(runs, spec, method, seed, n_starts, order, delta=delta)
+    errors = {
+        "cv_rmse": cv_rmse,
+        "cv_rmse_by_budget": per,
+        "extrap_rmse": extrap,
+        "extrap_budget": str(order[-1]),
+    }
+    return errors, list(cv_notes)
+
+
+def _fit_stats(
+    label: str,
+    spec: LawSpec,
+    res: FitResult,
+    score: GaussianScore,
+    lr: LRTest | None,
+    wild: WildTest | None,
+    held_out: dict[str, Any],
+    notes: list[Caution],
+    undecided: str | None,
+) -> FitStats:
+    """One fit's comparison statistics, before the verdict rule (``rejected`` None)."""
+    return FitStats(
+        label=label,
+        fixed=dict(spec.fixed),
+        objective=res.objective,
+        r2=res.r2,
+        rmse=res.rmse,
+        rss_log=score.rss,
+        log_lik=score.log_lik,
+        n_params=score.n_params,
+        aic=score.aic,
+        bic=score.bic,
+        lr_stat=None if lr is None else lr.statistic,
+        lr_df=None if lr is None else lr.df,
+        lr_p_value=None if lr is None else lr.p_value,
+        lr_reference=None if lr is None else lr.reference,
+        wild=wild,
+        **held_out,
+        rejected=None,
+        warnings=notes,
+        undecided=undecided,
     )
 
 

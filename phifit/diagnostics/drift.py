@@ -54,7 +54,15 @@ from ..intervals import bootstrap_interval
 from ..law import DEFAULT_BOUNDS, THETA_NAMES, THETA_TO_PARAM, LawSpec
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
-from .drift_law import PHI1_BOUNDS, DriftModel, budget_offsets, budget_values, drift_box, multistart_fit
+from .drift_law import (
+    PHI1_BOUNDS,
+    DriftModel,
+    MultiStart,
+    budget_offsets,
+    budget_values,
+    drift_box,
+    multistart_fit,
+)
 from .drift_result import SOURCE, DriftFit
 from .multipliers import CHUNK, refit_weighted_rows
 
@@ -108,16 +116,7 @@ def fit_drift(
     """
     runs = as_runs(runs)
     check_backend(backend, scheduler)
-    if method not in METHODS:
-        raise ValueError(f"drift fit: unknown method {method!r}; expected one of {', '.join(METHODS)}")
-    if n_wild and n_wild < defaults.N_WILD_MIN:
-        raise ValueError(
-            f"n_wild must be 0 (off) or >= {defaults.N_WILD_MIN} for a p-value at the 5% level, got {n_wild}"
-        )
-    if n_boot < 0 or n_boot == 1:
-        raise ValueError(f"n_boot must be 0 (off) or >= 2, got {n_boot}")
-    if law is not None and law.fixed:
-        raise ValueError("drift fit: the law must be fitted with every parameter free")
+    _check_drift_arguments(method, n_boot, n_wild, law)
     budget = budget_values(runs.frame)
     reason = drift_reason(runs, budget)
     if reason:
@@ -131,20 +130,13 @@ def fit_drift(
     lo1, hi1 = drift_box(spec0.bounds)
     fit_kw: dict[str, Any] = {"delta": delta, "n_starts": n_starts, "seed": seed}
     warm = [] if law is None else [law.theta]
-    # a given law is the Huber fit's multi-start optimum already: the null is polished from it
-    null_kw = fit_kw if law is None else {**fit_kw, "n_starts": 0}
-    null = multistart_fit(model0, y, spec0.lower, spec0.upper, starts=warm, **null_kw)
-    x0 = null.x
-    x0_in_1 = np.append(x0, 0.0)
-    tries = [x0_in_1] + [np.append(x0, d) for d in TRIAL_DRIFTS] + [np.append(t, 0.0) for t in warm]
-    free = multistart_fit(model1, y, lo1, hi1, starts=tries, **fit_kw)
-    x1 = free.x
+    x0, free = _null_and_drift_fits(model0, model1, y, spec0, (lo1, hi1), warm, fit_kw)
+    x0_in_1, x1 = np.append(x0, 0.0), free.x
     y0 = model0(x0[None, :])[0][0]
     statistic = max(float(loss_terms(y0 - y, delta).sum() - free.objective), 0.0)
     warnings = _fit_cautions(x1, lo1, hi1, free.converged)
     on_bound = bool(min(x1[6] - lo1[6], hi1[6] - x1[6]) <= 1e-6 * (hi1[6] - lo1[6]))
     parallel = {"n_jobs": n_jobs, "backend": backend, "scheduler": scheduler}
-
     draws = np.full((0, 2), np.nan)
     reasons: dict[str, int] = {}
     n_failed = 0
@@ -154,32 +146,13 @@ def fit_drift(
         )
         n_failed = int(sum(reasons.values()))
         warnings += failed_refit_cautions(SOURCE, "drift of phi", "phi_0 or phi_1", n_failed, n_boot, reasons)
-    withheld = not n_boot or intervals_withheld(n_failed, n_boot)
-    cis = []
-    for j in range(2):
-        iv = bootstrap_interval(draws[:, j], level=level, mc_seed=seed) if not withheld else None
-        ok = iv is not None and np.isfinite(iv.lo) and np.isfinite(iv.hi)
-        cis.append([float(iv.lo), float(iv.hi)] if ok else [None, None])
-
+    cis = _phi_intervals(draws, n_boot, n_failed, level, seed)
     wild = None
     if n_wild:
-        wild = _wild_test(
-            runs,
-            y,
-            y0,
-            Refit(model0, spec0.lower, spec0.upper, (x0,)),
-            Refit(model1, lo1, hi1, (x0_in_1, x1)),
-            delta,
-            statistic,
-            n_wild,
-            seed,
-            parallel,
-        )
-        warnings += [
-            caution(SOURCE, w.kind, w.message, level=w.level, **dict(w.values)) for w in wild.warnings
-        ]
-    natural = (float(np.exp(v) if c in ("a", "b", "e") else v) for c, v in zip(THETA_NAMES, x1[:5]))
-    params = dict(zip((THETA_TO_PARAM[c] for c in THETA_NAMES[:5]), natural))
+        null = Refit(model0, spec0.lower, spec0.upper, (x0,))
+        alternative = Refit(model1, lo1, hi1, (x0_in_1, x1))
+        wild = _wild_test(runs, y, y0, null, alternative, delta, statistic, n_wild, seed, parallel)
+        warnings += _resourced(wild.warnings)
     return DriftFit(
         phi_0=float(x1[5]),
         phi_1=float(x1[6]),
@@ -188,7 +161,7 @@ def fit_drift(
         c_ref=c_ref,
         budgets=[float(v) for v in np.unique(budget)],
         phi=float(x0[5]),
-        params=params,
+        params=_natural_params(x1),
         phi_1_bounds=[float(v) for v in PHI1_BOUNDS],
         on_bound=on_bound,
         statistic=statistic,
@@ -204,6 +177,64 @@ def fit_drift(
         seed=int(seed),
         warnings=warnings,
     )
+
+
+def _check_drift_arguments(method: str, n_boot: int, n_wild: int, law: FitResult | None) -> None:
+    """Raise ``ValueError`` on an unknown method, too small n_wild or n_boot, or a law with fixed values."""
+    if method not in METHODS:
+        raise ValueError(f"drift fit: unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    if n_wild and n_wild < defaults.N_WILD_MIN:
+        raise ValueError(
+            f"n_wild must be 0 (off) or >= {defaults.N_WILD_MIN} for a p-value at the 5% level, got {n_wild}"
+        )
+    if n_boot < 0 or n_boot == 1:
+        raise ValueError(f"n_boot must be 0 (off) or >= 2, got {n_boot}")
+    if law is not None and law.fixed:
+        raise ValueError("drift fit: the law must be fitted with every parameter free")
+
+
+def _null_and_drift_fits(
+    model0: Any,
+    model1: DriftModel,
+    y: np.ndarray,
+    spec0: LawSpec,
+    box1: tuple[np.ndarray, np.ndarray],
+    warm: list[np.ndarray],
+    fit_kw: dict[str, Any],
+) -> tuple[np.ndarray, MultiStart]:
+    """(the one-phi optimum x0, the drift-law fit started from x0, x0 with trial drifts and ``warm``)."""
+    # a given law is the Huber fit's multi-start optimum already: the null is polished from it
+    null_kw = fit_kw if not warm else {**fit_kw, "n_starts": 0}
+    null = multistart_fit(model0, y, spec0.lower, spec0.upper, starts=warm, **null_kw)
+    x0 = null.x
+    tries = (
+        [np.append(x0, 0.0)] + [np.append(x0, d) for d in TRIAL_DRIFTS] + [np.append(t, 0.0) for t in warm]
+    )
+    return x0, multistart_fit(model1, y, *box1, starts=tries, **fit_kw)
+
+
+def _phi_intervals(
+    draws: np.ndarray, n_boot: int, n_failed: int, level: float, seed: int
+) -> list[list[float | None]]:
+    """[phi_0 interval, phi_1 interval] of the cell-bootstrap draws ([None, None]: withheld or infinite)."""
+    withheld = not n_boot or intervals_withheld(n_failed, n_boot)
+    cis = []
+    for j in range(2):
+        iv = bootstrap_interval(draws[:, j], level=level, mc_seed=seed) if not withheld else None
+        ok = iv is not None and np.isfinite(iv.lo) and np.isfinite(iv.hi)
+        cis.append([float(iv.lo), float(iv.hi)] if ok else [None, None])
+    return cis
+
+
+def _resourced(cautions: list[Caution]) -> list[Caution]:
+    """The wild test's cautions under this module's source (same kind, message, level, values)."""
+    return [caution(SOURCE, w.kind, w.message, level=w.level, **dict(w.values)) for w in cautions]
+
+
+def _natural_params(x: np.ndarray) -> dict[str, float]:
+    """The shared law parameters in natural units: A = exp(a), B = exp(b), E = exp(e), alpha, beta."""
+    natural = (float(np.exp(v) if c in ("a", "b", "e") else v) for c, v in zip(THETA_NAMES, x[:5]))
+    return dict(zip((THETA_TO_PARAM[c] for c in THETA_NAMES[:5]), natural))
 
 
 def _untestable(runs: RunTable, budget: np.ndarray | None, reason: str, level: float, seed: int) -> DriftFit:

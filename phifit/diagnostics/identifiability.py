@@ -472,7 +472,35 @@ def phi_profile(
     """
     runs = as_runs(runs)
     phi_hat = float(theta[5])
-    lo_b, hi_b = spec.bounds["phi"]
+    grid = _profile_grid(phi_hat, spec.bounds["phi"], span, points)
+    design, y = runs.design, runs.log_loss
+    rng = np.random.default_rng(seed)
+    specs = [LawSpec(fixed={**spec.fixed, "phi": float(g)}, bounds=spec.bounds) for g in grid]
+    thetas, obj = _profile_optima(specs, grid, theta, phi_hat, design, y, delta, n_spread, rng)
+    f_hat = _fit_objective(theta, design, y, delta)
+    i_min = int(np.argmin(obj))
+    f_min = float(obj[i_min])
+    cautions = _below_fit_cautions(f_min, float(grid[i_min]), f_hat, phi_hat)
+    dev = _profile_deviance(obj, f_min, len(runs))
+    interval = crossing_interval(grid, dev, i_min, CHI2_95)
+    rho = f"Huber(delta={delta:g})" if np.isfinite(delta) else "r^2 / 2"
+    profile = {
+        "phi": grid.tolist(),
+        "objective": obj.tolist(),
+        "deviance": dev.tolist(),
+        "ssr": np.sum((log_loss(thetas, design) - y) ** 2, axis=-1).tolist(),
+        "params": _natural_others(thetas),
+        "objective_name": f"sum over runs of {rho} on log-loss residuals, other parameters refitted",
+        "deviance_name": "n log(F(φ) / F_min)",
+    }
+    return profile, interval, cautions
+
+
+def _profile_grid(
+    phi_hat: float, bounds: tuple[float, float], span: tuple[float, float] | None, points: int
+) -> np.ndarray:
+    """Sorted phi grid in the box: ``points`` over ``span``, step 0.01 near phi_hat, 0, 1 and phi_hat."""
+    lo_b, hi_b = bounds
     if span is None:
         span = (min(-0.25, phi_hat - 0.5), max(1.25, phi_hat + 0.5))
     lo, hi = max(span[0], lo_b), min(span[1], hi_b)
@@ -483,41 +511,56 @@ def phi_profile(
     fine = phi_hat + np.linspace(-0.1, 0.1, 21)
     grid = np.concatenate([np.linspace(lo, hi, points), fine, [0.0, 1.0]])
     grid = np.unique(np.round(grid[(grid >= lo) & (grid <= hi)], 12))
-    grid = np.sort(np.append(grid[np.abs(grid - phi_hat) > 1e-9], phi_hat))
-    design, y = runs.design, runs.log_loss
-    rng = np.random.default_rng(seed)
-    specs = [LawSpec(fixed={**spec.fixed, "phi": float(g)}, bounds=spec.bounds) for g in grid]
+    return np.sort(np.append(grid[np.abs(grid - phi_hat) > 1e-9], phi_hat))
 
-    def objective(t: np.ndarray) -> float:
-        return float(np.sum(loss_terms(log_loss(t, design) - y, delta)))
 
-    def best_of(i: int, starts: list[np.ndarray]) -> tuple[np.ndarray, float]:
-        s = specs[i]
-        # the fit's own exploration rule: after PROFILE_PRUNE_AFTER iterations a start whose
-        # objective exceeds PROFILE_PRUNE_RATIO x the best stops (the rows kept end bit-identical)
-        end = batched_weighted_lm(
-            law_model(s, design),
-            np.array(starts),
-            y,
-            1.0,
-            s.lower,
-            s.upper,
-            delta=delta,
-            prune_after=PROFILE_PRUNE_AFTER,
-            prune_ratio=PROFILE_PRUNE_RATIO,
-        )
-        obj = np.where(np.isfinite(end.objective), end.objective, np.inf)
-        x = end.x[int(np.argmin(obj))]
-        t = s.full_theta(x)
-        f = objective(t)
-        sol = polish(x, s, design, y, delta)
-        if sol is not None and sol.status > 0 and np.all(np.isfinite(sol.x)):
-            t2 = s.full_theta(sol.x)
-            f2 = objective(t2)
-            if f2 < f:
-                t, f = t2, f2
-        return t, f
+def _fit_objective(theta: np.ndarray, design: np.ndarray, y: np.ndarray, delta: float) -> float:
+    """The fit's objective F(theta) = sum_i rho_delta(log L_hat_i - log L_i)."""
+    return float(np.sum(loss_terms(log_loss(theta, design) - y, delta)))
 
+
+def _best_of(
+    spec: LawSpec, starts: list[np.ndarray], design: np.ndarray, y: np.ndarray, delta: float
+) -> tuple[np.ndarray, float]:
+    """(full theta, F) of the best batched-LM end from ``starts`` under ``spec``, polished if F drops."""
+    # the fit's own exploration rule: after PROFILE_PRUNE_AFTER iterations a start whose
+    # objective exceeds PROFILE_PRUNE_RATIO x the best stops (the rows kept end bit-identical)
+    end = batched_weighted_lm(
+        law_model(spec, design),
+        np.array(starts),
+        y,
+        1.0,
+        spec.lower,
+        spec.upper,
+        delta=delta,
+        prune_after=PROFILE_PRUNE_AFTER,
+        prune_ratio=PROFILE_PRUNE_RATIO,
+    )
+    obj = np.where(np.isfinite(end.objective), end.objective, np.inf)
+    x = end.x[int(np.argmin(obj))]
+    t = spec.full_theta(x)
+    f = _fit_objective(t, design, y, delta)
+    sol = polish(x, spec, design, y, delta)
+    if sol is not None and sol.status > 0 and np.all(np.isfinite(sol.x)):
+        t2 = spec.full_theta(sol.x)
+        f2 = _fit_objective(t2, design, y, delta)
+        if f2 < f:
+            t, f = t2, f2
+    return t, f
+
+
+def _profile_optima(
+    specs: list[LawSpec],
+    grid: np.ndarray,
+    theta: np.ndarray,
+    phi_hat: float,
+    design: np.ndarray,
+    y: np.ndarray,
+    delta: float,
+    n_spread: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(theta, F_prof) at each grid point: outwards from phi_hat, then inwards keeping better neighbours."""
     thetas = np.empty((len(grid), 6))
     obj = np.empty(len(grid))
     i0 = int(np.flatnonzero(grid == phi_hat)[0])
@@ -528,53 +571,50 @@ def phi_profile(
             starts = [prev[free], theta[free]]
             if n_spread:
                 starts += list(spread_starts(theta[free], specs[i], 1, n_spread, rng)[0])
-            thetas[i], obj[i] = best_of(i, starts)
+            thetas[i], obj[i] = _best_of(specs[i], starts, design, y, delta)
             prev = thetas[i]
     # second pass, from the ends inwards: a better neighbour's optimum replaces a point
     for order in (range(1, i0), range(len(grid) - 2, i0, -1)):
         for i in order:
             nb = i - 1 if i < i0 else i + 1
-            t, f = best_of(i, [thetas[nb][specs[i].free_mask]])
+            t, f = _best_of(specs[i], [thetas[nb][specs[i].free_mask]], design, y, delta)
             if f < obj[i]:
                 thetas[i], obj[i] = t, f
+    return thetas, obj
 
-    cautions: list[Caution] = []
-    f_hat = objective(theta)
-    i_min = int(np.argmin(obj))
-    f_min = float(obj[i_min])
-    if f_min < f_hat * (1 - 1e-9) - 1e-300:
-        cautions.append(
-            caution(
-                "diagnostics",
-                "profile_below_fit",
-                f"the phi profile reaches a lower objective ({f_min:.6g}) at phi = {grid[i_min]:.4f} than "
-                f"the fit at phi = {phi_hat:.4f} ({f_hat:.6g}): the fit stopped short of its optimum; "
-                f"refit with more starts",
-                phi=float(grid[i_min]),
-                objective=f_min,
-                fit_objective=f_hat,
-            )
+
+def _below_fit_cautions(f_min: float, phi_min: float, f_hat: float, phi_hat: float) -> list[Caution]:
+    """A ``profile_below_fit`` caution when min F_prof < F(theta_hat) (1 - 1e-9): the fit stopped short."""
+    if not f_min < f_hat * (1 - 1e-9) - 1e-300:
+        return []
+    return [
+        caution(
+            "diagnostics",
+            "profile_below_fit",
+            f"the phi profile reaches a lower objective ({f_min:.6g}) at phi = {phi_min:.4f} than "
+            f"the fit at phi = {phi_hat:.4f} ({f_hat:.6g}): the fit stopped short of its optimum; "
+            f"refit with more starts",
+            phi=phi_min,
+            objective=f_min,
+            fit_objective=f_hat,
         )
-    n = len(runs)
+    ]
+
+
+def _profile_deviance(obj: np.ndarray, f_min: float, n: int) -> np.ndarray:
+    """Profile deviance n log(F_prof / F_min) (when F_min = 0: 0 where F_prof = 0, else inf)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         dev = n * np.log(obj / f_min) if f_min > 0 else np.where(obj > 0, np.inf, 0.0)
-    dev = np.asarray(dev, float)
-    interval = crossing_interval(grid, dev, i_min, CHI2_95)
-    rho = f"Huber(delta={delta:g})" if np.isfinite(delta) else "r^2 / 2"
-    profile = {
-        "phi": grid.tolist(),
-        "objective": obj.tolist(),
-        "deviance": dev.tolist(),
-        "ssr": np.sum((log_loss(thetas, design) - y) ** 2, axis=-1).tolist(),
-        "params": {
-            THETA_TO_PARAM[c]: (np.exp(thetas[:, i]) if c in ("a", "b", "e") else thetas[:, i]).tolist()
-            for i, c in enumerate(THETA_NAMES)
-            if c != "phi"
-        },
-        "objective_name": f"sum over runs of {rho} on log-loss residuals, other parameters refitted",
-        "deviance_name": "n log(F(φ) / F_min)",
+    return np.asarray(dev, float)
+
+
+def _natural_others(thetas: np.ndarray) -> dict[str, list[float]]:
+    """Natural values (A = exp(a), B = exp(b), E = exp(e)) of all but phi at each profile point."""
+    return {
+        THETA_TO_PARAM[c]: (np.exp(thetas[:, i]) if c in ("a", "b", "e") else thetas[:, i]).tolist()
+        for i, c in enumerate(THETA_NAMES)
+        if c != "phi"
     }
-    return profile, interval, cautions
 
 
 def crossing_interval(x: np.ndarray, dev: np.ndarray, i_min: int, level: float) -> list[float]:

@@ -351,6 +351,10 @@ def batched_weighted_lm(
     ``prune_keep`` at the end if it fell below that bar in the remaining iterations (it
     can happen: the pruning is a bet that buys time); the rows kept end bit-identical to a
     run without pruning.
+
+    Kept as one function (about 125 lines of body below this docstring): every iteration updates
+    the same arrays (x, F, lam, the curvature switch, the shrinking set of running rows) in one loop
+    whose order is the algorithm above; helpers would pass a dozen of them back and forth.
     """
     x = np.clip(np.array(x0, dtype=float, copy=True), lower, upper)
     m, k = x.shape

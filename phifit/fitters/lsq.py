@@ -98,8 +98,6 @@ def fit_lsq(
     opts = resolve_options("lsq", options, settings)
     n_starts, seed, n_refine = opts.n_starts, opts.seed, opts.n_refine
     profile, level = opts.profile, opts.level
-    import lmfit
-
     runs = as_runs(runs)
     if n_starts < 1:
         raise ValueError(f"n_starts must be >= 1, got {n_starts}")
@@ -109,98 +107,25 @@ def fit_lsq(
     fit_spec, notes = effective_spec(runs, spec)
     notes += check_run_count(runs, fit_spec, source="lsq")
     design, y = runs.design, runs.log_loss
-    lo, hi, mask = fit_spec.lower, fit_spec.upper, fit_spec.free_mask
-    k = int(mask.sum())
     n = len(runs)
-
-    rng = np.random.default_rng(seed)
-    starts = lo + (hi - lo) * rng.random((n_starts, k))
-    model = law_model(fit_spec, design)
-    ones = np.ones(n)
-    explore = batched_weighted_lm(model, starts, y, ones, lo, hi, delta=np.inf, max_iter=20)
-    order = np.argsort(np.where(np.isfinite(explore.objective), explore.objective, np.inf))
-    keep = order[: max(1, min(n_refine, n_starts))]
-    refine = batched_weighted_lm(model, explore.x[keep], y, ones, lo, hi, delta=np.inf, max_iter=300)
-    if not np.isfinite(refine.objective).any():
-        raise RuntimeError("no start produced a finite objective; check the run table")
-    best_start = refine.x[int(np.nanargmin(refine.objective))]
-
-    def residual(params):
-        return log_loss(_theta_of(params), design) - y
-
-    free_coords = [c for c, f in zip(THETA_NAMES, mask) if f]
-
-    def jacobian(params):
-        # columns of the parameters varying now (conf_interval holds phi fixed while profiling)
-        vary = np.array([params[c].vary for c in THETA_NAMES])
-        return log_loss_and_jacobian(_theta_of(params), design)[1][:, vary]
-
-    params = _lmfit_params(fit_spec, fit_spec.full_theta(best_start))
-    minimizer = lmfit.Minimizer(residual, params, Dfun=jacobian)
-    out = minimizer.minimize(method="least_squares", ftol=1e-15, xtol=1e-15, gtol=1e-15)
+    free_coords = [c for c, f in zip(THETA_NAMES, fit_spec.free_mask) if f]
+    best_start, start_objectives = _multistart_lm(fit_spec, design, y, n_starts, n_refine, seed)
+    minimizer, out = _lmfit_refine(fit_spec, design, y, best_start)
     theta = _theta_of(out.params)
-    chisqr = float(np.sum(residual(out.params) ** 2))
-    nfree = n - k
+    chisqr = float(np.sum((log_loss(theta, design) - y) ** 2))
+    nfree = n - len(free_coords)
     warnings = list(notes)
-
-    stderr_internal: dict[str, float] = {}
-    correlation: dict[str, dict[str, float]] = {}
-    if out.covar is not None and out.errorbars:
-        cov = np.asarray(out.covar)
-        sd = np.sqrt(np.clip(np.diag(cov), 0, None))
-        for i, c in enumerate(free_coords):
-            stderr_internal[c] = float(sd[i])
-            correlation[c] = {
-                d: float(cov[i, j] / (sd[i] * sd[j])) if sd[i] > 0 and sd[j] > 0 else float("nan")
-                for j, d in enumerate(free_coords)
-            }
-    else:
-        warnings.append(
-            "lmfit could not estimate the covariance (singular J^T J or a parameter "
-            "at a bound): no standard errors"
-        )
-    stderr: dict[str, float] | None = None
-    if stderr_internal:
-        stderr = {}
-        for c, se in stderr_internal.items():
-            name = THETA_TO_PARAM[c]
-            stderr[name] = float(np.exp(theta[THETA_NAMES.index(c)]) * se) if c in ("a", "b", "e") else se
-
+    stderr_internal, correlation, cov_warnings = _covariance_summary(out, free_coords)
+    warnings += cov_warnings
+    stderr = _natural_stderr(stderr_internal, theta)
     profile_ci: dict[str, list[float]] = {}
-    exact = chisqr <= 1e-24 * n
-    if profile and "phi" in free_coords and exact:
-        phi_hat = float(out.params["phi"].value)
-        profile_ci["phi"] = [phi_hat, phi_hat]
-        warnings.append("the fit is exact (chi-square ~ 0): the profile interval of phi has zero width")
-    elif profile and "phi" in free_coords:
-        if not stderr_internal.get("phi"):
-            warnings.append(
-                "no profile interval for phi: lmfit needs a finite standard error to start the profile"
-            )
-        else:
-            with _warnings.catch_warnings(record=True) as caught:
-                _warnings.simplefilter("always")
-                try:
-                    ci = lmfit.conf_interval(minimizer, out, p_names=["phi"], sigmas=[level])
-                    rows = ci["phi"]
-                    lo_phi = next(v for p, v in rows if p == level and v <= out.params["phi"].value)
-                    hi_phi = next(v for p, v in reversed(rows) if p == level and v >= out.params["phi"].value)
-                    profile_ci["phi"] = [float(lo_phi), float(hi_phi)]
-                except Exception as err:  # lmfit raises several kinds; report, don't crash
-                    warnings.append(f"profile interval for phi failed: {err}")
-            for w in caught:
-                warnings.append(f"lmfit conf_interval: {w.message}")
-            if profile_ci and not np.all(np.isfinite(profile_ci["phi"])):
-                warnings.append(
-                    f"the {level:.0%} profile interval of phi reaches the box bound: an end is infinite"
-                )
-
-    tolerance = 1e-3 * chisqr + 1e-10 * n
-    n_at_best = int(np.sum(2 * refine.objective <= chisqr + tolerance))
+    if profile and "phi" in free_coords:
+        profile_ci, ci_warnings = _phi_profile_ci(minimizer, out, chisqr, n, level, stderr_internal)
+        warnings += ci_warnings
     extras: dict[str, Any] = {
         "n_starts": n_starts,
-        "n_refined": int(len(keep)),
-        "n_starts_at_best": n_at_best,
+        "n_refined": int(len(start_objectives)),
+        "n_starts_at_best": _n_starts_at_best(start_objectives, chisqr, n),
         "seed": seed,
         "nfev": int(out.nfev),
         "redchi": chisqr / nfree,
@@ -229,6 +154,120 @@ def fit_lsq(
         stderr=stderr,
         phi_identified="phi" not in fit_spec.fixed or "phi" in spec.fixed,
     )
+
+
+def _multistart_lm(
+    fit_spec: LawSpec, design: np.ndarray, y: np.ndarray, n_starts: int, n_refine: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(best end point, refined objectives): uniform starts, 20 LM steps, best ``n_refine`` to convergence."""
+    lo, hi = fit_spec.lower, fit_spec.upper
+    k = int(fit_spec.free_mask.sum())
+    rng = np.random.default_rng(seed)
+    starts = lo + (hi - lo) * rng.random((n_starts, k))
+    model = law_model(fit_spec, design)
+    ones = np.ones(len(y))
+    explore = batched_weighted_lm(model, starts, y, ones, lo, hi, delta=np.inf, max_iter=20)
+    order = np.argsort(np.where(np.isfinite(explore.objective), explore.objective, np.inf))
+    keep = order[: max(1, min(n_refine, n_starts))]
+    refine = batched_weighted_lm(model, explore.x[keep], y, ones, lo, hi, delta=np.inf, max_iter=300)
+    if not np.isfinite(refine.objective).any():
+        raise RuntimeError("no start produced a finite objective; check the run table")
+    return refine.x[int(np.nanargmin(refine.objective))], refine.objective
+
+
+def _lmfit_refine(fit_spec: LawSpec, design: np.ndarray, y: np.ndarray, start: np.ndarray) -> tuple[Any, Any]:
+    """(Minimizer, result) of lmfit's least squares on log L_hat - log L from ``start``, analytic Jacobian."""
+    import lmfit
+
+    def residual(params):
+        return log_loss(_theta_of(params), design) - y
+
+    def jacobian(params):
+        # columns of the parameters varying now (conf_interval holds phi fixed while profiling)
+        vary = np.array([params[c].vary for c in THETA_NAMES])
+        return log_loss_and_jacobian(_theta_of(params), design)[1][:, vary]
+
+    params = _lmfit_params(fit_spec, fit_spec.full_theta(start))
+    minimizer = lmfit.Minimizer(residual, params, Dfun=jacobian)
+    out = minimizer.minimize(method="least_squares", ftol=1e-15, xtol=1e-15, gtol=1e-15)
+    return minimizer, out
+
+
+def _covariance_summary(
+    out: Any, free_coords: list[str]
+) -> tuple[dict[str, float], dict[str, dict[str, float]], list[str]]:
+    """(SE per free coordinate, r_ij = cov_ij / (sd_i sd_j), warnings) from lmfit's covariance, if any."""
+    stderr_internal: dict[str, float] = {}
+    correlation: dict[str, dict[str, float]] = {}
+    if out.covar is None or not out.errorbars:
+        warning = (
+            "lmfit could not estimate the covariance (singular J^T J or a parameter "
+            "at a bound): no standard errors"
+        )
+        return stderr_internal, correlation, [warning]
+    cov = np.asarray(out.covar)
+    sd = np.sqrt(np.clip(np.diag(cov), 0, None))
+    for i, c in enumerate(free_coords):
+        stderr_internal[c] = float(sd[i])
+        correlation[c] = {
+            d: float(cov[i, j] / (sd[i] * sd[j])) if sd[i] > 0 and sd[j] > 0 else float("nan")
+            for j, d in enumerate(free_coords)
+        }
+    return stderr_internal, correlation, []
+
+
+def _natural_stderr(stderr_internal: dict[str, float], theta: np.ndarray) -> dict[str, float] | None:
+    """Natural parameters' SEs by the delta method, se(A) = A se(a) for a, b, e (None: no SEs)."""
+    if not stderr_internal:
+        return None
+    stderr: dict[str, float] = {}
+    for c, se in stderr_internal.items():
+        name = THETA_TO_PARAM[c]
+        stderr[name] = float(np.exp(theta[THETA_NAMES.index(c)]) * se) if c in ("a", "b", "e") else se
+    return stderr
+
+
+def _phi_profile_ci(
+    minimizer: Any, out: Any, chisqr: float, n: int, level: float, stderr_internal: dict[str, float]
+) -> tuple[dict[str, list[float]], list[str]]:
+    """({"phi": [lo, hi]} or {}, warnings): lmfit's profile interval (zero width if exact, none w/o SE)."""
+    if chisqr <= 1e-24 * n:
+        phi_hat = float(out.params["phi"].value)
+        return {"phi": [phi_hat, phi_hat]}, [
+            "the fit is exact (chi-square ~ 0): the profile interval of phi has zero width"
+        ]
+    if not stderr_internal.get("phi"):
+        return {}, ["no profile interval for phi: lmfit needs a finite standard error to start the profile"]
+    return _conf_interval_phi(minimizer, out, level)
+
+
+def _conf_interval_phi(minimizer: Any, out: Any, level: float) -> tuple[dict[str, list[float]], list[str]]:
+    """({"phi": [lo, hi]} or {}, warnings): F-test profile ends of phi at ``level`` by lmfit.conf_interval."""
+    import lmfit
+
+    profile_ci: dict[str, list[float]] = {}
+    warnings: list[str] = []
+    with _warnings.catch_warnings(record=True) as caught:
+        _warnings.simplefilter("always")
+        try:
+            ci = lmfit.conf_interval(minimizer, out, p_names=["phi"], sigmas=[level])
+            rows = ci["phi"]
+            lo_phi = next(v for p, v in rows if p == level and v <= out.params["phi"].value)
+            hi_phi = next(v for p, v in reversed(rows) if p == level and v >= out.params["phi"].value)
+            profile_ci["phi"] = [float(lo_phi), float(hi_phi)]
+        except Exception as err:  # lmfit raises several kinds; report, don't crash
+            warnings.append(f"profile interval for phi failed: {err}")
+    for w in caught:
+        warnings.append(f"lmfit conf_interval: {w.message}")
+    if profile_ci and not np.all(np.isfinite(profile_ci["phi"])):
+        warnings.append(f"the {level:.0%} profile interval of phi reaches the box bound: an end is infinite")
+    return profile_ci, warnings
+
+
+def _n_starts_at_best(start_objectives: np.ndarray, chisqr: float, n: int) -> int:
+    """Refined starts that ended at the best chi-square: 2 F_i <= chi^2 + 1e-3 chi^2 + 1e-10 n."""
+    tolerance = 1e-3 * chisqr + 1e-10 * n
+    return int(np.sum(2 * start_objectives <= chisqr + tolerance))
 
 
 def lsq_report(result: FitResult) -> str:
