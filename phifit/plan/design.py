@@ -257,7 +257,29 @@ class PlanResult(JsonIO):
 
     def summary(self) -> str:
         """The plan as text: design and cost, both predictions, bracketing, reasons, cautions."""
-        a, s = self.asymptotic, self.simulation
+        lines = self._header_lines() + [""] + self._prediction_lines()
+        lines.append(self._se_line())
+        lines += self._simulation_notes()
+        a = self.asymptotic
+        if not a.trusted:
+            lines.append("(!) the asymptotic mode cannot be trusted here:")
+            lines += [f"    - {r}" for r in a.reasons]
+        if self.conditioning is not None:
+            lines += ["", "[[Design conditioning]]"] + self.conditioning.lines()
+        lines.append("")
+        lines += self._bracketing_lines()
+        if self.reasons:
+            lines += ["", "[[Why the interval is wide]]"] + [
+                f"{i}. {r}" for i, r in enumerate(self.reasons, 1)
+            ]
+        if self.optimized:
+            lines += [""] + self._optimized_lines()
+        if self.warnings:
+            lines += ["", "[[Cautions]]"] + [f"{c.level} [{c.kind}]: {c.message}" for c in self.warnings]
+        return "\n".join(lines)
+
+    def _header_lines(self) -> list[str]:
+        """The summary's [[Plan]] block: the design's line, the law planned under and the noise model."""
         lines = ["[[Plan]]", f"design   {self.design['line']}"]
         law = ", ".join(f"{k} {v:.4g}" for k, v in self.law.items())
         lines += [
@@ -268,9 +290,13 @@ class PlanResult(JsonIO):
         ]
         if self.noise.note:
             lines.append(f"         {self.noise.note}")
-        lines.append("")
-        lines.append("[[Predicted for phi]]")
-        lines.append(f"{'':28} {'asymptotic':>14} {'simulation':>24}")
+        return lines
+
+    def _prediction_lines(self) -> list[str]:
+        """The [[Predicted for phi]] table: the 95% width, P(interval reaches box) and the powers,
+        asymptotic beside simulated ("-" without a simulation, "n/a" where it gave no number)."""
+        a, s = self.asymptotic, self.simulation
+        lines = ["[[Predicted for phi]]", f"{'':28} {'asymptotic':>14} {'simulation':>24}"]
         sim_w = (
             f"{s.width_median:.3g} [{s.width_q10:.3g}, {s.width_q90:.3g}]"
             if s is not None and np.isfinite(s.width_median)
@@ -291,26 +317,34 @@ class PlanResult(JsonIO):
                 continue
             sim = f"{s.power[key]:.2f} +- {s.power_mc_se[key]:.2f}" if s and key in s.power else "-"
             lines.append(f"{label:28} {a.power[key]:>14.2f}     {sim:>20}")
-        lines.append(
-            f"se(phi) asymptotic {a.se['phi']:.3g}"
+        return lines
+
+    def _se_line(self) -> str:
+        """The asymptotic se(phi), then the simulation's size (tables, bootstrap and wild replicates),
+        seed, time and failed tables."""
+        a, s = self.asymptotic, self.simulation
+        return f"se(phi) asymptotic {a.se['phi']:.3g}" + (
+            f"; simulation: {s.n_tables} tables x {s.n_boot} bootstrap"
             + (
-                f"; simulation: {s.n_tables} tables x {s.n_boot} bootstrap"
-                + (
-                    f" / {s.n_wild} wild replicates"
-                    if s.tests
-                    else " replicates (widths only; --simulate N adds the wild tests' power)"
-                )
-                + f", seed {s.seed}, {s.seconds:.0f} s"
-                + (
-                    f", {s.n_failed} of {s.n_tables} tables failed (rates over the "
-                    f"{s.n_tables - s.n_failed} that finished)"
-                    if s.n_failed
-                    else ""
-                )
-                if s
+                f" / {s.n_wild} wild replicates"
+                if s.tests
+                else " replicates (widths only; --simulate N adds the wild tests' power)"
+            )
+            + f", seed {s.seed}, {s.seconds:.0f} s"
+            + (
+                f", {s.n_failed} of {s.n_tables} tables failed (rates over the "
+                f"{s.n_tables - s.n_failed} that finished)"
+                if s.n_failed
                 else ""
             )
+            if s
+            else ""
         )
+
+    def _simulation_notes(self) -> list[str]:
+        """What the simulated tables carry beyond the noise: laws drawn per table, the pilot's misfit."""
+        s = self.simulation
+        lines = []
         if s is not None and s.law_draws:
             lines.append(
                 f"simulation: each table's law drawn from {s.law_draws_source} ({s.law_draws} draws): "
@@ -332,54 +366,50 @@ class PlanResult(JsonIO):
                 + f"; the asymptotic mode sees them as a cell term of sd {m.get('tau', 0.0):.3g}"
                 + " (--no-misfit: the noise alone)"
             )
-        if not a.trusted:
-            lines.append("(!) the asymptotic mode cannot be trusted here:")
-            lines += [f"    - {r}" for r in a.reasons]
-        if self.conditioning is not None:
-            lines += ["", "[[Design conditioning]]"] + self.conditioning.lines()
-        lines.append("")
-        lines.append("[[IsoFLOP curves: predicted optimum vs planned sizes]]")
+        return lines
+
+    def _bracketing_lines(self) -> list[str]:
+        """Per (budget, r) isoFLOP curve: its planned sizes, the predicted optimum and its status."""
+        lines = ["[[IsoFLOP curves: predicted optimum vs planned sizes]]"]
         for b in self.bracketing:
             sizes = ", ".join(f"{x:.4g}" for x in b["sizes"])
             lines.append(
                 f"budget {b['budget']:<9.3g} r {b['r']}  sizes {sizes:<32} "
                 f"optimum {b['optimum']:<9.4g} {b['status']}"
             )
-        if self.reasons:
-            lines += ["", "[[Why the interval is wide]]"] + [
-                f"{i}. {r}" for i, r in enumerate(self.reasons, 1)
-            ]
-        if self.optimized:
-            o = self.optimized
-            lines += ["", "[[Optimised design]]", o["line"]]
-            lines.append(
-                f"predicted width (asymptotic) {o['width_before']:.3g} -> {o['width_after']:.3g}; "
-                f"cost {o['flops_before']:.3g} -> {o['flops_after']:.3g} FLOPs"
-                + (
-                    f", {o['hours_before']:.2f} h -> {o['hours_after']:.2f} h"
-                    if o.get("hours_after") is not None
-                    else ""
-                )
+        return lines
+
+    def _optimized_lines(self) -> list[str]:
+        """The [[Optimised design]] block: its line, predicted width and cost before -> after (asymptotic,
+        and simulated when it was simulated) and the spec written."""
+        o = self.optimized
+        lines = ["[[Optimised design]]", o["line"]]
+        lines.append(
+            f"predicted width (asymptotic) {o['width_before']:.3g} -> {o['width_after']:.3g}; "
+            f"cost {o['flops_before']:.3g} -> {o['flops_after']:.3g} FLOPs"
+            + (
+                f", {o['hours_before']:.2f} h -> {o['hours_after']:.2f} h"
+                if o.get("hours_after") is not None
+                else ""
             )
-            if o.get("sim_width_after") is not None:
-                carried = [
-                    what
-                    for what, key in (
-                        ("the pilot's misfit", "sim_misfit_after"),
-                        ("law draws", "sim_law_draws_after"),
-                    )
-                    if o.get(key)
-                ]
-                lines.append(
-                    f"predicted width (simulation) {o.get('sim_width_before', math.nan):.3g} "
-                    f"-> {o['sim_width_after']:.3g}"
-                    + (f" (both carrying {' and '.join(carried)})" if carried else "")
+        )
+        if o.get("sim_width_after") is not None:
+            carried = [
+                what
+                for what, key in (
+                    ("the pilot's misfit", "sim_misfit_after"),
+                    ("law draws", "sim_law_draws_after"),
                 )
-            if o.get("written"):
-                lines.append(f"wrote {o['written']}")
-        if self.warnings:
-            lines += ["", "[[Cautions]]"] + [f"{c.level} [{c.kind}]: {c.message}" for c in self.warnings]
-        return "\n".join(lines)
+                if o.get(key)
+            ]
+            lines.append(
+                f"predicted width (simulation) {o.get('sim_width_before', math.nan):.3g} "
+                f"-> {o['sim_width_after']:.3g}"
+                + (f" (both carrying {' and '.join(carried)})" if carried else "")
+            )
+        if o.get("written"):
+            lines.append(f"wrote {o['written']}")
+        return lines
 
 
 #: More than this share of simulated tables failing is a caution (and the asymptotic and

@@ -273,6 +273,124 @@ def untrained(pool: pd.DataFrame, runs_frame: pd.DataFrame) -> np.ndarray:
     return ~same.any(1)
 
 
+def _wald_powers(phi: float, se: float) -> dict[str, float]:
+    """Powers of the two-sided Wald test against phi = 0 and phi = 1 at the planned phi and se(phi)."""
+    return {"phi=0": wald_power(phi, se), "phi=1": wald_power(phi - 1.0, se)}
+
+
+def _planning_law(fit: Any, source: str) -> tuple[dict[str, float], str]:
+    """The law the predictions assume: the fit's estimated parameters, with phi at the study's value when
+    the runs do not estimate it, and a note saying which; ``ValueError`` when another parameter is
+    missing."""
+    params = {name: float(v) for name, v in fit.params.items() if v is not None}
+    law_note = "the runs' Huber fit"
+    if "phi" not in params:  # r = 1 runs alone (or a fit that fixed it away): the study's phi
+        from ..study import REFERENCE_PARAMS
+
+        params["phi"] = float(REFERENCE_PARAMS["phi"])
+        law_note += f"; phi not estimated by these runs, planned at the study's {params['phi']:.3g}"
+    missing = [k for k in REFERENCE_PARAMS_KEYS if k not in params]
+    if missing:
+        raise ValueError(f"{source}: the runs' fit leaves {', '.join(missing)} unestimated; cannot plan")
+    return params, law_note
+
+
+def _gains(
+    sand: _Sandwich, J: np.ndarray, cells: list[Any], se: float, phi: float, objective: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate row of ``J``: se(phi) with it added, and its gain: the drop in se(phi)
+    (``"width"``) or the rise in the smaller Wald power against phi = 0 and 1 (``"power"``)."""
+    se_new = sand.se_with(J, cells)
+    if objective == "width":
+        gain = se - se_new
+    else:
+        gain = np.array([_power(phi, s) for s in se_new]) - _power(phi, se)
+    return se_new, gain
+
+
+def _pick_record(
+    row: dict[str, Any], cost: float, before: float, after: float, new_cell: bool, side: str
+) -> dict[str, Any]:
+    """A pick: its pool row plus :data:`PICK_FIELDS` (cost, predicted widths before and after, whether
+    its cell is new, its side of the isoFLOP curve, and the sentence ``why``)."""
+    why = (
+        f"{'a new' if new_cell else 'adds to its'} (budget, r) cell "
+        f"{row['budget']:.3g}, r {int(row['r'])}"
+        f"; {side}; narrows the width by {before - after:.3g} for {cost:.3g} FLOPs"
+    )
+    return {
+        **row,
+        "cost": float(cost),
+        "width_before": before,
+        "width_after": after,
+        "cell": "new" if new_cell else "seen",
+        "side": side,
+        "why": why,
+    }
+
+
+def _greedy_picks(
+    sand: _Sandwich,
+    cand: pd.DataFrame,
+    J: np.ndarray,
+    seen: set[Any],
+    k: int,
+    *,
+    params: Mapping[str, float],
+    se: float,
+    max_flops: float | None,
+    objective: str,
+) -> tuple[list[dict[str, Any]], float, float, str]:
+    """Greedy batch (module docstring): up to ``k`` candidates, each the one with the largest gain per
+    FLOP within the cap; ``sand`` and ``seen`` take in every pick.  Returns the picks, se(phi) after
+    them, their summed FLOPs and why fewer than ``k`` were picked ("" when all were)."""
+    cells = _cells(cand)
+    cost = cand["flops"].to_numpy(float)
+    phi = params["phi"]
+    picks: list[dict[str, Any]] = []
+    left = np.ones(len(cand), bool)
+    spent, stopped = 0.0, ""
+    for _ in range(k):
+        room = left & (cost <= (max_flops - spent if max_flops is not None else np.inf) * (1 + 1e-12))
+        if not room.any():
+            stopped = "no candidate left within the FLOP cap" if left.any() else "the pool is exhausted"
+            break
+        idx = np.flatnonzero(room)
+        se_new, gain = _gains(sand, J[idx], [cells[i] for i in idx], se, phi, objective)
+        score = gain / cost[idx]
+        best = int(np.argmax(score))
+        if not gain[best] > 1e-12 * max(se, 1e-300):
+            stopped = (
+                "no remaining candidate narrows the predicted interval"
+                if objective == "width"
+                else "no remaining candidate raises the power (it may already be 1)"
+            )
+            break
+        i = int(idx[best])
+        row = {key: (v.item() if hasattr(v, "item") else v) for key, v in cand.iloc[i].items()}
+        before, after = 2 * Z95 * se, 2 * Z95 * float(se_new[best])
+        picks.append(_pick_record(row, cost[i], before, after, cells[i] not in seen, curve_side(row, params)))
+        sand.add(J[i], cells[i])
+        seen.add(cells[i])
+        se = float(se_new[best])
+        spent += float(cost[i])
+        left[i] = False
+    return picks, se, spent, stopped
+
+
+def _noise_warnings(n_runs: int, n_params: int, noise: NoiseModel) -> list[str]:
+    """A warning when the runs leave fewer than :data:`MIN_NOISE_DOF` residual degrees of freedom
+    (runs minus parameters): their noise, and so every predicted width, is then a guess."""
+    dof = n_runs - n_params
+    if dof >= MIN_NOISE_DOF:
+        return []
+    return [
+        f"the runs so far leave {dof} residual degree(s) of freedom for 6 parameters: their noise "
+        f"({noise.per_run:.2g} per run) is not measured, and every width below is only as small as that "
+        "guess; plan from a larger pilot, or give the noise of a comparable sweep (--cell-noise)"
+    ]
+
+
 def choose_next(
     runs: Any,
     pool: pd.DataFrame,
@@ -303,16 +421,7 @@ def choose_next(
     runs = as_runs(runs)
     fit = fit if fit is not None else fit_huber(runs)
     noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=misfit)
-    params = {name: float(v) for name, v in fit.params.items() if v is not None}
-    law_note = "the runs' Huber fit"
-    if "phi" not in params:  # r = 1 runs alone (or a fit that fixed it away): the study's phi
-        from ..study import REFERENCE_PARAMS
-
-        params["phi"] = float(REFERENCE_PARAMS["phi"])
-        law_note += f"; phi not estimated by these runs, planned at the study's {params['phi']:.3g}"
-    missing = [k for k in REFERENCE_PARAMS_KEYS if k not in params]
-    if missing:
-        raise ValueError(f"{runs.source}: the runs' fit leaves {', '.join(missing)} unestimated; cannot plan")
+    params, law_note = _planning_law(fit, runs.source)
     theta = params_to_theta(params)
     now = design_from_table(runs).frame
     pool = check_pool(pool, pool_source)
@@ -322,72 +431,12 @@ def choose_next(
     for j, cell in zip(_jacobian(now, theta), _cells(now)):
         sand.add(j, cell)
     J = _jacobian(cand, theta) if len(cand) else np.zeros((0, len(THETA_NAMES)))
-    cells = _cells(cand)
-    cost = cand["flops"].to_numpy(float)
-    seen = set(_cells(now))
-    phi = params["phi"]
     se_now = sand.se()
-    powers = lambda se: {"phi=0": wald_power(phi, se), "phi=1": wald_power(phi - 1.0, se)}  # noqa: E731
-    picks: list[dict[str, Any]] = []
-    left = np.ones(len(cand), bool)
-    spent, stopped = 0.0, ""
-    se = se_now
-    for _ in range(k):
-        room = left & (cost <= (max_flops - spent if max_flops is not None else np.inf) * (1 + 1e-12))
-        if not room.any():
-            stopped = "no candidate left within the FLOP cap" if left.any() else "the pool is exhausted"
-            break
-        idx = np.flatnonzero(room)
-        se_new = sand.se_with(J[idx], [cells[i] for i in idx])
-        if objective == "width":
-            gain = se - se_new
-        else:
-            gain = np.array([_power(phi, s) for s in se_new]) - _power(phi, se)
-        score = gain / cost[idx]
-        best = int(np.argmax(score))
-        if not gain[best] > 1e-12 * max(se, 1e-300):
-            stopped = (
-                "no remaining candidate narrows the predicted interval"
-                if objective == "width"
-                else "no remaining candidate raises the power (it may already be 1)"
-            )
-            break
-        i = int(idx[best])
-        row = {key: (v.item() if hasattr(v, "item") else v) for key, v in cand.iloc[i].items()}
-        cell_state = "seen" if cells[i] in seen else "new"
-        side = curve_side(row, params)
-        before, after = 2 * Z95 * se, 2 * Z95 * float(se_new[best])
-        why = (
-            f"{'a new' if cell_state == 'new' else 'adds to its'} (budget, r) cell "
-            f"{row['budget']:.3g}, r {int(row['r'])}"
-            f"; {side}; narrows the width by {before - after:.3g} for {cost[i]:.3g} FLOPs"
-        )
-        picks.append(
-            {
-                **row,
-                "cost": float(cost[i]),
-                "width_before": before,
-                "width_after": after,
-                "cell": cell_state,
-                "side": side,
-                "why": why,
-            }
-        )
-        sand.add(J[i], cells[i])
-        seen.add(cells[i])
-        se = float(se_new[best])
-        spent += float(cost[i])
-        left[i] = False
-    warnings = []
-    dof = len(now) - len(params)
-    if dof < MIN_NOISE_DOF:
-        warnings.append(
-            f"the runs so far leave {dof} residual degree(s) of freedom for 6 parameters: their noise "
-            f"({noise.per_run:.2g} per run) is not measured, and every width below is only as small as that "
-            "guess; plan from a larger pilot, or give the noise of a comparable sweep (--cell-noise)"
-        )
+    picks, se, spent, stopped = _greedy_picks(
+        sand, cand, J, set(_cells(now)), k, params=params, se=se_now, max_flops=max_flops, objective=objective
+    )
     return NextRuns(
-        warnings=warnings,
+        warnings=_noise_warnings(len(now), len(params), noise),
         k=k,
         objective=objective,
         max_flops=max_flops,
@@ -399,8 +448,8 @@ def choose_next(
         misfit_carried=carried is not None,
         width_now=2 * Z95 * se_now,
         width_after=2 * Z95 * se,
-        power_now=powers(se_now),
-        power_after=powers(se),
+        power_now=_wald_powers(params["phi"], se_now),
+        power_after=_wald_powers(params["phi"], se),
         flops_now=float(now["flops"].sum()),
         flops_added=spent,
         picks=picks,

@@ -123,21 +123,26 @@ def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def load_spec(spec: str) -> SweepSpec:
-    """Parse and validate a sweep spec; ``ValueError`` names the file and the offending field."""
-    path = resolve_spec_path(spec)
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The spec file parsed as TOML; ``ValueError`` naming the file when it is not valid TOML."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: not valid TOML ({err})") from None
-    where = str(path)
+
+
+def _check_tables(raw: dict[str, Any], where: str) -> None:
+    """Refuse any top-level table but [sweep], [settings], [estimate], [[budgets]], [[grids]], [lr_sweep]."""
     unknown = set(raw) - {"sweep", "settings", "estimate", "budgets", "grids", "lr_sweep"}
     _need(
         not unknown,
         f"{where}: [{', '.join(sorted(unknown))}]",
         "only the tables [sweep], [settings], [estimate], [[budgets]], [[grids]], [lr_sweep]",
     )
-    sweep = raw.get("sweep", {})
+
+
+def _sweep_seeds(sweep: dict[str, Any], where: str) -> list[int]:
+    """``[sweep]``'s seeds (default ``[0]``), after checking its keys and that the seeds are integers."""
     _need(
         set(sweep) <= {"name", "seeds", "description"}, f"{where}: [sweep]", "keys name, seeds, description"
     )
@@ -147,6 +152,11 @@ def load_spec(spec: str) -> SweepSpec:
         f"{where}: sweep.seeds",
         "a non-empty list of integers",
     )
+    return seeds
+
+
+def _shared_settings(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """``[settings]`` as a dict, checked to hold no per-run key (:data:`FIXED_PER_GRID`) and no steps."""
     settings = dict(raw.get("settings", {}))
     fixed = set(settings) & set(FIXED_PER_GRID)
     _need(
@@ -158,13 +168,12 @@ def load_spec(spec: str) -> SweepSpec:
     _need(
         "steps" not in settings, f"{where}: settings.steps", "no steps: sweep runs are sized by their budget"
     )
-    estimate = raw.get("estimate", {})
-    _need(
-        set(estimate) <= {"flops_per_second", "note", "recorded"},
-        f"{where}: [estimate]",
-        "keys flops_per_second, note, recorded",
-    )
-    rec = estimate.get("recorded", {})
+    return settings
+
+
+def _recorded_speeds(rec: Any, where: str) -> tuple[tuple[int, float, float], ...]:
+    """``[estimate.recorded]`` as (width, FLOP/s, overhead s) triples, checked for equal-length lists of
+    positive widths and FLOP/s and overheads >= 0."""
     _need(
         isinstance(rec, dict)
         and set(rec) <= {"source", "device", "widths", "flops_per_second", "overhead_s"}
@@ -184,13 +193,14 @@ def load_spec(spec: str) -> SweepSpec:
         f"{where}: [estimate.recorded]",
         "positive widths and FLOP/s, overheads >= 0",
     )
-    fps = estimate.get("flops_per_second")
-    _need(
-        fps is None or (_number(fps) and fps > 0), f"{where}: estimate.flops_per_second", "a positive number"
-    )
+    return recorded
 
+
+def _budgets(raw_budgets: list[Any], where: str) -> list[tuple[float, tuple[int, ...]]]:
+    """``[[budgets]]`` as (FLOPs, widths) pairs: positive FLOPs, non-empty lists of positive widths, at
+    least one budget."""
     budgets = []
-    for i, b in enumerate(raw.get("budgets", [])):
+    for i, b in enumerate(raw_budgets):
         w = f"{where}: budgets[{i}]"
         _need(set(b) <= {"flops", "widths"}, w, "keys flops, widths")
         _need(_number(b.get("flops")) and b["flops"] > 0, f"{w}.flops", "a positive number of FLOPs")
@@ -202,48 +212,90 @@ def load_spec(spec: str) -> SweepSpec:
         )
         budgets.append((float(b["flops"]), tuple(widths)))
     _need(bool(budgets), f"{where}: [[budgets]]", "at least one budget")
-    known = {f for f, _ in budgets}
+    return budgets
 
-    grids = []
-    for i, g in enumerate(raw.get("grids", [])):
-        w = f"{where}: grids[{i}]"
+
+def _grid(g: dict[str, Any], w: str, known: set[float]) -> Grid:
+    """One ``[[grids]]`` entry (``w`` names it in errors) as a :class:`Grid`; its budgets must be among
+    ``known``, the spec's budgets."""
+    _need(
+        set(g) <= {"name", "r", "variants", "budgets", "optional"},
+        w,
+        "keys name, r, variants, budgets, optional",
+    )
+    _need(isinstance(g.get("name"), str) and g["name"], f"{w}.name", "a name")
+    _need(
+        isinstance(g.get("r"), list) and g["r"] and all(isinstance(x, int) and x >= 1 for x in g["r"]),
+        f"{w}.r",
+        "a non-empty list of integers >= 1",
+    )
+    variants = g.get("variants", ["baseline"])
+    _need(
+        isinstance(variants, list) and variants and all(isinstance(v, str) for v in variants),
+        f"{w}.variants",
+        "a non-empty list of variant names",
+    )
+    gb = g.get("budgets")
+    if gb is not None:
         _need(
-            set(g) <= {"name", "r", "variants", "budgets", "optional"},
-            w,
-            "keys name, r, variants, budgets, optional",
+            isinstance(gb, list) and all(_number(x) and float(x) in known for x in gb),
+            f"{w}.budgets",
+            f"a list of budgets from [[budgets]] ({', '.join(format_budget(f) for f in sorted(known))})",
         )
-        _need(isinstance(g.get("name"), str) and g["name"], f"{w}.name", "a name")
-        _need(
-            isinstance(g.get("r"), list) and g["r"] and all(isinstance(x, int) and x >= 1 for x in g["r"]),
-            f"{w}.r",
-            "a non-empty list of integers >= 1",
-        )
-        variants = g.get("variants", ["baseline"])
-        _need(
-            isinstance(variants, list) and variants and all(isinstance(v, str) for v in variants),
-            f"{w}.variants",
-            "a non-empty list of variant names",
-        )
-        gb = g.get("budgets")
-        if gb is not None:
-            _need(
-                isinstance(gb, list) and all(_number(x) and float(x) in known for x in gb),
-                f"{w}.budgets",
-                f"a list of budgets from [[budgets]] ({', '.join(format_budget(f) for f in sorted(known))})",
-            )
-        grids.append(
-            Grid(
-                name=g["name"],
-                r=tuple(g["r"]),
-                variants=tuple(variants),
-                budgets=None if gb is None else tuple(float(x) for x in gb),
-                optional=bool(g.get("optional", False)),
-            )
-        )
+    return Grid(
+        name=g["name"],
+        r=tuple(g["r"]),
+        variants=tuple(variants),
+        budgets=None if gb is None else tuple(float(x) for x in gb),
+        optional=bool(g.get("optional", False)),
+    )
+
+
+def _grids(raw_grids: list[Any], known: set[float], where: str) -> list[Grid]:
+    """``[[grids]]`` as :class:`Grid` objects with distinct names; without any, one grid "main" with
+    r in (1, 2, 4, 8), the baseline variant and every budget."""
+    grids = [_grid(g, f"{where}: grids[{i}]", known) for i, g in enumerate(raw_grids)]
     if not grids:
         grids = [Grid(name="main", r=(1, 2, 4, 8), variants=("baseline",), budgets=None)]
     names = [g.name for g in grids]
     _need(len(set(names)) == len(names), f"{where}: grids", "distinct grid names")
+    return grids
+
+
+def _check_plannable(spec: SweepSpec, where: str) -> None:
+    """Build every run's configuration (every grid's, and the lr sweep's) so that a bad setting fails at
+    load time, its ``ValueError`` prefixed with the file."""
+    try:
+        plan(spec, [g.name for g in spec.grids])  # builds every configuration: fails early on a bad setting
+        if spec.lr_sweep is not None:
+            plan_lr_sweep(spec)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+def load_spec(spec: str) -> SweepSpec:
+    """Parse and validate a sweep spec; ``ValueError`` names the file and the offending field."""
+    path = resolve_spec_path(spec)
+    raw = _read_toml(path)
+    where = str(path)
+    _check_tables(raw, where)
+    sweep = raw.get("sweep", {})
+    seeds = _sweep_seeds(sweep, where)
+    settings = _shared_settings(raw, where)
+    estimate = raw.get("estimate", {})
+    _need(
+        set(estimate) <= {"flops_per_second", "note", "recorded"},
+        f"{where}: [estimate]",
+        "keys flops_per_second, note, recorded",
+    )
+    rec = estimate.get("recorded", {})
+    recorded = _recorded_speeds(rec, where)
+    fps = estimate.get("flops_per_second")
+    _need(
+        fps is None or (_number(fps) and fps > 0), f"{where}: estimate.flops_per_second", "a positive number"
+    )
+    budgets = _budgets(raw.get("budgets", []), where)
+    grids = _grids(raw.get("grids", []), {f for f, _ in budgets}, where)
     lr_sweep = _lr_sweep(raw.get("lr_sweep"), where)
     result = SweepSpec(
         path=where,
@@ -258,12 +310,7 @@ def load_spec(spec: str) -> SweepSpec:
         recorded_device=str(rec.get("device", "cpu")),
         lr_sweep=lr_sweep,
     )
-    try:
-        plan(result, [g.name for g in grids])  # builds every configuration: fails early on a bad setting
-        if lr_sweep is not None:
-            plan_lr_sweep(result)
-    except ValueError as err:
-        raise ValueError(f"{where}: {err}") from None
+    _check_plannable(result, where)
     return result
 
 

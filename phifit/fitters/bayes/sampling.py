@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...cautions import Caution
 from ...extras import MissingExtraError
 from ...law import PARAM_NAMES, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss
 from ...result import FitResult
@@ -124,61 +125,67 @@ def _cell_effects(
     }
 
 
-def sample_posterior(
-    runs: RunTable | pd.DataFrame,
-    *,
-    spec: LawSpec | None = None,
-    options: BayesOptions | None = None,
-    **settings: Any,
-) -> BayesFit:
-    """Sample the posterior of the joint law; returns the FitResult and the InferenceData.
+def _checked_save_path(save: str | Path | None) -> Path | None:
+    """``save`` as a Path; ``ValueError`` when it is a directory or its directory does not exist."""
+    if save is None:
+        return None
+    save = Path(save)
+    if save.is_dir():
+        raise ValueError(f"save={str(save)!r} is a directory; expected a netCDF file path")
+    if not save.parent.is_dir():
+        raise ValueError(f"save: directory {str(save.parent)!r} does not exist")
+    return save
 
-    Same arguments as :func:`fit_bayes`.
-    """
-    opts = resolve_options("bayes", options, settings)
-    draws, tune, chains, seed = opts.draws, opts.tune, opts.chains, opts.seed
-    sampler, target_accept, hdi_prob = opts.sampler, opts.target_accept, opts.hdi_prob
-    progress, save = opts.progress, opts.save
-    _check_options(draws, tune, chains, target_accept, seed, hdi_prob)
-    backends.require_backends()  # a missing PyMC / ArviZ: one line naming pip install 'phifit[bayes]'
-    runs = as_runs(runs)
-    noise, cell, cell_labels = resolve_noise(runs, opts.noise)
-    resolved = backends.resolve_sampler(sampler)
-    if save is not None:
-        save = Path(save)
-        if save.is_dir():
-            raise ValueError(f"save={str(save)!r} is a directory; expected a netCDF file path")
-        if not save.parent.is_dir():
-            raise ValueError(f"save: directory {str(save.parent)!r} does not exist")
+
+def _sampling_spec(runs: RunTable, spec: LawSpec | None) -> tuple[LawSpec, list[Caution], bool]:
+    """The spec to sample (``spec`` or all six free, with phi held fixed when the runs cannot identify
+    it), the cautions saying so, and whether phi is identified; ``ValueError`` when nothing is free."""
     spec = spec or LawSpec()
     check_information(runs)
     fit_spec, cautions = effective_spec(runs, spec)
     phi_identified = "phi" not in fit_spec.fixed or "phi" in spec.fixed
-    mask = fit_spec.free_mask
-    if mask.sum() == 0:
+    if fit_spec.free_mask.sum() == 0:
         raise ValueError("every parameter is fixed; nothing to sample")
+    return fit_spec, cautions, phi_identified
 
-    white = model_whitening(runs, fit_spec)
-    data = model_data(runs, fit_spec, white, cell=cell)
-    settings = {
-        "draws": int(draws),
-        "tune": int(tune),
-        "chains": int(chains),
-        "seed": int(seed),
-        "target_accept": float(target_accept),
+
+def _sampler_settings(opts: BayesOptions) -> dict[str, Any]:
+    """The NUTS settings as plain numbers: draws, tune and chains per chain, seed, target_accept."""
+    return {
+        "draws": int(opts.draws),
+        "tune": int(opts.tune),
+        "chains": int(opts.chains),
+        "seed": int(opts.seed),
+        "target_accept": float(opts.target_accept),
     }
+
+
+def _sample(
+    resolved: str, sampler: str, data: Any, fit_spec: LawSpec, progress: bool, settings: dict[str, Any]
+) -> tuple[Any, str, list[Caution]]:
+    """Run NUTS with the resolved backend; with ``sampler="auto"`` a failing nutpie falls back to PyMC.
+    Returns the sampler output, the backend that produced it and the fallback's caution (if any)."""
     try:
-        out = backends.run_sampler(resolved, data, fit_spec, progressbar=progress, **settings)
+        return backends.run_sampler(resolved, data, fit_spec, progressbar=progress, **settings), resolved, []
     except MissingExtraError:
         raise
     except Exception as err:  # noqa: BLE001 - "auto" must always produce a fit
         if sampler != "auto" or resolved != "nutpie":
             raise
-        cautions.append(sampler_fallback_caution(err))
-        resolved = "pymc"
-        out = backends.run_sampler(resolved, data, fit_spec, progressbar=progress, **settings)
-    post, stats = out.posterior, out.stats
+        fallback = [sampler_fallback_caution(err)]
+        out = backends.run_sampler("pymc", data, fit_spec, progressbar=progress, **settings)
+        return out, "pymc", fallback
 
+
+def _loglik_and_ppc(
+    post: dict[str, np.ndarray],
+    runs: RunTable,
+    cell: np.ndarray | None,
+    cell_labels: list[str] | None,
+    seed: int,
+) -> tuple[np.ndarray, list[dict[str, Any]], np.ndarray]:
+    """Per draw and run: the Student-t log-likelihood of the observed log-loss given the law and the
+    run's cell effect, (S, n); then the posterior predictive check's rows and replicated data."""
     # per-draw predictions from the law (the one numpy definition)
     theta_draws = np.stack([post[c].ravel() for c in THETA_NAMES], axis=1)
     mu = log_loss(theta_draws, runs.design)  # (S, n): the law alone
@@ -192,12 +199,23 @@ def sample_posterior(
     loglik = student_t_loglik(y, mu_cond, sigma, nu)
     rng = np.random.default_rng([seed, 20260501])
     ppc_rows, y_rep = posterior_predictive_check(y, runs.r, mu, sigma, nu, rng, cell=cell, tau=tau)
+    return loglik, ppc_rows, y_rep
 
+
+def _posterior_summaries(
+    post: dict[str, np.ndarray],
+    mask: np.ndarray,
+    cell_labels: list[str] | None,
+    has_cells: bool,
+    hdi_prob: float,
+) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The natural-parameter draws, the summary (median, sd, HDI, R-hat, ESS) of the free law
+    parameters, sigma, nu (and tau), and the summary of each cell effect (empty without cells)."""
     natural = natural_params(post)
     free_names = [THETA_TO_PARAM[c] for c, f in zip(THETA_NAMES, mask) if f]
     reported = {k: natural[k] for k in PARAM_NAMES if k in free_names}
     reported.update(sigma=natural["sigma"], nu=natural["nu"])
-    if cell is not None:
+    if has_cells:
         reported["tau"] = post["tau"]
     summary = summarise(reported, hdi_prob=hdi_prob)
     cell_summary = (
@@ -205,65 +223,107 @@ def sample_posterior(
             {f"cell_effect[{lab}]": post["cell_effect"][..., j] for j, lab in enumerate(cell_labels)},
             hdi_prob=hdi_prob,
         )
-        if cell is not None
+        if has_cells
         else {}
     )
-    checked = {**summary, **cell_summary}
-    n_div = int(stats["diverging"].sum())
+    return natural, summary, cell_summary
 
-    attrs = posterior_attrs(
-        runs,
-        fit_spec,
-        {
-            **settings,
-            "sampler": resolved,
-            "sampler_requested": sampler,
-            "hdi_prob": float(hdi_prob),
-            "noise": noise,
-        },
-        noise=noise,
-    )
-    attrs["phifit_phi_identified"] = int(phi_identified)
-    idata = inference_data(runs, post, stats, loglik, y_rep, attrs, cell_labels=cell_labels)
-    loo = psis_loo(idata)
 
-    cautions += convergence_cautions(summary, n_div, chains, target_accept)
+def _sampler_cautions(
+    summary: dict[str, dict[str, Any]],
+    cell_summary: dict[str, dict[str, Any]],
+    n_div: int,
+    chains: int,
+    target_accept: float,
+    loo: Any,
+    run_ids: Any,
+    ppc_rows: list[dict[str, Any]],
+) -> list[Caution]:
+    """Cautions on convergence (R-hat, ESS, divergences), the cell effects, Pareto k and the PPC."""
+    cautions = list(convergence_cautions(summary, n_div, chains, target_accept))
     cautions += cell_effect_cautions(cell_summary)
-    k_caution = pareto_k_caution(loo, runs.run_ids)
+    k_caution = pareto_k_caution(loo, run_ids)
     cautions += [k_caution] if k_caution is not None else []
     cautions += ppc_cautions(ppc_rows)
-    converged = bool(all(s["r_hat"] <= RHAT_MAX for s in checked.values()) and n_div == 0)
+    return cautions
+
+
+def _misfit_cautions(
+    summary: dict[str, dict[str, Any]], white: dict[str, Any], fit_spec: LawSpec, hdi_prob: float
+) -> list[Caution]:
+    """The cell misfit caution when phi's HDI excludes the pooled (Huber) phi, checked only when that
+    phi lies inside its box (away from both bounds by 1% of the box)."""
     pooled_phi = float(white["huber_theta"][5])
     lo_phi, hi_phi = fit_spec.bounds["phi"]
     located = lo_phi + 0.01 * (hi_phi - lo_phi) < pooled_phi < hi_phi - 0.01 * (hi_phi - lo_phi)
-    if cell is not None and phi_identified and "phi" in summary and converged and located:
-        misfit = cell_misfit_caution(
-            summary["phi"]["hdi"],
-            pooled_phi,
-            summary["tau"]["median"],
-            summary["sigma"]["median"],
-            hdi_prob,
-        )
-        cautions += [misfit] if misfit is not None else []
+    if not located:
+        return []
+    misfit = cell_misfit_caution(
+        summary["phi"]["hdi"],
+        pooled_phi,
+        summary["tau"]["median"],
+        summary["sigma"]["median"],
+        hdi_prob,
+    )
+    return [misfit] if misfit is not None else []
 
-    theta_med = np.array([float(np.median(post[c])) for c in THETA_NAMES])
-    if save is not None:
-        idata.to_netcdf(str(save))
+
+def _diagnostics(checked: dict[str, dict[str, Any]], n_div: int) -> dict[str, Any]:
+    """Worst R-hat, lowest bulk and tail ESS over every summarised quantity, divergences, thresholds."""
+    return {
+        "max_r_hat": _finite_extreme(max, [s["r_hat"] for s in checked.values()]),
+        "min_ess_bulk": _finite_extreme(min, [s["ess_bulk"] for s in checked.values()]),
+        "min_ess_tail": _finite_extreme(min, [s["ess_tail"] for s in checked.values()]),
+        "divergences": n_div,
+        "r_hat_max": RHAT_MAX,
+        "ess_min": ESS_MIN,
+    }
+
+
+def _whitening_extras(white: dict[str, Any]) -> dict[str, Any]:
+    """The sampling coordinates' description, their centring of log N and log D, and the residual scale."""
+    return {
+        "coordinates": "v = (A N_c^-alpha, log alpha, B D_c^-beta, log beta, E, phi) = centre + L z "
+        "(Laplace at the Huber optimum)",
+        "log_n_c": white["c_n"],
+        "log_d_c": white["c_d"],
+        "residual_scale": white["residual_scale"],
+    }
+
+
+def _extras(
+    *,
+    runs: RunTable,
+    fit_spec: LawSpec,
+    white: dict[str, Any],
+    noise: str,
+    hdi_prob: float,
+    summary: dict[str, dict[str, Any]],
+    cell_summary: dict[str, dict[str, Any]],
+    natural: dict[str, np.ndarray],
+    n_div: int,
+    sampler: str,
+    resolved: str,
+    settings: dict[str, Any],
+    out: Any,
+    ppc_rows: list[dict[str, Any]],
+    loo: Any,
+    phi_identified: bool,
+    save: Path | None,
+    cell: np.ndarray | None,
+    cell_labels: list[str] | None,
+) -> dict[str, Any]:
+    """The FitResult's ``extras``: kinds of value and interval, the posterior summary, diagnostics,
+    sampler settings and times, PPC, LOO, recurrence worth, priors, cell effects and whitening."""
     pct = f"{100 * hdi_prob:g}%"
-    extras = {
+    checked = {**summary, **cell_summary}
+    return {
         "value_kind": "posterior median",
         "ci_kind": f"{pct} highest-density interval (HDI) of the marginal posterior",
         "stderr_kind": "posterior standard deviation",
         "hdi_prob": float(hdi_prob),
         "posterior": summary,
-        "diagnostics": {
-            "max_r_hat": _finite_extreme(max, [s["r_hat"] for s in checked.values()]),
-            "min_ess_bulk": _finite_extreme(min, [s["ess_bulk"] for s in checked.values()]),
-            "min_ess_tail": _finite_extreme(min, [s["ess_tail"] for s in checked.values()]),
-            "divergences": n_div,
-            "r_hat_max": RHAT_MAX,
-            "ess_min": ESS_MIN,
-        },
+        "diagnostics": _diagnostics(checked, n_div),
         "divergences": n_div,
         "sampler": resolved,
         "sampler_requested": sampler,
@@ -286,15 +346,27 @@ def sample_posterior(
         "likelihood": LIKELIHOODS[noise],
         "noise": noise,
         "cell_effects": _cell_effects(cell_summary, cell, cell_labels, summary.get("tau")),
-        "whitening": {
-            "coordinates": "v = (A N_c^-alpha, log alpha, B D_c^-beta, log beta, E, phi) = centre + L z "
-            "(Laplace at the Huber optimum)",
-            "log_n_c": white["c_n"],
-            "log_d_c": white["c_d"],
-            "residual_scale": white["residual_scale"],
-        },
+        "whitening": _whitening_extras(white),
         "pytensor_compiledir": _compiledir(),
     }
+
+
+def _fit_result(
+    runs: RunTable,
+    fit_spec: LawSpec,
+    post: dict[str, np.ndarray],
+    loo: Any,
+    summary: dict[str, dict[str, Any]],
+    *,
+    cautions: list[Caution],
+    extras: dict[str, Any],
+    converged: bool,
+    phi_identified: bool,
+    hdi_prob: float,
+) -> FitResult:
+    """The FitResult: posterior medians as ``params``, HDIs as ``ci``, posterior sd as ``stderr``,
+    -ELPD-LOO as ``objective`` (phi's entries left out when the runs do not identify it)."""
+    theta_med = np.array([float(np.median(post[c])) for c in THETA_NAMES])
     ci = {k: summary[k]["hdi"] for k in PARAM_NAMES if k in summary and (phi_identified or k != "phi")}
     stderr = {k: summary[k]["sd"] for k in PARAM_NAMES if k in summary and (phi_identified or k != "phi")}
     # converged=True here: build_result's "optimiser did not converge" caution does not fit a
@@ -314,7 +386,102 @@ def sample_posterior(
         phi_identified=phi_identified,
         ci_level=float(hdi_prob),
     )
-    result = result.with_updates(ci=ci, converged=converged, stderr=stderr)
+    return result.with_updates(ci=ci, converged=converged, stderr=stderr)
+
+
+def sample_posterior(
+    runs: RunTable | pd.DataFrame,
+    *,
+    spec: LawSpec | None = None,
+    options: BayesOptions | None = None,
+    **settings: Any,
+) -> BayesFit:
+    """Sample the posterior of the joint law; returns the FitResult and the InferenceData.
+
+    Same arguments as :func:`fit_bayes`.
+    """
+    opts = resolve_options("bayes", options, settings)
+    draws, tune, chains, seed = opts.draws, opts.tune, opts.chains, opts.seed
+    sampler, target_accept, hdi_prob = opts.sampler, opts.target_accept, opts.hdi_prob
+    _check_options(draws, tune, chains, target_accept, seed, hdi_prob)
+    backends.require_backends()  # a missing PyMC / ArviZ: one line naming pip install 'phifit[bayes]'
+    runs = as_runs(runs)
+    noise, cell, cell_labels = resolve_noise(runs, opts.noise)
+    resolved = backends.resolve_sampler(sampler)
+    save = _checked_save_path(opts.save)
+    fit_spec, cautions, phi_identified = _sampling_spec(runs, spec)
+
+    white = model_whitening(runs, fit_spec)
+    data = model_data(runs, fit_spec, white, cell=cell)
+    run_settings = _sampler_settings(opts)
+    out, resolved, fallback = _sample(resolved, sampler, data, fit_spec, opts.progress, run_settings)
+    cautions += fallback
+    post, stats = out.posterior, out.stats
+    loglik, ppc_rows, y_rep = _loglik_and_ppc(post, runs, cell, cell_labels, seed)
+    natural, summary, cell_summary = _posterior_summaries(
+        post, fit_spec.free_mask, cell_labels, cell is not None, hdi_prob
+    )
+    checked = {**summary, **cell_summary}
+    n_div = int(stats["diverging"].sum())
+
+    attrs = posterior_attrs(
+        runs,
+        fit_spec,
+        {
+            **run_settings,
+            "sampler": resolved,
+            "sampler_requested": sampler,
+            "hdi_prob": float(hdi_prob),
+            "noise": noise,
+        },
+        noise=noise,
+    )
+    attrs["phifit_phi_identified"] = int(phi_identified)
+    idata = inference_data(runs, post, stats, loglik, y_rep, attrs, cell_labels=cell_labels)
+    loo = psis_loo(idata)
+
+    cautions += _sampler_cautions(
+        summary, cell_summary, n_div, chains, target_accept, loo, runs.run_ids, ppc_rows
+    )
+    converged = bool(all(s["r_hat"] <= RHAT_MAX for s in checked.values()) and n_div == 0)
+    if cell is not None and phi_identified and "phi" in summary and converged:
+        cautions += _misfit_cautions(summary, white, fit_spec, hdi_prob)
+
+    if save is not None:
+        idata.to_netcdf(str(save))
+    extras = _extras(
+        runs=runs,
+        fit_spec=fit_spec,
+        white=white,
+        noise=noise,
+        hdi_prob=hdi_prob,
+        summary=summary,
+        cell_summary=cell_summary,
+        natural=natural,
+        n_div=n_div,
+        sampler=sampler,
+        resolved=resolved,
+        settings=run_settings,
+        out=out,
+        ppc_rows=ppc_rows,
+        loo=loo,
+        phi_identified=phi_identified,
+        save=save,
+        cell=cell,
+        cell_labels=cell_labels,
+    )
+    result = _fit_result(
+        runs,
+        fit_spec,
+        post,
+        loo,
+        summary,
+        cautions=cautions,
+        extras=extras,
+        converged=converged,
+        phi_identified=phi_identified,
+        hdi_prob=hdi_prob,
+    )
     return BayesFit(result=result, idata=idata)
 
 
