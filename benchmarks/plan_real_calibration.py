@@ -55,6 +55,13 @@ def study_cases() -> list[tuple[str, str, Callable, Callable]]:
     def every(f: pd.DataFrame) -> np.ndarray:
         return np.ones(len(f), bool)
 
+    def sizes(smallest: bool) -> Callable:
+        def take(f: pd.DataFrame) -> np.ndarray:
+            rank = f.groupby(["budget", "r"])["size"].rank(ascending=smallest)
+            return (rank <= 3).to_numpy()
+
+        return take
+
     def mid_sizes(f: pd.DataFrame) -> np.ndarray:
         rank = f.groupby(["budget", "r"])["size"].rank()
         count = f.groupby(["budget", "r"])["size"].transform("count")
@@ -70,6 +77,12 @@ def study_cases() -> list[tuple[str, str, Callable, Callable]]:
         ("r in {1, 4, 8}", "subset", every, rs(1, 4, 8)),
         ("r in {1, 8}", "subset", every, rs(1, 8)),
         ("inner sizes of each curve", "subset", every, mid_sizes),
+        ("4 highest budgets", "subset", every, budgets(2)),
+        ("r in {2, 4, 8}", "subset", every, rs(2, 4, 8)),
+        ("r in {1, 2}", "subset", every, rs(1, 2)),
+        ("3 smallest sizes of each curve", "subset", every, sizes(smallest=True)),
+        ("3 largest sizes of each curve", "subset", every, sizes(smallest=False)),
+        ("3 highest budgets, from the 3 lowest", "honest", budgets(0, 3), budgets(3)),
         ("all, from the 3 lowest budgets", "honest", budgets(0, 3), every),
         ("all, from the 4 lowest budgets", "honest", budgets(0, 4), every),
         ("all, from r in {1, 2, 4}", "honest", rs(1, 2, 4), every),
@@ -98,13 +111,13 @@ def realised(runs, boot_seeds: int, n_jobs: int) -> dict:
     }
 
 
-def plan_case(pilot, design_runs, tables: int, seed: int, n_jobs: int) -> dict:
+def plan_case(pilot, design_runs, tables: int, seed: int, n_jobs: int, shape: bool = False) -> dict:
     from phifit.fitters.huber import fit_huber
     from phifit.plan.design import plan_design
     from phifit.plan.inputs import design_from_table, pilot_noise
 
     fit = fit_huber(pilot)
-    noise, misfit = pilot_noise(pilot, fit)
+    noise, misfit = pilot_noise(pilot, fit, shape=shape)
     t0 = time.perf_counter()
     plan = plan_design(
         design_from_table(design_runs),
@@ -145,6 +158,12 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0, help="seed of the simulations")
     ap.add_argument("--only", default=None, help="run the cases whose name contains this text")
+    ap.add_argument(
+        "--misfit",
+        default="level",
+        help="comma-separated: level (a level per pilot cell, the default plan), shape (each pilot "
+        "cell's curve in model size); each case is predicted with each, against one realised width",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -160,43 +179,61 @@ def main() -> None:
         ("CPU planned sweep, from the CPU pilot sweep", "honest", small, planned),
         ("CPU planned sweep, from itself", "subset", planned, planned),
         ("CPU pilot sweep, from itself", "subset", small, small),
+        (
+            "CPU adaptive sweep, from the CPU recipe sweep",
+            "honest",
+            load_runs("data/cpu_recipe_runs.csv"),
+            load_runs("data/cpu_adaptive_runs.csv"),
+        ),
     ]
+    variants = [v.strip() for v in args.misfit.split(",") if v.strip()]
+    unknown = set(variants) - {"level", "shape"}
+    if unknown:
+        ap.error(f"--misfit: unknown {', '.join(sorted(unknown))}; expected level and/or shape")
     rows = []
     print(
-        f"{'case':46} {'kind':7} {'runs':>4} {'predicted [10%, 90%]':>24} {'asymptotic':>10} "
-        f"{'realised':>9} {'ratio':>6} {'asym.':>6} {'P(box)':>6} {'hit':>4}"
+        f"{'case':46} {'kind':7} {'misfit':6} {'runs':>4} {'predicted [10%, 90%]':>24} {'asymptotic':>10} "
+        f"{'realised (MC se)':>17} {'ratio':>6} {'asym.':>6} {'P(box)':>6} {'hit':>4}"
     )
     for name, kind, pilot, runs in cases:
         if args.only and args.only not in name:
             continue
-        pred = plan_case(pilot, runs, args.tables, args.seed, args.jobs)
         real = realised(runs, args.boot_seeds, args.jobs)
-        ratio = pred["width"] / real["width"]
-        row = {
-            "case": name,
-            "kind": kind,
-            "n_pilot": len(pilot.frame),
-            "n_runs": len(runs.frame),
-            "predicted": pred,
-            "realised": real,
-            "ratio": ratio,
-            "ratio_asymptotic": pred["asymptotic_width"] / real["width"],
-        }
-        rows.append(row)
-        band = f"[{pred['width_q10']:.3g}, {pred['width_q90']:.3g}]"
-        print(
-            f"{name:46} {kind:7} {len(runs.frame):4d} {pred['width']:>8.3g} {band:>15} "
-            f"{pred['asymptotic_width']:>10.3g} {real['width']:>9.3g} {ratio:>6.2f} "
-            f"{row['ratio_asymptotic']:>6.2f} {pred['p_box']:>6.2f} {'yes' if real['at_box'] else 'no':>4}",
-            flush=True,
-        )
-    ratios = np.array([r["ratio"] for r in rows])
-    if len(ratios):
-        print(
-            f"\n{len(rows)} cases: ratio predicted/realised median {np.median(ratios):.2f}, "
-            f"within +-20%: {int(np.sum(np.abs(ratios - 1) <= 0.2))}, within +-35%: "
-            f"{int(np.sum(np.abs(ratios - 1) <= 0.35))}, worst {ratios[np.argmax(np.abs(ratios - 1))]:.2f}"
-        )
+        seeds = np.array(real["width_seeds"])
+        real["width_mc_se"] = float(seeds.std(ddof=1) / np.sqrt(len(seeds))) if len(seeds) > 1 else np.nan
+        for variant in variants:
+            pred = plan_case(pilot, runs, args.tables, args.seed, args.jobs, shape=variant == "shape")
+            ratio = pred["width"] / real["width"]
+            row = {
+                "case": name,
+                "kind": kind,
+                "misfit": variant,
+                "n_pilot": len(pilot.frame),
+                "n_runs": len(runs.frame),
+                "predicted": pred,
+                "realised": real,
+                "ratio": ratio,
+                "ratio_asymptotic": pred["asymptotic_width"] / real["width"],
+            }
+            rows.append(row)
+            band = f"[{pred['width_q10']:.3g}, {pred['width_q90']:.3g}]"
+            realised_text = f"{real['width']:.3g} ({real['width_mc_se']:.2g})"
+            print(
+                f"{name:46} {kind:7} {variant:6} {len(runs.frame):4d} {pred['width']:>8.3g} {band:>15} "
+                f"{pred['asymptotic_width']:>10.3g} {realised_text:>17} {ratio:>6.2f} "
+                f"{row['ratio_asymptotic']:>6.2f} {pred['p_box']:>6.2f} "
+                f"{'yes' if real['at_box'] else 'no':>4}",
+                flush=True,
+            )
+    for variant in variants:
+        ratios = np.array([r["ratio"] for r in rows if r["misfit"] == variant])
+        if len(ratios):
+            print(
+                f"\n{variant}: {len(ratios)} cases: ratio predicted/realised median {np.median(ratios):.2f}, "
+                f"within +-20%: {int(np.sum(np.abs(ratios - 1) <= 0.2))}, within +-35%: "
+                f"{int(np.sum(np.abs(ratios - 1) <= 0.35))}, "
+                f"worst {ratios[np.argmax(np.abs(ratios - 1))]:.2f}"
+            )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"args": vars(args), "cases": rows}, f, indent=1, default=float)

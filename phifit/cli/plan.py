@@ -76,6 +76,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--no-misfit: the noise of the pilot's residuals alone",
     )
     p.add_argument(
+        "--misfit-shape",
+        action="store_true",
+        dest="misfit_shape",
+        help="with the misfit carried: carry each pilot cell's curve in model size (level, slope and "
+        "curvature of its residuals along the isoFLOP curve), not only its level; the simulated tables "
+        "take each seen cell's curve at the planned sizes and draw unseen cells' curves from the "
+        "pilot's spread (see docs/planning.md)",
+    )
+    p.add_argument(
         "--boot",
         type=int,
         default=defaults.PLAN_N_BOOT,
@@ -179,6 +188,9 @@ def run(args: argparse.Namespace) -> int:
         print("phifit plan: --misfit needs --pilot (whose residuals it carries)", file=sys.stderr)
         return 2
     args.misfit = args.misfit is not False
+    if args.misfit_shape and not (args.pilot and args.misfit):
+        print("phifit plan: --misfit-shape needs --pilot and the misfit carried", file=sys.stderr)
+        return 2
     if args.law_uncertainty and not (args.pilot and n_tables):
         print(
             "phifit plan: --law-uncertainty needs --pilot (whose fit is uncertain) and tables to simulate",
@@ -203,7 +215,9 @@ def run(args: argparse.Namespace) -> int:
                 f"simulates tables from all six parameters: {'; '.join(why)}"
             )
         law_source = f"Huber fit of the pilot {pilot.source}"
-        noise, misfit = pilot_noise(pilot, fit, cell_noise=args.cell_noise, misfit=args.misfit)
+        noise, misfit = pilot_noise(
+            pilot, fit, cell_noise=args.cell_noise, misfit=args.misfit, shape=args.misfit_shape
+        )
         if args.law_uncertainty:
             laws, laws_source = _pilot_law_draws(pilot, fit, args, n_tables)
     if args.phi is not None:

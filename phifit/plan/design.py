@@ -351,7 +351,24 @@ class PlanResult(JsonIO):
                 "its width and P(box) include the law's uncertainty, its power is an assurance "
                 "(averaged over the plausible laws)"
             )
-        if s is not None and s.misfit:
+        if s is not None and s.misfit and s.misfit.get("shapes"):
+            m = s.misfit
+            unseen = m["cells_without_offset"]
+            lines.append(
+                f"misfit carried with its shape: every simulated table carries {m['source']}, each seen "
+                f"(budget, r) cell's curve taken at the planned sizes, with per-run noise of sd "
+                f"{m['shape_sd']:.3g} on top"
+                + (
+                    f"; the {unseen} planned cell(s) the pilot did not see draw a level from "
+                    f"N(0, {m['tau']:.3g}^2), a slope from N({m.get('mean_b', 0.0):.3g}, {m['tau_b']:.3g}^2) "
+                    f"and a curvature from N({m.get('mean_c', 0.0):.3g}, {m['tau_c']:.3g}^2) per unit of "
+                    "ln N in each table"
+                    if unseen
+                    else ""
+                )
+                + f"; the asymptotic mode sees a cell term of sd {m['tau']:.3g} (levels only)"
+            )
+        elif s is not None and s.misfit:
             m = s.misfit
             unseen = m["cells_without_offset"]
             lines.append(
@@ -572,16 +589,18 @@ def plan_from_fit(
     progress: bool = False,
     misfit: bool = True,
     tests: bool = True,
+    misfit_shape: bool = False,
 ) -> PlanResult:
     """Plan ``design`` (default: the runs' own) with a fitted table as the pilot: the fit's
     law and the noise of its residuals (:func:`noise_from_pilot`), as ``phifit plan --pilot``
     does; with ``misfit`` (the default) the plan carries the runs' cell-mean residuals
-    (:func:`pilot_noise`; ``misfit=False`` is ``--no-misfit``).  ``n_jobs``, ``backend``,
-    ``scheduler``: where the simulated tables run (:func:`plan_design`).  What ``phifit report
-    --plan`` adds to a report."""
+    (:func:`pilot_noise`; ``misfit=False`` is ``--no-misfit``), and with ``misfit_shape``
+    (``--misfit-shape``) each cell's curve in model size (:mod:`phifit.plan.cell_shapes`).
+    ``n_jobs``, ``backend``, ``scheduler``: where the simulated tables run (:func:`plan_design`).
+    What ``phifit report --plan`` adds to a report."""
     runs = as_runs(runs)
     planned = resolve_design(design, runs)
-    noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=misfit)
+    noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=misfit, shape=misfit_shape)
     return plan_design(
         planned,
         params=dict(fit.params),

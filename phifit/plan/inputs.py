@@ -29,6 +29,7 @@ from ..serialize import JsonIO
 from ..spec.run_config import flops_per_token, make_train_config, param_counts, tokens_for_budget
 from ..spec.sweep_spec import Throughput, estimate_seconds, load_spec, plan
 from ..study import paper_architecture, paper_design
+from .cell_shapes import CellShape, drawn_shape, fit_cell_shapes, log_size
 
 #: z of a two-sided 95% interval and the level of the tests.
 Z95 = float(norm.ppf(0.975))
@@ -394,6 +395,22 @@ class Misfit(JsonIO):
     source: str
     tau: float = 0.0
     cell_noise: float = 0.0
+    #: with ``shape``: each pilot cell's curve in model size (:mod:`phifit.plan.cell_shapes`), the
+    #: noise the curves leave, their slopes' and curvatures' random-effects sds, and the share of
+    #: the within-cell sum of squares they take; empty: a level per cell (the offsets)
+    shapes: dict[tuple[float, int], CellShape] = field(default_factory=dict)
+    shape_sd: float = 0.0
+    tau_b: float = 0.0
+    tau_c: float = 0.0
+    shape_share: float = 0.0
+    mean_b: float = 0.0
+    mean_c: float = 0.0
+
+    @property
+    def per_run_sd(self) -> float:
+        """The per-run noise a simulated table adds on top of these offsets: what the cell curves
+        leave when they are carried, else the within-cell sd."""
+        return self.shape_sd if self.shapes else self.within_sd
 
     def offset_for(self, budget: float, r: int) -> float:
         return self.offsets.get((float(budget), int(r)), 0.0)
@@ -411,16 +428,47 @@ class Misfit(JsonIO):
         keys = list(zip(frame["budget"].astype(float), frame["r"].astype(int)))
         unseen = sorted({k for k in keys if k not in self.offsets})
         drawn = dict(zip(unseen, self.tau * rng.standard_normal(len(unseen))))
-        return np.array([self.offsets[k] if k in self.offsets else drawn[k] for k in keys])
+        if not self.shapes:
+            return np.array([self.offsets[k] if k in self.offsets else drawn[k] for k in keys])
+        # with shapes: a seen cell's curve at each planned run's size; an unseen cell's drawn level,
+        # slope and curvature (phifit.plan.cell_shapes), both per row
+        x, out = log_size(frame), np.empty(len(keys))
+        rows: dict[tuple[float, int], list[int]] = {}
+        for i, k in enumerate(keys):
+            rows.setdefault(k, []).append(i)
+        for k in sorted(rows):
+            idx = np.array(rows[k])
+            if k in self.shapes:
+                out[idx] = self.shapes[k].at(x[idx])
+            elif k in self.offsets:
+                out[idx] = self.offsets[k]
+            else:
+                out[idx] = drawn_shape(
+                    x[idx], drawn[k], self.tau_b, self.tau_c, rng, mean_b=self.mean_b, mean_c=self.mean_c
+                )
+        return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "offsets": [{"budget": b, "r": r, "offset": v} for (b, r), v in sorted(self.offsets.items())],
             "within_sd": self.within_sd,
             "source": self.source,
             "tau": self.tau,
             "cell_noise": self.cell_noise,
         }
+        if self.shapes:  # a level-only misfit's file is unchanged
+            out["shapes"] = [
+                {"budget": b, "r": r, **shape.to_dict()} for (b, r), shape in sorted(self.shapes.items())
+            ]
+            out.update(
+                shape_sd=self.shape_sd,
+                tau_b=self.tau_b,
+                tau_c=self.tau_c,
+                shape_share=self.shape_share,
+                mean_b=self.mean_b,
+                mean_c=self.mean_c,
+            )
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Misfit:
@@ -431,12 +479,22 @@ class Misfit(JsonIO):
             source=str(data["source"]),
             tau=float(data.get("tau", 0.0)),
             cell_noise=float(data.get("cell_noise", 0.0)),
+            shapes={
+                (float(o["budget"]), int(o["r"])): CellShape.from_dict(o) for o in data.get("shapes") or []
+            },
+            shape_sd=float(data.get("shape_sd", 0.0)),
+            tau_b=float(data.get("tau_b", 0.0)),
+            tau_c=float(data.get("tau_c", 0.0)),
+            shape_share=float(data.get("shape_share", 0.0)),
+            mean_b=float(data.get("mean_b", 0.0)),
+            mean_c=float(data.get("mean_c", 0.0)),
         )
 
 
-def misfit_from_pilot(runs: Any, fit: Any) -> Misfit:
+def misfit_from_pilot(runs: Any, fit: Any, shape: bool = False) -> Misfit:
     """The pilot's (budget, r) cell-mean residuals of log-loss around its fit, their
-    within-cell sd and their random-effects sd tau (:class:`Misfit`)."""
+    within-cell sd and their random-effects sd tau (:class:`Misfit`); with ``shape``, also each
+    cell's curve in model size (:func:`phifit.plan.cell_shapes.fit_cell_shapes`)."""
     frame = runs.frame
     if "budget" not in frame or "r" not in frame:
         raise ValueError(
@@ -453,11 +511,26 @@ def misfit_from_pilot(runs: Any, fit: Any) -> Misfit:
     within2 = float(((df["res"] - groups.transform("mean")) ** 2).sum()) / dof
     tau2 = float(means.var()) - within2 * float(np.mean(1.0 / groups.size())) if n_cells > 1 else 0.0
     offsets = {(float(b), int(r)): float(v) for (b, r), v in means.items()}
-    return Misfit(
+    carried = Misfit(
         offsets,
         math.sqrt(within2),
         f"the cell-mean residuals of {runs.source} (sd {float(means.std()):.3g})",
         tau=math.sqrt(max(tau2, 0.0)),
+    )
+    if not shape:
+        return carried
+    sf = fit_cell_shapes(frame, res)
+    return dataclasses.replace(
+        carried,
+        source=f"the cell curves of {runs.source}'s residuals in model size ({100 * sf.share:.0f}% of "
+        f"their within-cell sum of squares)",
+        shapes=sf.shapes,
+        shape_sd=sf.noise_sd,
+        tau_b=sf.tau_b,
+        tau_c=sf.tau_c,
+        shape_share=sf.share,
+        mean_b=sf.mean_b,
+        mean_c=sf.mean_c,
     )
 
 
@@ -492,7 +565,7 @@ def misfit_noise(misfit: Misfit, cell_noise: float | None = None) -> NoiseModel:
 
 
 def pilot_noise(
-    runs: Any, fit: Any, *, cell_noise: float | None = None, misfit: bool = True
+    runs: Any, fit: Any, *, cell_noise: float | None = None, misfit: bool = True, shape: bool = False
 ) -> tuple[NoiseModel, Misfit | None]:
     """The noise a pilot implies, and its misfit: by default the misfit is carried
     (:func:`misfit_from_pilot`, :func:`misfit_noise`); a pilot without a 'budget' column, or
@@ -502,7 +575,7 @@ def pilot_noise(
     if not misfit:
         return noise_from_pilot(runs, fit, cell_noise=cell_noise), None
     try:
-        carried = misfit_from_pilot(runs, fit)
+        carried = misfit_from_pilot(runs, fit, shape=shape)
         noise = misfit_noise(carried, cell_noise)
     except ValueError as err:
         noise = noise_from_pilot(runs, fit, cell_noise=cell_noise)

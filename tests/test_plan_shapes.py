@@ -1,0 +1,137 @@
+"""The misfit's shape within a (budget, r) cell (phifit.plan.cell_shapes): fitted curves recover
+known bends, a plan's simulated tables carry them at the planned sizes, and they survive JSON."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from phifit.plan.cell_shapes import CellShape, drawn_shape, fit_cell_shapes, log_size
+from phifit.plan.inputs import Misfit
+
+
+def bent_table(noise: float = 1e-4, seed: int = 0) -> tuple[pd.DataFrame, dict]:
+    """4 cells of 5 sizes each; cell k's residuals are a_k + b_k u + c_k u^2 + noise."""
+    rng = np.random.default_rng(seed)
+    truth = {
+        (1e18, 1): (0.01, 0.002, 0.03),
+        (1e18, 4): (-0.01, -0.004, 0.02),
+        (1e19, 1): (0.0, 0.001, 0.025),
+        (1e19, 4): (0.005, 0.0, 0.035),
+    }
+    rows, res = [], []
+    for (budget, r), (a, b, c) in truth.items():
+        sizes = np.geomspace(1e7, 1e8, 5)
+        x = np.log(sizes)
+        u = x - x.mean()
+        for size, ui in zip(sizes, u, strict=True):
+            rows.append({"budget": budget, "r": r, "n_once": 0.2 * size, "n_rec": 0.8 * size})
+            res.append(a + b * ui + c * ui * ui + noise * rng.standard_normal())
+    return pd.DataFrame(rows).assign(res=res), truth
+
+
+def test_cell_curves_recover_known_bends_and_take_the_within_cell_variance():
+    frame, truth = bent_table()
+    sf = fit_cell_shapes(frame, frame["res"].to_numpy())
+    for key, (a, b, c) in truth.items():
+        shape = sf.shapes[key]
+        assert shape.a == pytest.approx(a, abs=2e-4) and shape.b == pytest.approx(b, abs=3e-4)
+        assert shape.c == pytest.approx(c, abs=3e-4)
+    assert sf.share > 0.99 and sf.noise_sd == pytest.approx(1e-4, rel=0.6)
+    # the curvatures differ across cells by sd ~0.0065, far above their sampling noise
+    assert sf.tau_c == pytest.approx(np.std([c for *_, c in truth.values()], ddof=1), rel=0.1)
+
+
+def test_degree_follows_the_cell_size():
+    """2 runs: a level; 3 runs: a line; 4 runs at 2 sizes: a line (no parabola through 2 points)."""
+    frame = pd.DataFrame(
+        {
+            "budget": [1.0] * 2 + [2.0] * 3 + [3.0] * 4,
+            "r": 1,
+            "n_once": [1, 2, 1, 2, 4, 1, 1, 2, 2],
+            "n_rec": [0] * 9,
+        }
+    )
+    res = np.array([0.1, 0.3, 0.0, 0.1, 0.2, 0.0, 0.02, 0.1, 0.12])
+    shapes = fit_cell_shapes(frame, res).shapes
+    assert shapes[(1.0, 1)].b == 0 and shapes[(1.0, 1)].a == pytest.approx(0.2)
+    assert shapes[(2.0, 1)].c == 0 and shapes[(2.0, 1)].b != 0
+    assert shapes[(3.0, 1)].c == 0 and shapes[(3.0, 1)].b == pytest.approx(0.1 / np.log(2))
+
+
+def test_a_seen_cell_carries_its_curve_at_the_planned_sizes_clipped_to_the_pilots_range():
+    shape = CellShape(center=np.log(50.0), a=0.01, b=0.002, c=0.03, lo=-1.0, hi=1.0)
+    misfit = Misfit(
+        offsets={(1e18, 1): 0.02, (1e18, 4): -0.01},
+        within_sd=0.005,
+        source="test",
+        tau=0.004,
+        shapes={(1e18, 1): shape},
+        shape_sd=0.001,
+        tau_b=0.002,
+        tau_c=0.01,
+    )
+    plan = pd.DataFrame(
+        {
+            "budget": [1e18, 1e18, 1e18, 1e18, 1e19, 1e19, 1e19],
+            "r": [1, 1, 1, 4, 1, 1, 1],
+            "n_once": [50.0, 50.0 * np.e**0.5, 50.0 * np.e**3, 10.0, 10.0, 20.0, 40.0],
+            "n_rec": 0.0,
+        }
+    )
+    out = misfit.table_offsets(plan, np.random.default_rng(0))
+    assert out[0] == pytest.approx(0.01)
+    assert out[1] == pytest.approx(0.01 + 0.002 * 0.5 + 0.03 * 0.25)
+    assert out[2] == pytest.approx(0.01 + 0.002 + 0.03)  # u = 3 clipped to the pilot's 1
+    assert out[3] == pytest.approx(-0.01)  # seen, level only (no curve fitted for it)
+    # the unseen cell: level + slope + curvature drawn once for the cell, centred on its own runs
+    z = np.random.default_rng(0).standard_normal(3)  # the cell's level, slope, curvature, in that order
+    u = log_size(plan.iloc[4:]) - log_size(plan.iloc[4:]).mean()
+    expected = 0.004 * z[0] + 0.002 * z[1] * u + 0.01 * z[2] * (u * u - np.mean(u * u))
+    np.testing.assert_allclose(out[4:], expected, rtol=1e-12)
+    assert misfit.per_run_sd == 0.001 and misfit.to_dict()["shapes"][0]["c"] == 0.03
+
+
+def test_shapes_survive_json_and_a_level_only_misfit_reads_as_before():
+    frame, _ = bent_table()
+    sf = fit_cell_shapes(frame, frame["res"].to_numpy())
+    misfit = Misfit({k: 0.0 for k in sf.shapes}, 0.01, "t", shapes=sf.shapes, shape_sd=sf.noise_sd)
+    again = Misfit.from_dict(misfit.to_dict())
+    assert again.shapes == misfit.shapes and again.shape_sd == misfit.shape_sd
+    level = Misfit({(1.0, 1): 0.1}, 0.01, "t", tau=0.02)
+    assert "shapes" not in level.to_dict() and Misfit.from_dict(level.to_dict()).per_run_sd == 0.01
+    plan = pd.DataFrame({"budget": [1.0, 2.0], "r": [1, 1], "n_once": [1.0, 1.0], "n_rec": [0.0, 0.0]})
+    out = level.table_offsets(plan, np.random.default_rng(3))
+    assert out[0] == 0.1 and out[1] == pytest.approx(0.02 * np.random.default_rng(3).standard_normal())
+
+
+def test_drawn_shape_keeps_the_level_as_the_cells_mean():
+    x = np.log([10.0, 20.0, 40.0, 80.0])
+    values = drawn_shape(x, 0.05, 0.01, 0.02, np.random.default_rng(1))
+    assert values.mean() == pytest.approx(0.05)
+
+
+def test_simulated_tables_take_the_noise_the_curves_leave(monkeypatch):
+    """With cell curves carried, each simulated table adds the per-run noise left after the curves
+    (not the within-cell sd, which holds the curves) and the curves at the planned sizes."""
+    import phifit.plan.modes as modes
+    from phifit.plan.inputs import NoiseModel, design_from_table
+    from phifit.runs.table import table_from_frame
+
+    frame, _ = bent_table()
+    sf = fit_cell_shapes(frame, frame["res"].to_numpy())
+    misfit = Misfit({k: 0.0 for k in sf.shapes}, 0.02, "t", shapes=sf.shapes, shape_sd=sf.noise_sd)
+    runs = table_from_frame(
+        frame.assign(tokens=1e9, loss=3.0, run_id=[f"x{i}" for i in range(len(frame))]).drop(columns="res"),
+        source="t",
+    )
+    seen: list[tuple] = []
+    monkeypatch.setattr(modes, "parallel_map", lambda func, tasks, **kw: seen.extend(tasks) or [])
+    modes.simulate_plan(
+        design_from_table(runs), {}, NoiseModel(0.02, 0.0, "t", ""), n_tables=2, misfit=misfit
+    )
+    assert len(seen) == 2
+    for task in seen:
+        assert task[2] == (sf.noise_sd, 0.0)  # (per-run, per-cell) noise
+        np.testing.assert_allclose(task[8], frame["res"].to_numpy(), atol=5e-4)  # the curves, at the runs
