@@ -198,14 +198,29 @@ def dry_run(
     (``measure_flops_per_second``); ``measure`` probes every width; ``table`` uses recorded runs only;
     ``constant`` the spec's ``[estimate] flops_per_second``. The last line says which it used, and how.
     """
-    import os as _os
-
     file = file or sys.stdout
     if estimate not in ("auto", "measure", "table", "constant"):
         raise ValueError(f"--estimate {estimate!r}: expected 'auto', 'measure', 'table' or 'constant'")
     runs = plan(spec, grids)
     done = {**read_row_files(out), **read_finished(out)} if out else {}  # read only: a dry run writes nothing
     todo = [r for r in runs if r.run_id not in done] or runs
+    speeds, how = _estimated_speeds(spec, runs, todo, done, estimate, out, timings)
+    left = _print_grid(runs, done, speeds, out, file)
+    print(f"estimate: {'; '.join(how)}.", file=file)
+    return left
+
+
+def _estimated_speeds(
+    spec: SweepSpec,
+    runs: list[PlannedRun],
+    todo: list[PlannedRun],
+    done: dict[str, dict],
+    estimate: str,
+    out: str | None,
+    timings: list[str] | None,
+) -> tuple[dict[tuple[int, str], Throughput], list[str]]:
+    """The throughput per (width, variant) the dry run estimates with, and how each was obtained: the
+    spec's constant, recorded runs, the spec's ``[estimate.recorded]``, then a probe for what is left."""
     speeds: dict[tuple[int, str], Throughput] = {}
     how: list[str] = []
     if estimate == "constant":
@@ -250,21 +265,39 @@ def dry_run(
             f"{out or '-'} or --timings; use --estimate auto to time them now"
         )
     if missing:
-        probed = measure_flops_per_second([r for r in todo if r.width in missing])
-        for w, (rate, _, n) in probed.items():
-            speeds[(w, "")] = Throughput(rate, 2.0, "probe", n)
-        load = _os.getloadavg()[0] if hasattr(_os, "getloadavg") else float("nan")
-        steps = sorted({n for _, _, n in probed.values()})
-        how.append(
-            f"probed now, median of {steps[0]}{'' if len(steps) == 1 else f'-{steps[-1]}'} timed steps per "
-            "width (r = 1 model, sweep batch and threads, widths interleaved), from the CPU time of the "
-            "step's threads: "
-            + ", ".join(f"d{w} {v[0] / 1e9:.1f}" for w, v in sorted(probed.items()))
-            + " GFLOP/s; by the wall clock now "
-            + ", ".join(f"d{w} {v[1] / 1e9:.1f}" for w, v in sorted(probed.items()))
-            + f" GFLOP/s (load average {load:.1f} on {_os.cpu_count()} CPUs; a sweep started on a machine "
-            "this busy takes longer by that ratio)"
-        )
+        how.append(_probe(todo, missing, speeds))
+    return speeds, how
+
+
+def _probe(todo: list[PlannedRun], missing: list[int], speeds: dict[tuple[int, str], Throughput]) -> str:
+    """Probe the training FLOP/s of the ``missing`` widths now (into ``speeds``); the line saying how."""
+    import os as _os
+
+    probed = measure_flops_per_second([r for r in todo if r.width in missing])
+    for w, (rate, _, n) in probed.items():
+        speeds[(w, "")] = Throughput(rate, 2.0, "probe", n)
+    load = _os.getloadavg()[0] if hasattr(_os, "getloadavg") else float("nan")
+    steps = sorted({n for _, _, n in probed.values()})
+    return (
+        f"probed now, median of {steps[0]}{'' if len(steps) == 1 else f'-{steps[-1]}'} timed steps per "
+        "width (r = 1 model, sweep batch and threads, widths interleaved), from the CPU time of the "
+        "step's threads: "
+        + ", ".join(f"d{w} {v[0] / 1e9:.1f}" for w, v in sorted(probed.items()))
+        + " GFLOP/s; by the wall clock now "
+        + ", ".join(f"d{w} {v[1] / 1e9:.1f}" for w, v in sorted(probed.items()))
+        + f" GFLOP/s (load average {load:.1f} on {_os.cpu_count()} CPUs; a sweep started on a machine "
+        "this busy takes longer by that ratio)"
+    )
+
+
+def _print_grid(
+    runs: list[PlannedRun],
+    done: dict[str, dict],
+    speeds: dict[tuple[int, str], Throughput],
+    out: str | None,
+    file: Any,
+) -> float:
+    """Print one line per planned run and the totals; return the estimated seconds of the runs left."""
 
     def speed_of(run: PlannedRun) -> Throughput:
         return speeds.get((run.width, run.variant)) or speeds[(run.width, "")]
@@ -314,7 +347,6 @@ def dry_run(
             "(raise the budget or lower batch_size)",
             file=file,
         )
-    print(f"estimate: {'; '.join(how)}.", file=file)
     return left
 
 
