@@ -135,3 +135,19 @@ def test_simulated_tables_take_the_noise_the_curves_leave(monkeypatch):
     for task in seen:
         assert task[2] == (sf.noise_sd, 0.0)  # (per-run, per-cell) noise
         np.testing.assert_allclose(task[8], frame["res"].to_numpy(), atol=5e-4)  # the curves, at the runs
+
+
+def test_the_plan_command_carries_shapes_only_with_a_pilot_and_the_misfit(capsys):
+    from pathlib import Path
+
+    from phifit.cli.main import main
+
+    study = str(Path(__file__).resolve().parents[1] / "data" / "looped_study_runs_digitized.csv")
+    assert main(["plan", "--pilot", study, "--no-misfit", "--misfit-shape", "--simulate", "0"]) == 2
+    assert "--misfit-shape needs --pilot and the misfit carried" in capsys.readouterr().err
+    assert (
+        main(["plan", "--pilot", study, "--misfit-shape", "--simulate", "2", "--boot", "20", "--wild", "20"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "misfit carried with its shape" in out and "97% of their within-cell sum of squares" in out
