@@ -20,6 +20,7 @@ reports.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import pickle
@@ -494,4 +495,11 @@ def train(
         )
     finally:
         if created_group and dist.is_initialized():
+            # Gloo aborts the process ("terminate called without an active exception") when a rank tears
+            # its group down while DDP's reducer still holds work on it or a peer is mid-collective: drop
+            # the wrapped model first, and on a clean finish wait for every rank before destroying the group.
+            model = eval_model = None  # noqa: F841
+            gc.collect()
+            if sys.exc_info()[0] is None:
+                dist.barrier()
             dist.destroy_process_group()
