@@ -52,6 +52,7 @@ from ..law import LawSpec, log_loss
 from ..result import FitResult
 from ..serialize import JsonIO, to_plain
 from . import wild
+from .sequential import StopRule
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,7 +72,9 @@ class InvertedSet(JsonIO):
     ``critical`` c(phi_0) and ``n_failed`` (replicates whose refits did not converge);
     ``profile_grid`` / ``profile``: T(phi_0) on the fine grid; ``pieces``: the set as
     [lo, hi] pieces, ``censored``: per piece, whether each end sits at a bound of ``box``;
-    ``min_p``: the smallest p the test can report.
+    ``min_p``: the smallest p the test can report; ``n_used``: the replicates each tested phi_0's
+    test refitted (fewer than ``n_boot`` where a stop rule settled p's side of alpha sooner,
+    :mod:`phifit.bootstrap.sequential`; empty: all ``n_boot`` at every phi_0).
     """
 
     estimate: float
@@ -95,6 +98,7 @@ class InvertedSet(JsonIO):
     min_p: float | None = None
     tol: float = 0.01
     warnings: list[Caution] = field(default_factory=list)
+    n_used: list[int] = field(default_factory=list)
 
     @property
     def alpha(self) -> float:
@@ -145,6 +149,8 @@ class InvertedSet(JsonIO):
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "warnings"}
+        if not self.n_used:  # every phi_0 ran all n_boot: the file reads as it always did
+            del out["n_used"]
         out["warnings"] = [w.to_dict() for w in self.warnings]
         out["pieces"] = [list(p) for p in self.pieces]
         out["censored"] = [list(c) for c in self.censored]
@@ -165,6 +171,7 @@ class InvertedSet(JsonIO):
             missing = math.inf if key == "critical" else math.nan
             kw[key] = [missing if v is None else float(v) for v in data.get(key) or []]
         kw["n_failed"] = [int(v) for v in data.get("n_failed") or []]
+        kw["n_used"] = [int(v) for v in data.get("n_used") or []]
         return cls(**kw)
 
     def summary(self) -> str:
@@ -172,11 +179,18 @@ class InvertedSet(JsonIO):
         extra = self.describe()
         floor = f", smallest attainable p {self.min_p:.2g}" if self.min_p is not None else ""
         failed = f", {self.total_failed} failed replicates" if self.total_failed else ""
+        stopped = sum(n < self.n_boot for n in self.n_used)
+        each = (
+            f"at most {self.n_boot} replicates each ({stopped} stopped after {min(self.n_used)}-"
+            f"{max(n for n in self.n_used if n < self.n_boot)} once p's side of {self.alpha:.2g} was settled)"
+            if stopped
+            else f"{self.n_boot} replicates each"
+        )
         return (
             f"phi {100 * self.level:g}% test-inverted set: {self.interval_text()}"
             + (f" ({extra})" if extra else "")
             + f"\n    the phi_0 the restricted wild cluster bootstrap keeps at p >= {self.alpha:.2g} "
-            f"({len(self.grid)} tested phi_0, {self.n_boot} replicates each with one shared draw of "
+            f"({len(self.grid)} tested phi_0, {each} with one shared draw of "
             f"{self.weights} weights per {self.block} block, {self.n_blocks} blocks{floor}{failed})"
         )
 
@@ -286,6 +300,7 @@ def phi_confidence_set(
     adjust: str | None = None,
     weights: str = "auto",
     n_jobs: int | None = 1,
+    stop: bool = False,
 ) -> InvertedSet:
     """The ``level`` confidence set of phi by inverting the restricted wild cluster bootstrap
     test of phi = phi_0 against ``free`` (module docstring), with one weight draw (``seed``)
@@ -297,7 +312,11 @@ def phi_confidence_set(
     each end (or ``flat_width`` where p stays within one replicate step of the level across the
     bracket); ``max_tests``: most bootstrap evaluations.  ``adjust``, ``weights``: as
     :func:`phifit.bootstrap.wild.wild_cluster_statistics` takes them (``adjust`` None: its
-    default).  ``n_jobs``: workers of each evaluation's refits.
+    default).  ``n_jobs``: workers of each evaluation's refits.  ``stop``: each phi_0's test may
+    stop before ``n_boot`` replicates once p's side of 1 - ``level`` is settled
+    (:class:`phifit.bootstrap.sequential.StopRule` at that level); the tests near the set's ends,
+    whose p lies near the level, run all ``n_boot``, and c(phi_0) of a stopped test comes from
+    the replicates it used.
     """
     from ..fitters.common import effective_spec
     from ..runs.table import as_runs
@@ -328,7 +347,13 @@ def phi_confidence_set(
         alpha=round(1.0 - level, 12),
         n_boot=n_boot,
         seed=seed,
-        test_options={"block": label, "adjust": adjust, "weights": weights, "n_jobs": n_jobs},
+        test_options={
+            "block": label,
+            "adjust": adjust,
+            "weights": weights,
+            "n_jobs": n_jobs,
+            "stop": StopRule(level=round(1.0 - level, 12)) if stop else None,
+        },
         flat_width=flat_width,
     )
     n_fine = max(2, int(round((hi_box - lo_box) / fine_step)) + 1)
@@ -361,9 +386,10 @@ def phi_confidence_set(
         adjust=adjust,
         block=label,
         n_blocks=search.n_blocks,
-        min_p=first.min_p,
+        min_p=min((tested[x].test.min_p for x in xs if tested[x].test.min_p is not None), default=None),
         tol=tol,
         warnings=collect(cautions, per_point[:1]),
+        n_used=[tested[x].test.n_boot for x in xs] if stop else [],
     )
 
 
@@ -429,6 +455,8 @@ class _Search:
             n_jobs=opts["n_jobs"],
             adjust=opts["adjust"],
             weights=opts["weights"],
+            observed=observed,
+            stop=opts["stop"],
         )
         result = wild.wild_test_result(
             spec0.label(),
@@ -441,6 +469,8 @@ class _Search:
             source=SOURCE,
             weights=opts["weights"],
             adjust=opts["adjust"],
+            n_max=self.n_boot,
+            stop=opts["stop"],
         )
         critical = _critical(stats, ok, self.alpha)
         self.tested[phi0] = _Tested(result.p_value, observed, critical, result.n_failed, result)
@@ -496,7 +526,7 @@ class _Search:
         replicate step of the level and at most ``flat_width`` apart (T and c run side by
         side there, and the crossing moves with the draws more than the search could place it)."""
         tested, alpha = self.tested, self.alpha
-        steps = [1.0 / (1.0 + self.n_boot - tested[x].n_failed) for x in (a, b)]
+        steps = [1.0 / (1.0 + tested[x].test.n_ok) for x in (a, b)]
         near = all(abs(tested[x].p - alpha) <= 1.5 * st for x, st in zip((a, b), steps, strict=True))
         return near and b - a <= self.flat_width
 

@@ -330,3 +330,25 @@ def check_posterior_output(path: str, force: bool) -> None:
                 f"another path or pass --force to overwrite it"
             ) from None
     check_output_file(path, force=True)
+
+
+def add_wild_all_argument(p: argparse.ArgumentParser) -> None:
+    """``--wild-all``: run every wild test to its full replicate count."""
+    from ..bootstrap.sequential import DEFAULT_RULE
+
+    looks = ", ".join(str(n) for n in DEFAULT_RULE.looks)
+    risk = DEFAULT_RULE.error_bound(len(DEFAULT_RULE.looks))
+    p.add_argument(
+        "--wild-all",
+        action="store_true",
+        help="run every wild test to its --wild replicates (default: a test stops after "
+        f"{looks} replicates once its p is settled on one side of {DEFAULT_RULE.level:g}, "
+        f"a decision that differs from all replicates' with chance <= {risk:.2%})",
+    )
+
+
+def wild_stop(args: argparse.Namespace):
+    """The stop rule of the wild tests: None with ``--wild-all``, else the default rule."""
+    from ..bootstrap.sequential import DEFAULT_RULE
+
+    return None if getattr(args, "wild_all", False) else DEFAULT_RULE

@@ -29,11 +29,13 @@ from ._common import (
     add_parallel_arguments,
     add_recipe_argument,
     add_runs_argument,
+    add_wild_all_argument,
     bayes_options,
     check_output_file,
     load_recipe_runs,
     parallel_options,
     parse_fix,
+    wild_stop,
     write_json,
 )
 
@@ -87,6 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"holds when runs share noise within (budget, r) cells (default {defaults.N_WILD}; 0: only the "
         "chi-square likelihood-ratio test, which assumes independent runs)",
     )
+    add_wild_all_argument(p)
     p.add_argument(
         "--block",
         metavar="COL[,COL]",
@@ -163,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
             n_starts=args.starts,
             n_wild=args.wild,
             block=args.block,
+            wild_stop=wild_stop(args),
             **parallel,
         )
     multipliers = None
@@ -177,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
             n_wild=args.wild,
             seed=args.seed,
             n_starts=args.starts,
+            wild_stop=wild_stop(args),
             **parallel,
         )
     print(comparison.summary())

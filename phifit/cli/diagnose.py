@@ -27,9 +27,11 @@ from .. import defaults
 from ._common import (
     add_recipe_argument,
     add_runs_argument,
+    add_wild_all_argument,
     check_output_file,
     load_recipe_runs,
     parse_fix,
+    wild_stop,
     write_json,
 )
 
@@ -86,6 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="wild cluster bootstrap replicates of the lack-of-fit test of r^phi and of the test "
         f"of phi_1 = 0 (default {defaults.N_WILD}; 0: no test; else >= {defaults.N_WILD_MIN})",
     )
+    add_wild_all_argument(p)
     p.add_argument("--json", metavar="OUT", help="write the fit and its diagnostics as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
     p.set_defaults(func=run)
@@ -124,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         "n_wild": args.wild,
         "seed": args.seed,
         "n_starts": args.starts,
+        "wild_stop": wild_stop(args),
     }
     multipliers = drift = None
     if "multipliers" not in skip:

@@ -21,6 +21,7 @@ from ._common import (
     add_jobs_argument,
     add_parallel_arguments,
     add_runs_argument,
+    add_wild_all_argument,
     check_jobs,
     load_runs_from_args,
     parallel_options,
@@ -44,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="replicates of the wild cluster bootstrap tests of phi = 0, phi = 1 and of a shared phi "
         f"across recipes (default {defaults.N_WILD}; 0: the chi-square tests, which assume independent runs)",
     )
+    add_wild_all_argument(p)
     p.add_argument("--out", required=True, metavar="DIR", help="report folder")
     p.add_argument(
         "--bootstrap",
@@ -127,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         baseline=args.baseline,
         level=args.level,
         n_wild=args.wild,
+        wild_all=args.wild_all,
         plan=args.plan,
         plan_tables=args.plan_tables,
         plan_misfit=args.plan_misfit,

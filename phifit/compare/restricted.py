@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from .. import defaults
+from ..bootstrap.sequential import StopRule
 from ..bootstrap.wild import ADJUST_TEXT, WildTest, too_few_clusters, wild_cluster_test
 from ..cautions import Caution, caution, collect
 from ..fitters.common import effective_spec
@@ -345,6 +346,7 @@ def compare_fits(
     n_jobs: int | None = None,
     backend: str | None = None,
     scheduler: str | None = None,
+    wild_stop: StopRule | None = None,
 ) -> Comparison:
     """Compare the free fit ``fit`` with each restriction in ``fixes``; tests, information criteria, CV.
 
@@ -368,6 +370,10 @@ def compare_fits(
         Replicates of the restricted wild cluster bootstrap test of each restriction (0: the
         chi-square LR test alone decides; else >= :data:`phifit.defaults.N_WILD_MIN`) and its
         clusters (default (budget, r) cells, else single runs).
+    wild_stop
+        A :class:`phifit.bootstrap.sequential.StopRule`: each wild test stops before ``n_wild``
+        replicates once p's side of the rule's level is settled (its p then comes from the
+        replicates it used, and its result says so); None: every test runs all ``n_wild``.
     n_jobs, backend, scheduler
         Where the wild tests' refits run (:func:`phifit.bootstrap.wild.wild_cluster_test`,
         :mod:`phifit.fitters.parallel`); ``n_jobs`` None: the cores this process may use
@@ -380,7 +386,7 @@ def compare_fits(
     _check_phi_testable(runs, base_spec, fixes)
     notes, order, do_cv = _out_of_sample_plan(runs, cv)
     notes += _test_cautions(method, n_wild)
-    parallel = {"n_jobs": workers, "backend": backend, "scheduler": scheduler}
+    parallel = {"n_jobs": workers, "backend": backend, "scheduler": scheduler, "stop": wild_stop}
     fits: dict[str, FitResult] = {}
     stats: dict[str, FitStats] = {}
     free_score: GaussianScore | None = None

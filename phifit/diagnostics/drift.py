@@ -45,6 +45,7 @@ import numpy as np
 from .. import defaults
 from ..bootstrap.block import draw_weights
 from ..bootstrap.result import failed_refit_cautions, intervals_withheld
+from ..bootstrap.sequential import StopRule
 from ..bootstrap.wild import Refit, WildTest, wild_cluster_statistics, wild_test_result
 from ..cautions import Caution, caution
 from ..fitters.likelihood import SIGNIFICANCE, p_text
@@ -104,6 +105,7 @@ def fit_drift(
     n_jobs: int | None = None,
     backend: str | None = None,
     scheduler: str | None = None,
+    wild_stop: StopRule | None = None,
 ) -> DriftFit:
     """Fit phi(C) = phi_0 + phi_1 log(C / C_ref), bootstrap it by cells and test phi_1 = 0
     (module docstring).
@@ -113,6 +115,8 @@ def fit_drift(
     intervals); ``n_wild`` wild cluster bootstrap replicates of the test (0: no test; else
     >= :data:`phifit.defaults.N_WILD_MIN`); ``n_jobs``, ``backend``, ``scheduler``: where the refits run
     (:mod:`phifit.fitters.parallel`).
+    ``wild_stop``: a :class:`phifit.bootstrap.sequential.StopRule` that may end the wild test
+    before ``n_wild`` replicates once its decision is settled (None: all of them).
     """
     runs = as_runs(runs)
     check_backend(backend, scheduler)
@@ -151,7 +155,7 @@ def fit_drift(
     if n_wild:
         null = Refit(model0, spec0.lower, spec0.upper, (x0,))
         alternative = Refit(model1, lo1, hi1, (x0_in_1, x1))
-        wild = _wild_test(runs, y, y0, null, alternative, delta, statistic, n_wild, seed, parallel)
+        wild = _wild_test(runs, y, y0, null, alternative, delta, statistic, n_wild, seed, parallel, wild_stop)
         warnings += _resourced(wild.warnings)
     return DriftFit(
         phi_0=float(x1[5]),
@@ -373,6 +377,7 @@ def _wild_test(
     n_wild: int,
     seed: int,
     parallel: dict[str, Any],
+    stop: StopRule | None = None,
 ) -> WildTest:
     """The restricted wild cluster bootstrap of phi_1 = 0, signs per (budget, r) cell."""
     codes, label = runs.cells(None)
@@ -385,6 +390,8 @@ def _wild_test(
         delta=delta,
         n_boot=n_wild,
         rng=np.random.default_rng(seed),
+        observed=observed,
+        stop=stop,
         **parallel,
     )
     return wild_test_result(
@@ -396,6 +403,8 @@ def _wild_test(
         n_blocks=int(codes.max()) + 1,
         seed=seed,
         source=SOURCE,
+        n_max=n_wild,
+        stop=stop,
     )
 
 

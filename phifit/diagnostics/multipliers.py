@@ -57,6 +57,7 @@ import numpy as np
 from .. import defaults
 from ..bootstrap.block import draw_weights
 from ..bootstrap.result import failed_refit_cautions, intervals_withheld
+from ..bootstrap.sequential import StopRule
 from ..bootstrap.wild import Refit, WildTest, wild_cluster_statistics, wild_test_result
 from ..cautions import Caution, caution
 from ..fitters.likelihood import SIGNIFICANCE, p_text
@@ -173,6 +174,7 @@ def fit_multipliers(
     n_jobs: int | None = None,
     backend: str | None = None,
     scheduler: str | None = None,
+    wild_stop: StopRule | None = None,
 ) -> MultiplierFit:
     """Fit one multiplier per looped r, bootstrap it by cells, and test r^phi (module docstring).
 
@@ -181,6 +183,8 @@ def fit_multipliers(
     cell-bootstrap replicates of the m_r (0: no intervals); ``n_wild`` wild cluster bootstrap
     replicates of the lack-of-fit test (0: no test; else >= :data:`phifit.defaults.N_WILD_MIN`);
     ``n_jobs``, ``backend``, ``scheduler``: where the refits run (:mod:`phifit.fitters.parallel`).
+    ``wild_stop``: a :class:`phifit.bootstrap.sequential.StopRule` that may end the wild test
+    before ``n_wild`` replicates once its decision is settled (None: all of them).
     """
     runs = as_runs(runs)
     check_backend(backend, scheduler)
@@ -225,7 +229,7 @@ def fit_multipliers(
     statistic = max(statistic, 0.0)
     wild = None
     if n_wild:
-        wild = _wild_test(runs, y, y0, null, free, delta, statistic, n_wild, seed, parallel)
+        wild = _wild_test(runs, y, y0, null, free, delta, statistic, n_wild, seed, parallel, wild_stop)
         warnings += [
             caution(SOURCE, w.kind, w.message, level=w.level, **dict(w.values)) for w in wild.warnings
         ]
@@ -536,6 +540,7 @@ def _wild_test(
     n_wild: int,
     seed: int,
     parallel: dict[str, Any],
+    stop: StopRule | None = None,
 ) -> WildTest:
     """The restricted wild cluster bootstrap of one phi against one phi per r, signs per
     (budget, r) cell of ``runs``."""
@@ -549,6 +554,8 @@ def _wild_test(
         delta=delta,
         n_boot=n_wild,
         rng=np.random.default_rng(seed),
+        observed=observed,
+        stop=stop,
         **parallel,
     )
     return wild_test_result(
@@ -560,6 +567,8 @@ def _wild_test(
         n_blocks=int(codes.max()) + 1,
         seed=seed,
         source=SOURCE,
+        n_max=n_wild,
+        stop=stop,
     )
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from .. import defaults
 
 if TYPE_CHECKING:  # the checks' modules load when a check runs
+    from ..bootstrap.sequential import StopRule
     from ..result import FitResult
     from ..runs.table import RunTable
     from .drift_result import DriftFit
@@ -41,6 +42,7 @@ def multiplier_check(
     n_jobs: int | None = None,
     backend: str | None = None,
     scheduler: str | None = None,
+    wild_stop: StopRule | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> MultiplierFit | None:
     """The free multipliers m_r against r^phi and the lack-of-fit test of r^phi, or None.
@@ -84,6 +86,7 @@ def multiplier_check(
         n_jobs=n_jobs,
         backend=backend,
         scheduler=scheduler,
+        wild_stop=wild_stop,
     )
 
 
@@ -100,6 +103,7 @@ def drift_check(
     n_jobs: int | None = None,
     backend: str | None = None,
     scheduler: str | None = None,
+    wild_stop: StopRule | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> DriftFit | None:
     """The drift of phi with compute and the test of phi_1 = 0, or None.
@@ -139,4 +143,5 @@ def drift_check(
         n_jobs=n_jobs,
         backend=backend,
         scheduler=scheduler,
+        wild_stop=wild_stop,
     )

@@ -46,8 +46,8 @@ from typing import Any
 import pandas as pd
 
 from .. import __version__, defaults
+from ..bootstrap.sequential import DEFAULT_RULE, StopRule
 from ..cautions import Caution, collect
-from ..diagnostics.phi_checks import drift_check, multiplier_check
 from ..diagnostics.suite import Diagnostics
 from ..equivalence import Equivalence, EquivalenceTable
 from ..fitters.parallel import check_backend
@@ -81,7 +81,9 @@ class AnalysisOptions(JsonIO):
     when the table has a ``variant`` column (default: chosen by :mod:`phifit.recipes.delta`);
     level: of every bootstrap interval (the fit's ``ci_level``, the frontier bands, the
     equivalence table, Δφ); n_wild: replicates of the restricted wild cluster bootstrap
-    tests (phi = 0, phi = 1, a shared phi across recipes; 0: the chi-square tests decide).
+    tests (phi = 0, phi = 1, a shared phi across recipes; 0: the chi-square tests decide);
+    wild_all: run each to n_wild replicates (default False: a test stops once p's side of 0.05 is
+    settled, :mod:`phifit.bootstrap.sequential`, also at each phi_0 of the test-inverted set).
     plan: also plan a design with the table as the pilot (:func:`phifit.plan.plan_from_fit`):
     "self" (the table's own runs, to see what its design could measure), "paper", a sweep spec
     or a CSV of planned runs; None: no plan.  plan_tables: simulated tables of the plan (0:
@@ -101,6 +103,7 @@ class AnalysisOptions(JsonIO):
     baseline: str | None = None
     level: float = defaults.LEVEL
     n_wild: int = defaults.N_WILD
+    wild_all: bool = False
     plan: str | None = None
     plan_tables: int = 0
     plan_misfit: bool = True
@@ -122,6 +125,11 @@ class AnalysisOptions(JsonIO):
             )
         if self.plan_tables < 0 or self.plan_tables == 1:
             raise ValueError(f"plan tables must be 0 (asymptotic only) or >= 2, got {self.plan_tables}")
+
+    @property
+    def wild_stop(self) -> StopRule | None:
+        """The stop rule of the wild tests (None: each runs all ``n_wild`` replicates)."""
+        return None if self.wild_all else DEFAULT_RULE
 
     @property
     def parallel(self) -> dict[str, Any]:
@@ -337,9 +345,7 @@ def analyse(
     fit = free_fit if boot is None else boot.attach(free_fit)
     comparison = stages.comparison_stage(main_runs, free_fit, st)
     phi_inverted = stages.inverted_stage(main_runs, fit, boot, comparison, st)
-    multipliers = st.timed("multipliers", multiplier_check, main_runs, free_fit, **st.check_options)
-    drift = st.timed("drift", drift_check, main_runs, free_fit, **st.check_options)
-    diag = stages.diagnostics_stage(main_runs, fit, st)
+    multipliers, drift, diag = stages.checks_stage(main_runs, free_fit, fit, st)
     derived = stages.derived_stage(main_runs, fit, boot, st)
     plan = stages.plan_stage(main_runs, fit, st)
     adaptive = stages.rounds_stage(runs, st)

@@ -239,8 +239,8 @@ def section_multipliers(a: Analysis, fig: Fig) -> str:
     html += T.table(["", "m_r", f"{pct(mult.level)} interval", "r^φ", "φ_r", "interval of φ_r"], rows)
     test = (
         f"Lack of fit of r^φ: T = {mult.statistic:.3g} (drop of the Huber objective from one φ to one "
-        f"φ per r), restricted wild cluster bootstrap p = {mult.p_value:.2g} ({mult.wild.n_ok} of "
-        f"{mult.wild.n_boot} replicates, signs per {T.esc(mult.wild.block)} cell)."
+        f"φ per r), restricted wild cluster bootstrap p = {mult.p_value:.2g} ({_replicates(mult.wild)}, "
+        f"signs per {T.esc(mult.wild.block)} cell)."
         if mult.wild is not None
         else "Lack of fit of r^φ: not tested (wild bootstrap off)."
     )
@@ -319,8 +319,8 @@ def section_drift(a: Analysis) -> str:
         + (f"Separate refits of the budget halves: {halves_text}. " if halves else "")
         + f"Interval: (budget, r) cell bootstrap, {drift.n_boot} replicates, {drift.n_failed} failed"
         + (
-            f"; test: restricted wild cluster bootstrap, {drift.wild.n_ok} of {drift.wild.n_boot} "
-            f"replicates, signs per {T.esc(drift.wild.block)} cell."
+            f"; test: restricted wild cluster bootstrap, {_replicates(drift.wild)}, "
+            f"signs per {T.esc(drift.wild.block)} cell."
             if drift.wild is not None
             else "."
         )
@@ -328,3 +328,10 @@ def section_drift(a: Analysis) -> str:
     )
     html += caution_list(drift.warnings) if drift.warnings else ""
     return html
+
+
+def _replicates(wild) -> str:
+    """The replicates a wild test used, as it ran (`WildTest.replicates_text`)."""
+    if wild.stopped_early:
+        return T.esc(wild.replicates_text())
+    return f"{wild.n_ok} of {wild.n_boot} replicates"

@@ -113,7 +113,8 @@ def restriction_verdicts(comparison: Any) -> list[tuple[str, str, str]]:
             continue
         wild = getattr(st, "wild", None)
         if wild is not None and getattr(wild, "p_value", None) is not None:
-            evidence = [f"wild cluster bootstrap p = {p_text(wild.p_value)}"]
+            used = f", {wild.replicates_text()}" if getattr(wild, "stopped_early", False) else ""
+            evidence = [f"wild cluster bootstrap p = {p_text(wild.p_value)}{used}"]
         else:
             evidence = [f"likelihood-ratio p = {p_text(st.lr_p_value)}"]
         if st.cv_rmse is not None and free is not None and free.cv_rmse is not None:

@@ -68,6 +68,7 @@ class Stages:
         return {
             "n_boot": o.n_boot,
             "n_wild": o.n_wild,
+            "wild_stop": o.wild_stop,
             "seed": o.seed,
             "level": o.level,
             "n_starts": o.n_starts,
@@ -184,6 +185,7 @@ def comparison_stage(runs: RunTable, free_fit: FitResult, st: Stages) -> Any:
         seed=o.seed,
         n_starts=o.n_starts,
         n_wild=o.n_wild,
+        wild_stop=o.wild_stop,
         **o.parallel,
     )
 
@@ -224,7 +226,8 @@ def inverted_stage(runs: RunTable, fit: FitResult, boot: Any, comparison: Any, s
     from ..bootstrap.inverted import phi_confidence_set
 
     st.say(
-        f"test-inverted set of phi ({o.n_wild} wild replicates per tested phi_0, at most "
+        f"test-inverted set of phi ({'' if o.wild_all else 'up to '}{o.n_wild} wild replicates per "
+        f"tested phi_0, at most "
         f"{REPORT_INVERT['max_tests']} phi_0): {disagree}"
     )
     return st.timed(
@@ -235,16 +238,64 @@ def inverted_stage(runs: RunTable, fit: FitResult, boot: Any, comparison: Any, s
         seed=o.seed,
         n_jobs=o.n_jobs,
         n_boot=o.n_wild,
+        stop=not o.wild_all,
         **REPORT_INVERT,
     )
 
 
-def diagnostics_stage(runs: RunTable, fit: FitResult, st: Stages) -> Any:
-    """The diagnostics (:func:`phifit.diagnostics.diagnose`) of the fit."""
-    from ..diagnostics.suite import diagnose
+def _run_check(func: Callable, args: tuple, kwargs: dict[str, Any]) -> tuple[Any, float, list[str]]:
+    """``func(*args, **kwargs)`` with its wall time and the progress lines it said (a task of
+    :func:`checks_stage`, in a worker process or in this one)."""
+    lines: list[str] = []
+    if "progress" in kwargs:
+        kwargs = {**kwargs, "progress": lines.append}
+    t0 = time.perf_counter()
+    out = func(*args, **kwargs)
+    return out, time.perf_counter() - t0, lines
 
-    st.say("diagnostics: residuals, leave-one-out influence, the phi profile")
-    return st.timed("diagnostics", diagnose, runs, fit, seed=st.options.seed)
+
+def checks_stage(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages) -> tuple[Any, Any, Any]:
+    """(free multipliers, drift of phi, diagnostics): the two checks of phi
+    (:mod:`phifit.diagnostics.phi_checks`, on the point fit) and the diagnostics
+    (:func:`phifit.diagnostics.diagnose`, on the fit with its intervals).
+
+    Each is a pure function of the table, the fit and its own seeded draws, and none needs
+    another, so with two or more workers they run side by side as three tasks on the analysis'
+    backend (:func:`phifit.fitters.parallel.parallel_map`; the same numbers as one after the
+    other, which is what one worker does).  Each task's own wall time goes to the timings; the
+    progress lines they say come after them."""
+    from ..diagnostics.phi_checks import drift_check, multiplier_check
+    from ..diagnostics.suite import diagnose
+    from ..fitters.parallel import parallel_map
+
+    o = st.options
+    workers = min(3, defaults.resolve_workers(o.n_jobs))
+    checks = {**st.check_options, "progress": None}
+    tasks = [
+        ("multipliers", multiplier_check, (runs, free_fit), checks),
+        ("drift", drift_check, (runs, free_fit), checks),
+        ("diagnostics", diagnose, (runs, fit), {"seed": o.seed}),
+    ]
+    st.say(
+        "free multipliers m_r against r^phi, drift of phi with compute and diagnostics (residuals, "
+        "leave-one-out influence, the phi profile)"
+        + (f", side by side on {workers} workers" if workers > 1 else "")
+    )
+    done = parallel_map(
+        _run_check,
+        [(func, args, kwargs) for _, func, args, kwargs in tasks],
+        n_jobs=workers,
+        backend=o.backend,
+        scheduler=o.scheduler,
+    )
+    outs = []
+    for (key, *_), (out, seconds, lines) in zip(tasks, done, strict=True):
+        for line in lines:
+            st.say(line)
+        if out is not None:
+            st.timings[key] = round(seconds, 3)
+        outs.append(out)
+    return outs[0], outs[1], outs[2]
 
 
 def derived_stage(runs: RunTable, fit: FitResult, boot: Any, st: Stages) -> dict[str, Any]:
@@ -451,7 +502,7 @@ __all__ = [
     "comparison_stage",
     "derived_stage",
     "diagnostic_cautions",
-    "diagnostics_stage",
+    "checks_stage",
     "fit_stage",
     "frontier_stage",
     "interval_and_tests_disagree",
