@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scipy.special import betaincinv
-
 #: Replicate counts after which a test may stop (then, if undecided, all B).
 LOOKS = (199, 399, 799)
 #: One minus the Clopper-Pearson confidence at each look.
@@ -36,6 +34,8 @@ RISK = 1e-3
 def p_bounds(exceed: int, n: int, risk: float = RISK) -> tuple[float, float]:
     """Clopper-Pearson interval of a binomial proportion at confidence 1 - ``risk``:
     ``exceed`` successes in ``n`` trials (Beta quantiles, the exact interval)."""
+    from scipy.special import betaincinv  # here: the CLI's parser reads this module's constants
+
     lower = 0.0 if exceed <= 0 else float(betaincinv(exceed, n - exceed + 1, risk / 2))
     upper = 1.0 if exceed >= n else float(betaincinv(exceed + 1, n - exceed, 1 - risk / 2))
     return lower, upper
