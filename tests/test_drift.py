@@ -109,12 +109,19 @@ def test_true_drift_is_found(drifting):
     assert last["phi"] - first["phi"] == pytest.approx(
         DRIFT * np.log(last["budget"] / first["budget"]), rel=0.2
     )
+    # each budget's interval of phi(C) holds the true phi(C), and the intervals rise with C
+    truth = [PHI + DRIFT * np.log(row["budget"] / res.c_ref) for row in res.phi_by_budget]
+    assert len(res.phi_budget_ci) == len(res.budgets)
+    for row, true in zip(res.phi_by_budget, truth, strict=True):
+        assert row["ci"][0] < row["phi"] < row["ci"][1] and row["ci"][0] < true < row["ci"][1]
+    assert res.phi_by_budget[-1]["ci"][0] > res.phi_by_budget[0]["ci"][1]
+    assert "phi(C) by budget, 95% intervals:" in res.summary()
 
 
 def test_json_round_trip(drifting):
     text = drifting.to_json()
     back = DriftFit.from_json(text)
-    assert back.to_dict() == drifting.to_dict()
+    assert back.to_dict() == drifting.to_dict() and back.phi_budget_ci == drifting.phi_budget_ci
     data = json.loads(text)
     assert data["kind"] == "drift" and data["p_value"] == drifting.p_value
     assert data["phi_1_ci"] == drifting.phi_1_ci and data["c_ref"] == drifting.c_ref

@@ -151,6 +151,12 @@ def fit_drift(
         n_failed = int(sum(reasons.values()))
         warnings += failed_refit_cautions(SOURCE, "drift of phi", "phi_0 or phi_1", n_failed, n_boot, reasons)
     cis = _phi_intervals(draws, n_boot, n_failed, level, seed)
+    budgets = np.unique(budget)
+    # phi(C_b) = phi_0 + phi_1 log(C_b / C_ref) of each replicate: its interval per budget
+    at_budget = draws[:, :1] + draws[:, 1:2] * np.log(budgets / c_ref)[None, :]
+    budget_cis = _phi_intervals(at_budget, n_boot, n_failed, level, seed) if n_boot else []
+    if any(None in ci for ci in budget_cis):
+        budget_cis = []
     wild = None
     if n_wild:
         null = Refit(model0, spec0.lower, spec0.upper, (x0,))
@@ -163,7 +169,7 @@ def fit_drift(
         phi_0_ci=cis[0],
         phi_1_ci=cis[1],
         c_ref=c_ref,
-        budgets=[float(v) for v in np.unique(budget)],
+        budgets=[float(v) for v in budgets],
         phi=float(x0[5]),
         params=_natural_params(x1),
         phi_1_bounds=[float(v) for v in PHI1_BOUNDS],
@@ -178,6 +184,7 @@ def fit_drift(
         testable=True,
         reason="",
         verdict=_verdict(float(x1[6]), cis[1], on_bound, wild),
+        phi_budget_ci=budget_cis,
         seed=int(seed),
         warnings=warnings,
     )
@@ -220,10 +227,11 @@ def _null_and_drift_fits(
 def _phi_intervals(
     draws: np.ndarray, n_boot: int, n_failed: int, level: float, seed: int
 ) -> list[list[float | None]]:
-    """[phi_0 interval, phi_1 interval] of the cell-bootstrap draws ([None, None]: withheld or infinite)."""
+    """The percentile interval of each column of the cell-bootstrap draws ([phi_0, phi_1], or phi(C)
+    per budget; [None, None]: withheld or infinite)."""
     withheld = not n_boot or intervals_withheld(n_failed, n_boot)
     cis = []
-    for j in range(2):
+    for j in range(draws.shape[1]):
         iv = bootstrap_interval(draws[:, j], level=level, mc_seed=seed) if not withheld else None
         ok = iv is not None and np.isfinite(iv.lo) and np.isfinite(iv.hi)
         cis.append([float(iv.lo), float(iv.hi)] if ok else [None, None])

@@ -54,6 +54,8 @@ class DriftFit(JsonIO):
     n_boot, n_failed, failure_reasons : cell-bootstrap replicates, failed refits and why.
     testable : False when the table cannot test a drift (``reason`` says why; no numbers then).
     verdict : one line of plain words.
+    phi_budget_ci : per budget (``budgets``' order), the percentile interval of phi(C) at that
+        budget from the same replicates' (phi_0, phi_1) pairs (empty: not computed, or withheld).
     """
 
     phi_0: float | None
@@ -78,6 +80,7 @@ class DriftFit(JsonIO):
     verdict: str
     seed: int = 0
     warnings: list[Caution] = field(default_factory=list)
+    phi_budget_ci: list[list[float | None]] = field(default_factory=list)
 
     # -- the numbers, by name -----------------------------------------------------------------
     @property
@@ -105,9 +108,14 @@ class DriftFit(JsonIO):
         return float(self.phi_0 + self.phi_1 * math.log(budget / self.c_ref))
 
     @property
-    def phi_by_budget(self) -> list[dict[str, float | None]]:
-        """phi(C) of the drift fit at each of the table's budgets, ascending."""
-        return [{"budget": b, "phi": self.phi_at(b)} for b in self.budgets]
+    def phi_by_budget(self) -> list[dict[str, Any]]:
+        """phi(C) of the drift fit at each of the table's budgets, ascending, with its interval
+        (``ci``) when the bootstrap gave one."""
+        rows: list[dict[str, Any]] = [{"budget": b, "phi": self.phi_at(b)} for b in self.budgets]
+        if len(self.phi_budget_ci) == len(rows):
+            for row, ci in zip(rows, self.phi_budget_ci, strict=True):
+                row["ci"] = ci
+        return rows
 
     @property
     def interval_holds_zero(self) -> bool | None:
@@ -141,6 +149,12 @@ class DriftFit(JsonIO):
                 f"      phi(C) from {self.phi_at(lo):.4f} at C = {lo:.3g} to {self.phi_at(hi):.4f} "
                 f"at C = {hi:.3g}"
             )
+            if len(self.phi_budget_ci) == len(self.budgets):
+                per = ", ".join(
+                    f"{row['phi']:.3f} {self.interval_text(row['ci'])} at {row['budget']:.3g}"
+                    for row in self.phi_by_budget
+                )
+                lines.append(f"      phi(C) by budget, {pct} intervals: {per}")
         boot = f"      cell bootstrap: {self.n_boot} replicates, {self.n_failed} failed"
         if self.failure_reasons:
             boot += " (" + "; ".join(f"{k}: {v}" for k, v in self.failure_reasons.items()) + ")"
@@ -195,6 +209,7 @@ class DriftFit(JsonIO):
             phi_1=_opt(data.get("phi_1")),
             phi_0_ci=_ends(data.get("phi_0_ci")),
             phi_1_ci=_ends(data.get("phi_1_ci")),
+            phi_budget_ci=[_ends(row["ci"]) for row in data.get("phi_by_budget") or [] if "ci" in row],
             c_ref=_opt(data.get("c_ref")),
             budgets=[float(v) for v in data.get("budgets") or []],
             phi=_opt(data.get("phi")),

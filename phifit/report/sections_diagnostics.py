@@ -312,10 +312,18 @@ def section_drift(a: Analysis) -> str:
     html += f"<p><strong>{T.esc(drift_reading(drift))}</strong></p>"
     cons = a.diagnostics.consistency
     halves = [] if cons is None else [x for x in cons.halves if x.get("phi") is not None]
-    detail = ", ".join(f"{drift.phi_at(b):.3f} at {budget_label(b)}" for b in drift.budgets)
+    detail = ", ".join(
+        f"{row['phi']:.3f}"
+        + (f" [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}]" if row.get("ci") else "")
+        + f" at {budget_label(row['budget'])}"
+        for row in drift.phi_by_budget
+    )
+    worth = _worth_by_budget(drift)
+    with_ci = f" with {pct(drift.level)} intervals" if drift.phi_budget_ci else ""
     halves_text = "; ".join(f"{T.esc(x['label'])}: φ = {x['phi']:.3f}" for x in halves)
     html += (
-        f"<p>φ(C) of the fitted line: {detail} (one φ for every budget: {drift.phi:.3f}). "
+        f"<p>φ(C) of the fitted line{with_ci}: "
+        f"{detail} (one φ for every budget: {drift.phi:.3f}). {T.esc(worth)}"
         + (f"Separate refits of the budget halves: {halves_text}. " if halves else "")
         + f"Interval: (budget, r) cell bootstrap, {drift.n_boot} replicates, {drift.n_failed} failed"
         + (
@@ -335,3 +343,30 @@ def _replicates(wild) -> str:
     if wild.stopped_early:
         return T.esc(wild.replicates_text())
     return f"{wild.n_ok} of {wild.n_boot} replicates"
+
+
+def _worth_by_budget(drift) -> str:
+    """Where a recurrence is worth more than a unique block along the drift line: m_r = r^phi(C)
+    exceeds 1 for every r > 1 exactly where phi(C) > 0; read from the per-budget intervals."""
+    rows = drift.phi_by_budget
+    if not rows or not all(row.get("ci") for row in rows):
+        return ""
+    above = [row for row in rows if row["ci"][0] > 0]
+    below = [row for row in rows if row["ci"][1] < 0]
+    if len(above) == len(rows):
+        text = (
+            "At every budget of the table φ(C) > 0: a recurrence is worth more than a unique block "
+            "(m_r = r^φ(C) > 1)"
+        )
+    elif len(below) == len(rows):
+        text = (
+            "At every budget of the table φ(C) < 0: a recurrence is worth less than a unique block (m_r < 1)"
+        )
+    else:
+        text = "The intervals of φ(C) do not keep to one side of 0 at every budget"
+    if drift.phi_1 and drift.rejected:
+        cross = drift.c_ref * math.exp(-drift.phi_0 / drift.phi_1)
+        text += f"; the fitted line crosses φ = 0 (m_r = 1) at C ≈ {cross:.2g} FLOPs"
+    elif drift.testable:
+        text += "; with no drift shown, the line gives no crossing of m_r = 1 to trust"
+    return text + ". "
