@@ -10,7 +10,10 @@
 - ``adaptive-headline`` (README.md) and ``adaptive-table`` (docs/cpu-runs.md): the third CPU
   reproduction (``reports/cpu_adaptive``): phi, its interval and whether (0, 1) holds it, against
   its prediction of record, and the adaptive loop round by round (the report's ``adaptive``
-  section, read from ``data/cpu_adaptive_rounds.jsonl``).
+  section, read from ``data/cpu_adaptive_rounds.jsonl``);
+- ``bpe-headline`` (README.md) and ``bpe-table`` (docs/cpu-runs.md): the fourth CPU reproduction
+  (``reports/cpu_bpe``): its free multipliers m_r and phi with their intervals against (0, 1) and
+  against its prediction of record, and its adaptive loop round by round.
 
 Each table sits between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``; only that block is
 replaced, so every number these pages quote from a report comes from the report.
@@ -34,7 +37,7 @@ START, END = "<!-- results-table:start -->", "<!-- results-table:end -->"
 #: these are read: a report a user writes there (the README's quick start writes
 #: ``reports/quickstart/``, git-ignored) never enters a table. A new shipped report is added here;
 #: tests/test_docs.py checks that this list is exactly the tracked ``reports/*/results.json``.
-SHIPPED = ("looped_study", "paper_design_simulated", "cpu_small", "cpu_planned", "cpu_adaptive")
+SHIPPED = ("looped_study", "paper_design_simulated", "cpu_small", "cpu_planned", "cpu_adaptive", "cpu_bpe")
 
 
 def _reports(root: Path) -> list[Path]:
@@ -323,8 +326,8 @@ def _width(lo: float, hi: float, box) -> str:
     return text + " (an end on the box)" if _on_box(lo, hi, box) else text
 
 
-def _prediction(root: Path) -> tuple[dict, dict]:
-    pred = json.loads((root / ADAPTIVE_PREDICTION).read_text(encoding="utf-8"))
+def _prediction(root: Path, path: Path = ADAPTIVE_PREDICTION) -> tuple[dict, dict]:
+    pred = json.loads((root / path).read_text(encoding="utf-8"))
     return pred, pred["simulation"]
 
 
@@ -357,11 +360,11 @@ def adaptive_headline(root: Path = ROOT) -> str:
     )
 
 
-def adaptive_table(root: Path = ROOT) -> str:
+def adaptive_table(root: Path = ROOT, report: str = ADAPTIVE, prediction: Path = ADAPTIVE_PREDICTION) -> str:
     """The adaptive loop round by round (the report's ``adaptive`` section): what each round trained,
     the width its decision predicted (asymptotic) and the width the cell bootstrap then measured; the
-    report's final interval last."""
-    res = _load(root, ADAPTIVE)
+    report's final interval last, then the prediction of record."""
+    res = _load(root, report)
     lines = [
         "| round | trained (r · width · budget) | runs | training FLOPs | phi | 95% interval "
         "| width: predicted | width: realised |",
@@ -392,15 +395,89 @@ def adaptive_table(root: Path = ROOT) -> str:
         f"| report | ({res['bootstrap']['n_boot']:,} replicates) | {fit['n_runs']} | — "
         f"| {_number(fit['params']['phi'])} | {interval_text_(lo, hi, box)} | — | {_width(lo, hi, box)} |"
     )
-    pred, sim = _prediction(root)
+    pred, sim = _prediction(root, prediction)
     lines.append("")
     lines.append(
-        f"The prediction of record (`{ADAPTIVE_PREDICTION.as_posix()}`, before the first run; all "
+        f"The prediction of record (`{prediction.as_posix()}`, before the first run; all "
         f"{pred['design']['n_runs']} runs of the design, misfit carried, {sim['n_tables']} simulated "
         f"tables): median width {sim['width_median']:.3g} (10–90%: {sim['width_q10']:.3g}–"
         f"{sim['width_q90']:.3g}), the interval reaching the box in {sim['p_box']:.0%} of tables."
     )
     return "\n".join(lines)
+
+
+#: the fourth CPU reproduction, in the regime the regime study picked (docs/regime.md)
+BPE = "cpu_bpe"
+BPE_PREDICTION = Path("reports") / BPE / "prediction_of_record.json"
+
+
+def _multipliers_text(res: dict) -> str:
+    """ "m_2 = 1.2 [1.1, 1.3], ..." from the report's free multipliers (m_1 = 1)."""
+    mult = res["multipliers"]
+    parts = []
+    for r, m, ci in zip(mult["r"], mult["multiplier"], mult["multiplier_ci"], strict=True):
+        iv = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and None not in ci else ""
+        parts.append(f"m_{int(r)} = {m:.2f}{iv}")
+    return ", ".join(parts)
+
+
+def _worth(res: dict) -> str:
+    """What the free multipliers say a recurrence is worth, read from their intervals against 1."""
+    mult = res["multipliers"]
+    cis = [ci for ci in mult["multiplier_ci"] if ci and None not in ci]
+    if len(cis) < len(mult["r"]):
+        return "no interval of m_r could be given (see the report), so the table does not say"
+    above = [int(r) for r, ci in zip(mult["r"], cis, strict=True) if ci[0] > 1]
+    below = [int(r) for r, ci in zip(mult["r"], cis, strict=True) if ci[1] < 1]
+    if len(above) == len(mult["r"]):
+        return "every looped r is worth more than one unique block"
+    if len(below) == len(mult["r"]):
+        return "every looped r is worth less than one unique block"
+    words = []
+    if above:
+        words.append(f"worth more than one unique block at r = {', '.join(map(str, above))}")
+    if below:
+        words.append(f"less at r = {', '.join(map(str, below))}")
+    return "; ".join(words) or "no looped r is told apart from one unique block"
+
+
+def bpe_headline(root: Path = ROOT) -> str:
+    """The README's sentence on the fourth CPU reproduction: the free multipliers with their
+    intervals, phi's interval against (0, 1), and the outcome against the prediction of record."""
+    res = _load(root, BPE)
+    rounds = res["adaptive"]
+    pred, sim = _prediction(root, BPE_PREDICTION)
+    fit = res["fit"]
+    lo, hi = fit["ci"]["phi"]
+    box = fit["bounds"]["phi"]
+    phi = fit["params"]["phi"]
+    finished = [r for r in rounds["rounds"] if r["finished"]]
+    pilot = next(r for r in finished if r["round"] == 0)
+    widths = [t["width"] for t in sim["tables"] if t.get("width") is not None]
+    wider = sum(w < hi - lo for w in widths) / len(widths)
+    phi_pred = pred["law"]["phi"]
+    inside = "inside" if lo <= phi_pred <= hi else "outside"
+    given = all(ci and None not in ci for ci in res["multipliers"]["multiplier_ci"])
+    with_ci = ", 95% cell-bootstrap intervals" if given else ""
+    return (
+        f"**Fourth CPU reproduction** ([`cpu_bpe`](reports/cpu_bpe/), {fit['n_runs']} runs in the regime "
+        f"[the regime study](docs/regime.md) picked, a 4,096-token BPE with context 256: a "
+        f"{pilot['n_runs']}-run pilot and {max(r['round'] for r in finished)} rounds of `phifit sweep "
+        f"--adaptive`): free multipliers {_multipliers_text(res)} (m_1 = 1{with_ci}): {_worth(res)}. "
+        f"phi = {_number(phi)}, 95% cell-bootstrap interval {interval_text_(lo, hi, box)}, which "
+        f"{_inside_unit(lo, hi, box)}; width {_width(lo, hi, box)}. Its prediction of record, committed "
+        f"before its first new run (the regime study's 16 BPE runs as pilot, all {pred['design']['n_runs']} "
+        f"runs of the design): phi = {phi_pred:.2f} with a median width of {sim['width_median']:.2f} "
+        f"(10–90%: {sim['width_q10']:.2f}–{sim['width_q90']:.2f}). Realised: phi {_number(phi)}, the "
+        f"predicted {phi_pred:.2f} lies {inside} its interval, which is wider than {wider:.0%} of the "
+        f"predicted tables. Round by round, and phi against compute: [docs/cpu-runs.md](docs/cpu-runs.md"
+        f"#cpu_bpe-the-fourth-reproduction-in-the-regime-the-regime-study-picked)."
+    )
+
+
+def bpe_table(root: Path = ROOT) -> str:
+    """The fourth reproduction's adaptive loop round by round (:func:`adaptive_table`)."""
+    return adaptive_table(root, BPE, BPE_PREDICTION)
 
 
 #: block name -> (file, builder); the README's rows link to the report folders, the docs' do not
@@ -413,6 +490,8 @@ BLOCKS = (
     ("prediction-table", "docs/cpu-runs.md", prediction_table),
     ("adaptive-headline", "README.md", adaptive_headline),
     ("adaptive-table", "docs/cpu-runs.md", adaptive_table),
+    ("bpe-headline", "README.md", bpe_headline),
+    ("bpe-table", "docs/cpu-runs.md", bpe_table),
 )
 
 
