@@ -185,6 +185,12 @@ def main() -> None:
             load_runs("data/cpu_recipe_runs.csv"),
             load_runs("data/cpu_adaptive_runs.csv"),
         ),
+        (
+            "CPU BPE sweep, from the regime study's BPE runs",
+            "honest",
+            load_runs("data/regime/bpe_runs.csv"),
+            load_runs("data/cpu_bpe_runs.csv"),
+        ),
     ]
     variants = [v.strip() for v in args.misfit.split(",") if v.strip()]
     unknown = set(variants) - {"level", "shape"}
