@@ -161,6 +161,21 @@ class Diagnostics(JsonIO):
         return "\n\n".join(parts)
 
 
+def refits_apply(fit: FitResult) -> bool:
+    """Whether the refit diagnostics (influence, consistency) apply to ``fit``: phi free and
+    identified, and a fit with an optimisation objective to refit (Huber or least squares)."""
+    return fit.phi is not None and "phi" not in fit.fixed and fit.loss in ("huber", "squares")
+
+
+def influence_if_applies(
+    runs: RunTable | pd.DataFrame, fit: FitResult, *, influence_top: int = 5, seed: int = defaults.SEED
+) -> Influence | None:
+    """The influence diagnostic :func:`diagnose` computes (same arguments, same numbers), or None
+    where it does not apply (:func:`refits_apply`): the piece ``diagnose(skip=["influence"])``
+    leaves out, for a caller that runs the two side by side."""
+    return influence(as_runs(runs), fit, n_top=influence_top, seed=seed) if refits_apply(fit) else None
+
+
 def diagnose(
     runs: RunTable | pd.DataFrame,
     fit: FitResult,
@@ -206,9 +221,9 @@ def diagnose(
                 loss=fit.loss,
             )
         )
-    else:
+    else:  # refits_apply(fit)
         if "influence" not in skip:
-            infl = influence(runs, fit, n_top=influence_top, seed=seed)
+            infl = influence_if_applies(runs, fit, influence_top=influence_top, seed=seed)
         if "consistency" not in skip:
             cons = consistency(runs, fit, n_starts=consistency_starts, seed=seed)
     return Diagnostics(

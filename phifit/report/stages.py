@@ -10,6 +10,7 @@ compare`` and ``phifit diagnose``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -257,24 +258,28 @@ def _run_check(func: Callable, args: tuple, kwargs: dict[str, Any]) -> tuple[Any
 def checks_stage(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages) -> tuple[Any, Any, Any]:
     """(free multipliers, drift of phi, diagnostics): the two checks of phi
     (:mod:`phifit.diagnostics.phi_checks`, on the point fit) and the diagnostics
-    (:func:`phifit.diagnostics.diagnose`, on the fit with its intervals).
+    (:func:`phifit.diagnostics.diagnose`, on the fit with its intervals; its influence refits
+    as a task of their own, :func:`~phifit.diagnostics.suite.influence_if_applies`).
 
     Each is a pure function of the table, the fit and its own seeded draws, and none needs
-    another, so with two or more workers they run side by side as three tasks on the analysis'
+    another, so with two or more workers they run side by side as four tasks on the analysis'
     backend (:func:`phifit.fitters.parallel.parallel_map`; the same numbers as one after the
     other, which is what one worker does).  Each task's own wall time goes to the timings; the
     progress lines they say come after them."""
     from ..diagnostics.phi_checks import drift_check, multiplier_check
-    from ..diagnostics.suite import diagnose
+    from ..diagnostics.suite import diagnose, influence_if_applies
     from ..fitters.parallel import parallel_map
 
     o = st.options
-    workers = min(3, defaults.resolve_workers(o.n_jobs))
+    workers = min(4, defaults.resolve_workers(o.n_jobs))
     checks = {**st.check_options, "progress": None}
     tasks = [
         ("multipliers", multiplier_check, (runs, free_fit), checks),
         ("drift", drift_check, (runs, free_fit), checks),
-        ("diagnostics", diagnose, (runs, fit), {"seed": o.seed}),
+        # the diagnostics' influence refits as a task of their own: on small tables the phi
+        # profile and the influence refits are each several seconds
+        ("diagnostics", diagnose, (runs, fit), {"seed": o.seed, "skip": ("influence",)}),
+        ("influence", influence_if_applies, (runs, fit), {"seed": o.seed}),
     ]
     st.say(
         "free multipliers m_r against r^phi, drift of phi with compute and diagnostics (residuals, "
@@ -295,7 +300,8 @@ def checks_stage(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages
         if out is not None:
             st.timings[key] = round(seconds, 3)
         outs.append(out)
-    return outs[0], outs[1], outs[2]
+    multipliers, drift, diag, influence = outs
+    return multipliers, drift, dataclasses.replace(diag, influence=influence)
 
 
 def derived_stage(runs: RunTable, fit: FitResult, boot: Any, st: Stages) -> dict[str, Any]:
