@@ -242,3 +242,20 @@ def test_likelihood_ratio_test_defined_once():
     assert neg.warnings[0].kind == "negative_lr" and neg.warnings[0].message.startswith("phi=0: LR")
     assert GaussianScore.from_json(alt.to_json()) == alt
     assert LRTest.from_json(half.to_json()) == half
+
+
+def test_held_out_folds_on_worker_processes_give_the_same_errors():
+    """Every (spec, budget) fold is one task: on two worker processes the leave-one-budget-out
+    and extrapolation errors are bit for bit those of one process."""
+    from phifit.compare.holdout import budget_order, out_of_sample_many
+    from phifit.law import LawSpec
+
+    runs = paper_table(noise=0.004, seed=5, phi=0.46)
+    specs = {"free": LawSpec(), "phi=0": LawSpec(fixed={"phi": 0.0})}
+    order = budget_order(runs)
+    one = out_of_sample_many(runs, specs, "huber", 0, 40, order, n_jobs=1)
+    two = out_of_sample_many(runs, specs, "huber", 0, 40, order, n_jobs=2)
+    assert one == two and set(one) == set(specs)
+    cv_free, per_free, extrap_free, _ = one["free"]
+    assert len(per_free) == len(order) and extrap_free == per_free[str(order[-1])]
+    assert cv_free < one["phi=0"][0]  # the true law predicts held-out budgets better than phi = 0

@@ -398,10 +398,11 @@ def wild_cluster_statistics(
     tables (drawn in one go, so the first n are the full test's first n) are refitted in the
     rule's stages and the refits stop once p's side of the rule's level is settled; the arrays
     returned are then the first n.  With more than one worker (``n_jobs``, None:
-    :func:`phifit.defaults.workers`) and at least ``2 * MIN_ROWS_PER_JOB`` tables in a stage, its
-    tables are split into that many parts, refitted as tasks of
+    :func:`phifit.defaults.workers`) and at least ``2 * MIN_ROWS_PER_JOB`` tables in a stage, the
+    null's and the alternative's refits of the stage's tables are tasks of
     :func:`phifit.fitters.parallel.parallel_map` on ``backend`` (``scheduler``: a Dask scheduler's
-    address).  Each table's refits are its own: the same numbers on any backend."""
+    address; :func:`_refit_both_parallel` says how they are cut).  Each table's refits are its
+    own: the same numbers on any backend and any cut."""
     n_jobs = defaults.resolve_workers(n_jobs)
     check_backend(backend, scheduler)
     n_clusters = int(codes.max()) + 1
@@ -416,12 +417,9 @@ def wild_cluster_statistics(
     for end in stages:
         stage = y_star[start:end]
         if workers > 1 and len(stage) >= 2 * MIN_ROWS_PER_JOB:
-            parts = np.array_split(np.arange(len(stage)), workers)
-            tasks = ((null, alternative, stage[part], delta) for part in parts)
-            done = list(
-                parallel_map(_refit_both, tasks, n_jobs=workers, backend=backend, scheduler=scheduler)
+            f0, ok0, f1, ok1 = _refit_both_parallel(
+                null, alternative, stage, delta, workers, backend, scheduler
             )
-            f0, ok0, f1, ok1 = (np.concatenate([d[i] for d in done]) for i in range(4))
         else:
             f0, ok0, f1, ok1 = _refit_both(null, alternative, stage, delta)
         oks.append(ok0 & ok1 & np.isfinite(f0) & np.isfinite(f1))
@@ -439,7 +437,8 @@ def exceedances(t_star: np.ndarray, observed: float) -> int:
     return int(np.sum(t_star >= observed * (1 - 1e-9)))
 
 
-#: Fewest wild tables per worker process worth its start-up.
+#: A stage of fewer than twice this many wild tables is refitted in this process (not worth
+#: a worker's start-up).
 MIN_ROWS_PER_JOB = 100
 
 
@@ -448,6 +447,34 @@ def _refit_both(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     f0, ok0 = _refit(null, y_star, delta)
     f1, ok1 = _refit(alternative, y_star, delta)
+    return f0, ok0, f1, ok1
+
+
+def _refit_both_parallel(
+    null: Refit,
+    alternative: Refit,
+    y_star: np.ndarray,
+    delta: float,
+    workers: int,
+    backend: str | None,
+    scheduler: str | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_refit_both` on ``workers`` processes: each law's refits are split into
+    ``max(1, workers // 2)`` tasks of consecutive tables, so that with two workers each law's
+    tables are one task.
+
+    Why by law and not by table: a batch of refits costs about as much as its slowest row (the
+    rows a flat valley keeps crawling for thousands of iterations of the batched finish, whose
+    per-iteration cost hardly depends on how many rows are left), so two half-batches of both
+    laws cost nearly twice one whole batch of each.  Each table's refit is its own, so the
+    numbers do not depend on the split.
+    """
+    parts = np.array_split(np.arange(len(y_star)), max(1, workers // 2))
+    tasks = [(law, y_star[part], delta) for law in (null, alternative) for part in parts]
+    done = list(parallel_map(_refit, tasks, n_jobs=workers, backend=backend, scheduler=scheduler))
+    half = len(parts)
+    f0, ok0 = (np.concatenate([d[i] for d in done[:half]]) for i in range(2))
+    f1, ok1 = (np.concatenate([d[i] for d in done[half:]]) for i in range(2))
     return f0, ok0, f1, ok1
 
 

@@ -67,43 +67,71 @@ def fit_spec(
     return fit_law(runs, method=method, spec=spec, **options)
 
 
-def out_of_sample(
+def out_of_sample_many(
     runs: RunTable,
-    spec: LawSpec,
+    specs: Mapping[str, LawSpec],
     method: str,
     seed: int,
     n_starts: int,
     order: list[Any],
     *,
     delta: float | None = None,
-) -> tuple[float, dict[str, float], float, list[str]]:
-    """(cv_rmse, per-budget RMSE, extrapolation RMSE, cautions) for one specification
-    (Huber refits at threshold ``delta``)."""
+    n_jobs: int | None = 1,
+    backend: str | None = None,
+    scheduler: str | None = None,
+) -> dict[str, tuple[float, dict[str, float], float, list[Caution]]]:
+    """{label: (cv_rmse, per-budget RMSE, extrapolation RMSE, cautions)} for each of ``specs``.
+
+    Every (spec, held-out budget) fold is one task of :func:`phifit.fitters.parallel.parallel_map`
+    (``n_jobs``, ``backend``, ``scheduler``): each fold's refit is a pure function of its training
+    runs, spec, method, seed and starts, so the errors do not depend on where the folds run.
+    """
+    from ..fitters.parallel import parallel_map
+
     budget = runs.frame["budget"].to_numpy()
-    sq = np.full(len(runs), np.nan)
-    per: dict[str, float] = {}
-    notes: list[Caution] = []
-    for b in order:
-        held = budget == b
-        train = runs.subset(~held)
-        res = fit_spec(train, spec, method, seed, n_starts, profile=False, delta=delta)
-        if not res.phi_identified and "phi" not in spec.fixed:
-            notes.append(
-                caution(
-                    "compare",
-                    "fold_phi_unidentified",
-                    f"{spec_label(spec.fixed)}: without budget {b} phi is not identifiable; "
-                    f"that fold used phi = 0",
-                    level="note",
-                    budget=str(b),
+    tasks = [
+        (runs, budget == b, spec, method, seed, n_starts, delta) for spec in specs.values() for b in order
+    ]
+    folds = iter(parallel_map(_fold, tasks, n_jobs=n_jobs, backend=backend, scheduler=scheduler))
+    out: dict[str, tuple[float, dict[str, float], float, list[Caution]]] = {}
+    for label, spec in specs.items():
+        sq = np.full(len(runs), np.nan)
+        per: dict[str, float] = {}
+        notes: list[Caution] = []
+        for b in order:
+            held = budget == b
+            err, phi_identified = next(folds)
+            if not phi_identified and "phi" not in spec.fixed:
+                notes.append(
+                    caution(
+                        "compare",
+                        "fold_phi_unidentified",
+                        f"{spec_label(spec.fixed)}: without budget {b} phi is not identifiable; "
+                        f"that fold used phi = 0",
+                        level="note",
+                        budget=str(b),
+                    )
                 )
-            )
-        err = runs.loss[held] - predict(res, runs.subset(held))
-        sq[held] = err**2
-        per[str(b)] = float(np.sqrt(np.mean(err**2)))
-    cv = float(np.sqrt(np.mean(sq)))
-    # the extrapolation fit (every budget but the largest) is the largest budget's fold
-    return cv, per, per[str(order[-1])], notes
+            sq[held] = err**2
+            per[str(b)] = float(np.sqrt(np.mean(err**2)))
+        # the extrapolation fit (every budget but the largest) is the largest budget's fold
+        out[label] = (float(np.sqrt(np.mean(sq))), per, per[str(order[-1])], notes)
+    return out
 
 
-__all__ = ["budget_order", "fit_spec", "out_of_sample", "predict", "spec_label"]
+def _fold(
+    runs: RunTable,
+    held: np.ndarray,
+    spec: LawSpec,
+    method: str,
+    seed: int,
+    n_starts: int,
+    delta: float | None,
+) -> tuple[np.ndarray, bool]:
+    """One fold: refit ``spec`` without the ``held`` runs; (held runs' loss minus its prediction,
+    whether the refit identified phi)."""
+    res = fit_spec(runs.subset(~held), spec, method, seed, n_starts, profile=False, delta=delta)
+    return runs.loss[held] - predict(res, runs.subset(held)), bool(res.phi_identified)
+
+
+__all__ = ["budget_order", "fit_spec", "out_of_sample_many", "predict", "spec_label"]

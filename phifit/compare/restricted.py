@@ -70,7 +70,7 @@ from ..law import LawSpec, log_loss, to_internal
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
 from ..serialize import JsonIO, to_plain
-from .holdout import budget_order, fit_spec, out_of_sample, spec_label
+from .holdout import budget_order, fit_spec, out_of_sample_many, spec_label
 
 METHODS = ("huber", "lsq")
 VERDICT_RULE = (
@@ -390,7 +390,9 @@ def compare_fits(
     fits: dict[str, FitResult] = {}
     stats: dict[str, FitStats] = {}
     free_score: GaussianScore | None = None
-    for label, spec in _specs(base_spec, fixes).items():
+    specs = _specs(base_spec, fixes)
+    tested = {}
+    for label, spec in specs.items():
         res = fit if label == "free" else fit_spec(runs, spec, method, seed, n_starts, delta=delta)
         fits[label] = res
         score = _gaussian_score(runs, spec, res)
@@ -406,8 +408,11 @@ def compare_fits(
                 runs, fits["free"], res, spec, base_spec, label, block, n_wild, seed, parallel
             )
             st_notes = [*lr.warnings, *test_notes]
-        held_out, cv_notes = _held_out_errors(runs, spec, method, seed, n_starts, order, delta, do_cv)
-        stats[label] = _fit_stats(label, spec, res, score, lr, wild, held_out, st_notes + cv_notes, undecided)
+        tested[label] = (spec, res, score, lr, wild, st_notes, undecided)
+    held_out = _held_out_errors(runs, specs, method, seed, n_starts, order, delta, do_cv, parallel)
+    for label, (spec, res, score, lr, wild, st_notes, undecided) in tested.items():
+        errors, cv_notes = held_out[label]
+        stats[label] = _fit_stats(label, spec, res, score, lr, wild, errors, st_notes + cv_notes, undecided)
     stats = _decide(stats, do_cv)
     return Comparison(
         fits=fits,
@@ -574,25 +579,33 @@ def _wild_test_or_undecided(
 
 def _held_out_errors(
     runs: RunTable,
-    spec: LawSpec,
+    specs: dict[str, LawSpec],
     method: str,
     seed: int,
     n_starts: int,
     order: list[Any],
     delta: float,
     do_cv: bool,
-) -> tuple[dict[str, Any], list[Caution]]:
-    """Leave-one-budget-out RMSE (all, by budget), extrapolation RMSE and budget (None: no cv); cautions."""
+    parallel: dict[str, Any],
+) -> dict[str, tuple[dict[str, Any], list[Caution]]]:
+    """{label: (leave-one-budget-out RMSE (all, by budget), extrapolation RMSE and budget (None: no
+    cv), cautions)}; every spec's folds run side by side on ``parallel``'s workers
+    (:func:`phifit.compare.holdout.out_of_sample_many`)."""
     if not do_cv:
-        return {"cv_rmse": None, "cv_rmse_by_budget": None, "extrap_rmse": None, "extrap_budget": None}, []
-    cv_rmse, per, extrap, cv_notes = out_of_sample(runs, spec, method, seed, n_starts, order, delta=delta)
-    errors = {
-        "cv_rmse": cv_rmse,
-        "cv_rmse_by_budget": per,
-        "extrap_rmse": extrap,
-        "extrap_budget": str(order[-1]),
-    }
-    return errors, list(cv_notes)
+        none = {"cv_rmse": None, "cv_rmse_by_budget": None, "extrap_rmse": None, "extrap_budget": None}
+        return {label: (dict(none), []) for label in specs}
+    where = {k: parallel[k] for k in ("n_jobs", "backend", "scheduler")}
+    per_spec = out_of_sample_many(runs, specs, method, seed, n_starts, order, delta=delta, **where)
+    out: dict[str, tuple[dict[str, Any], list[Caution]]] = {}
+    for label, (cv_rmse, per, extrap, cv_notes) in per_spec.items():
+        errors = {
+            "cv_rmse": cv_rmse,
+            "cv_rmse_by_budget": per,
+            "extrap_rmse": extrap,
+            "extrap_budget": str(order[-1]),
+        }
+        out[label] = (errors, list(cv_notes))
+    return out
 
 
 def _fit_stats(
