@@ -7,6 +7,6 @@ one-line message on stderr that names the file, row and column where it applies;
 traceback).
 """
 
-from .main import build_parser, main
+from .main import build_parser, entry, main
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "entry", "main"]
