@@ -345,8 +345,9 @@ def analyse(
     fit = free_fit if boot is None else boot.attach(free_fit)
     comparison = stages.comparison_stage(main_runs, free_fit, st)
     phi_inverted = stages.inverted_stage(main_runs, fit, boot, comparison, st)
-    multipliers, drift, diag = stages.checks_stage(main_runs, free_fit, fit, st)
+    checks = stages.start_checks(main_runs, free_fit, fit, st)  # on the workers, while the next runs here
     derived = stages.derived_stage(main_runs, fit, boot, st)
+    multipliers, drift, diag = stages.collect_checks(checks, st)
     plan = stages.plan_stage(main_runs, fit, st)
     adaptive = stages.rounds_stage(runs, st)
     bayes, bayes_draws, idata = stages.bayes_stage(main_runs, st)

@@ -256,7 +256,22 @@ def _run_check(func: Callable, args: tuple, kwargs: dict[str, Any]) -> tuple[Any
 
 
 def checks_stage(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages) -> tuple[Any, Any, Any]:
-    """(free multipliers, drift of phi, diagnostics): the two checks of phi
+    """:func:`start_checks` then :func:`collect_checks`: (free multipliers, drift of phi,
+    diagnostics)."""
+    return collect_checks(start_checks(runs, free_fit, fit, st), st)
+
+
+@dataclass
+class PendingChecks:
+    """The checks' tasks (key, function, arguments, keywords) and their results as
+    :func:`phifit.fitters.parallel.parallel_map` yields them (already running on the workers)."""
+
+    tasks: list[tuple[str, Callable, tuple, dict[str, Any]]]
+    results: Any
+
+
+def start_checks(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages) -> PendingChecks:
+    """Start (free multipliers, drift of phi, diagnostics): the two checks of phi
     (:mod:`phifit.diagnostics.phi_checks`, on the point fit) and the diagnostics
     (:func:`phifit.diagnostics.diagnose`, on the fit with its intervals; its influence refits
     as a task of their own, :func:`~phifit.diagnostics.suite.influence_if_applies`).
@@ -264,8 +279,10 @@ def checks_stage(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages
     Each is a pure function of the table, the fit and its own seeded draws, and none needs
     another, so with two or more workers they run side by side as four tasks on the analysis'
     backend (:func:`phifit.fitters.parallel.parallel_map`; the same numbers as one after the
-    other, which is what one worker does).  Each task's own wall time goes to the timings; the
-    progress lines they say come after them."""
+    other, which is what one worker does).  With workers they start at once and run while this
+    process goes on (:func:`collect_checks` waits for them); with one worker they run when
+    collected.  Each task's own wall time goes to the timings; the progress lines they say come
+    when they are collected."""
     from ..diagnostics.phi_checks import drift_check, multiplier_check
     from ..diagnostics.suite import diagnose, influence_if_applies
     from ..fitters.parallel import parallel_map
@@ -293,8 +310,13 @@ def checks_stage(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages
         backend=o.backend,
         scheduler=o.scheduler,
     )
+    return PendingChecks(tasks=tasks, results=done)
+
+
+def collect_checks(pending: PendingChecks, st: Stages) -> tuple[Any, Any, Any]:
+    """(free multipliers, drift of phi, diagnostics) of :func:`start_checks`' tasks, once done."""
     outs = []
-    for (key, *_), (out, seconds, lines) in zip(tasks, done, strict=True):
+    for (key, *_), (out, seconds, lines) in zip(pending.tasks, pending.results, strict=True):
         for line in lines:
             st.say(line)
         if out is not None:
@@ -513,6 +535,9 @@ __all__ = [
     "frontier_stage",
     "interval_and_tests_disagree",
     "inverted_stage",
+    "start_checks",
+    "collect_checks",
+    "PendingChecks",
     "phi_shares",
     "plan_stage",
     "plotted_compute",
