@@ -419,3 +419,20 @@ def test_closing_line_counts_a_kind_met_more_than_once():
         "done: 21 warnings: 7 r_hat (bayes), 13 low_ess (bayes), residuals_not_checked (diagnostics); "
         "1 note: no_budget (runs) (see [[Notes]])"
     )
+
+
+def test_every_subcommands_help_prints(capsys):
+    """``phifit CMD --help`` exits 0 with its usage for every subcommand (argparse formats each
+    help string with %: a bare percent sign in one breaks the whole page)."""
+    import argparse
+
+    from phifit.cli.main import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert {"fit", "compare", "diagnose", "report", "plan"} <= set(commands)
+    for command in commands:
+        with pytest.raises(SystemExit) as stop:
+            main([command, "--help"])
+        assert stop.value.code == 0, command
+        assert f"usage: phifit {command}" in capsys.readouterr().out

@@ -343,7 +343,7 @@ def add_wild_all_argument(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run every wild test to its --wild replicates (default: a test stops after "
         f"{looks} replicates once its p is settled on one side of {DEFAULT_RULE.level:g}, "
-        f"a decision that differs from all replicates' with chance <= {risk:.2%})",
+        f"a decision that differs from all replicates' with chance <= {risk:.2%})".replace("%", "%%"),
     )
 
 
