@@ -19,7 +19,7 @@ For each: the Huber fit (``phifit.fit``), the condition number of its informatio
 (:func:`phifit.diagnostics.identifiability.identifiability`), R^2, and, where the matrix is
 ill-conditioned (> ``MAX_CONDITION``) and R^2 < 0.9, the lack-of-fit wild test with 199 replicates.
 
-Run:  python benchmarks/honest_answer_scan.py [--tables 250] [--seed 0]    (about 15 min on 2 cores)
+Run:  python benchmarks/honest_answer_scan.py [--tables 200] [--seed 0]    (about 10 minutes, one core)
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def draw(family: str, rng: np.random.Generator) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", type=int, default=250, help="tables per family")
+    parser.add_argument("--tables", type=int, default=200, help="tables per family")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     print(
