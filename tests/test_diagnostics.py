@@ -22,7 +22,7 @@ from phifit.diagnostics.suite import (
 )
 from phifit.fitters import fit
 from phifit.fitters.huber import fit_huber
-from phifit.law import REFERENCE_PARAMS
+from phifit.law import REFERENCE_PARAMS, LawSpec
 from phifit.runs.table import table_from_frame
 from phifit.simulation import simulate
 
@@ -400,3 +400,25 @@ def test_fit_command_checks_residuals_only_at_a_posterior_whose_chains_mixed():
     assert note.kind == "residuals_not_checked" and note.values["r_hat"] == {}
     assert "fits worse than the runs' mean loss" in note.message and "R^2 -5.900" in note.message
     assert [c.kind for c in _offset_flags(runs, fit.with_updates(r2=-5.9))] == ["systematic_r_offset"]
+
+
+def test_the_phi_profile_in_two_sides_is_the_one_piece_profile(noisy):
+    """The report runs the profile's two sides as separate tasks (starts drawn up front in the
+    one-piece order) and attaches them: the same profile, interval and cautions, bit for bit."""
+    from phifit.diagnostics.identifiability import (
+        PROFILE_SIDES,
+        attach_profile,
+        identifiability,
+        profile_plan_for,
+        profile_side,
+    )
+
+    runs, res = noisy
+    whole = identifiability(runs, res, seed=3)
+    plan = profile_plan_for(runs, res, seed=3)
+    sides = [profile_side(plan, side) for side in reversed(PROFILE_SIDES)]  # order does not matter
+    parts = attach_profile(identifiability(runs, res, seed=3, profile_points=0), plan, sides)
+    assert parts.to_dict() == whole.to_dict()
+    assert len(whole.profile["phi"]) == sum(len(index) for index, _, _ in sides) > 50
+    fixed = fit_huber(runs, spec=LawSpec(fixed={"phi": 0.5}))
+    assert profile_plan_for(runs, fixed) is None  # no profile where phi is held

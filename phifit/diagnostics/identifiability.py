@@ -36,7 +36,8 @@ The phi profile (:func:`phi_profile`)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,13 @@ __all__ = [
     "design_warnings",
     "phi_profile",
     "crossing_interval",
+    "PROFILE_SIDES",
+    "ProfilePlan",
+    "attach_profile",
+    "profile_plan",
+    "profile_plan_for",
+    "profile_result",
+    "profile_side",
 ]
 
 #: chi2_1 quantile for an approximate 95% profile interval.
@@ -293,29 +301,54 @@ def identifiability(
     if "phi" in names:
         warnings += _phi_cautions(names, corr, se, fit, max_corr=max_corr, max_phi_se=max_phi_se)
 
-    profile = interval = None
-    if "phi" in names and profile_points:
-        profile, interval, found = phi_profile(
-            runs,
-            spec,
-            theta,
-            delta,
-            points=profile_points,
-            span=profile_range,
-            n_spread=profile_starts,
-            seed=seed,
-        )
-        warnings += found
-        warnings += _open_profile_cautions(interval, profile["phi"])
-    return Identifiability(
+    ident = Identifiability(
         names=names,
         correlation=np.asarray(corr).tolist(),
         condition_number=cond,
         stderr=se,
-        profile=profile,
-        profile_interval=interval,
+        profile=None,
+        profile_interval=None,
         warnings=warnings,
     )
+    if "phi" not in names or not profile_points:
+        return ident
+    plan = profile_plan(
+        runs,
+        spec,
+        theta,
+        delta,
+        points=profile_points,
+        span=profile_range,
+        n_spread=profile_starts,
+        seed=seed,
+    )
+    return attach_profile(ident, plan, [profile_side(plan, side) for side in PROFILE_SIDES])
+
+
+def profile_plan_for(
+    runs: RunTable | pd.DataFrame, fit: FitResult, *, seed: int = defaults.SEED
+) -> ProfilePlan | None:
+    """The plan of the phi profile :func:`identifiability` draws for ``fit`` at its default grid
+    and starts, or None where it draws none (phi fixed or not identified, no objective to refit):
+    for a caller that runs ``identifiability(..., profile_points=0)`` and the two
+    :func:`profile_side` separately (side by side), then :func:`attach_profile` (the same numbers)."""
+    try:
+        spec, delta = refit_settings(fit)
+    except ValueError:
+        return None
+    if fit.phi is None or not spec.free_mask[5]:
+        return None
+    return profile_plan(runs, spec, fit.theta, delta, seed=seed)
+
+
+def attach_profile(
+    ident: Identifiability, plan: ProfilePlan, sides: Sequence[tuple[list[int], np.ndarray, np.ndarray]]
+) -> Identifiability:
+    """``ident`` (computed without a profile) with the profile of ``plan`` from its two sides,
+    its interval and its cautions after the others, as :func:`identifiability` orders them."""
+    profile, interval, found = profile_result(plan, sides)
+    warnings = [*ident.warnings, *found, *_open_profile_cautions(interval, profile["phi"])]
+    return replace(ident, profile=profile, profile_interval=interval, warnings=warnings)
 
 
 def _correlation_and_stderr(
@@ -470,18 +503,105 @@ def phi_profile(
     deviance <= chi2_1(0.95).  A caution ``profile_below_fit`` says the profile found a
     lower objective than the fit (the fit stopped short of its optimum).
     """
+    plan = profile_plan(runs, spec, theta, delta, points=points, span=span, n_spread=n_spread, seed=seed)
+    return profile_result(plan, [profile_side(plan, side) for side in PROFILE_SIDES])
+
+
+#: The two halves of the phi profile, each a chain of warm-started fits from phi_hat outwards and
+#: back (:func:`profile_side`); neither reads the other, so they may run side by side.
+PROFILE_SIDES = ("up", "down")
+
+
+@dataclass(frozen=True)
+class ProfilePlan:
+    """What the phi profile fits (:func:`profile_plan`): the table's ``design`` and log-losses
+    ``y``, the fit's ``theta`` and loss threshold ``delta``, the sorted ``grid`` (phi_hat at index
+    ``i0``), one spec per grid point (phi held there) and each point's starts besides its
+    neighbour's optimum (the fit's own point and the spread starts, drawn up front in the order
+    the sequential profile draws them, so either side's chain gets the same starts alone)."""
+
+    n_runs: int
+    design: np.ndarray
+    y: np.ndarray
+    theta: np.ndarray
+    delta: float
+    grid: np.ndarray
+    i0: int
+    specs: list[LawSpec]
+    starts: list[list[np.ndarray]]
+
+
+def profile_plan(
+    runs: RunTable | pd.DataFrame,
+    spec: LawSpec,
+    theta: np.ndarray,
+    delta: float,
+    *,
+    points: int = 31,
+    span: tuple[float, float] | None = None,
+    n_spread: int = 8,
+    seed: int = defaults.SEED,
+) -> ProfilePlan:
+    """The grid, specs and starts of :func:`phi_profile` (its arguments)."""
     runs = as_runs(runs)
     phi_hat = float(theta[5])
     grid = _profile_grid(phi_hat, spec.bounds["phi"], span, points)
-    design, y = runs.design, runs.log_loss
     rng = np.random.default_rng(seed)
     specs = [LawSpec(fixed={**spec.fixed, "phi": float(g)}, bounds=spec.bounds) for g in grid]
-    thetas, obj = _profile_optima(specs, grid, theta, phi_hat, design, y, delta, n_spread, rng)
-    f_hat = _fit_objective(theta, design, y, delta)
+    i0 = int(np.flatnonzero(grid == phi_hat)[0])
+    starts: list[list[np.ndarray]] = [[] for _ in grid]
+    for i in [*range(i0, len(grid)), *range(i0 - 1, -1, -1)]:  # the sequential profile's order
+        free = specs[i].free_mask
+        starts[i] = [theta[free]]
+        if n_spread:
+            starts[i] += list(spread_starts(theta[free], specs[i], 1, n_spread, rng)[0])
+    return ProfilePlan(len(runs), runs.design, runs.log_loss, theta, delta, grid, i0, specs, starts)
+
+
+def profile_side(plan: ProfilePlan, side: str) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """One side of the profile: (grid indices, theta (n, 6), F_prof (n,)) for phi_hat and above
+    (``"up"``) or below phi_hat (``"down"``).  Outwards from phi_hat, each point starts from its
+    inner neighbour's optimum, the fit's point and its spread starts; then from the end inwards a
+    better outer neighbour's optimum replaces a point."""
+    if side not in PROFILE_SIDES:
+        raise ValueError(f"unknown profile side {side!r}; expected one of {', '.join(PROFILE_SIDES)}")
+    i0, n = plan.i0, len(plan.grid)
+    out = list(range(i0, n)) if side == "up" else list(range(i0 - 1, -1, -1))
+    thetas: dict[int, np.ndarray] = {}
+    obj: dict[int, float] = {}
+    prev = plan.theta
+    for i in out:
+        spec = plan.specs[i]
+        thetas[i], obj[i] = _best_of(
+            spec, [prev[spec.free_mask], *plan.starts[i]], plan.design, plan.y, plan.delta
+        )
+        prev = thetas[i]
+    back = range(n - 2, i0, -1) if side == "up" else range(1, i0)
+    for i in back:
+        nb = i + 1 if side == "up" else i - 1
+        spec = plan.specs[i]
+        t, f = _best_of(spec, [thetas[nb][spec.free_mask]], plan.design, plan.y, plan.delta)
+        if f < obj[i]:
+            thetas[i], obj[i] = t, f
+    index = sorted(thetas)
+    return index, np.array([thetas[i] for i in index]).reshape(-1, 6), np.array([obj[i] for i in index])
+
+
+def profile_result(
+    plan: ProfilePlan, sides: Sequence[tuple[list[int], np.ndarray, np.ndarray]]
+) -> tuple[dict[str, Any], list[float], list[Caution]]:
+    """:func:`phi_profile`'s (profile, interval, cautions) from its two sides' points."""
+    grid, design, y, delta = plan.grid, plan.design, plan.y, plan.delta
+    thetas = np.empty((len(grid), 6))
+    obj = np.empty(len(grid))
+    for index, side_thetas, side_obj in sides:
+        thetas[index], obj[index] = side_thetas, side_obj
+    phi_hat = float(grid[plan.i0])
+    f_hat = _fit_objective(plan.theta, design, y, delta)
     i_min = int(np.argmin(obj))
     f_min = float(obj[i_min])
     cautions = _below_fit_cautions(f_min, float(grid[i_min]), f_hat, phi_hat)
-    dev = _profile_deviance(obj, f_min, len(runs))
+    dev = _profile_deviance(obj, f_min, plan.n_runs)
     interval = crossing_interval(grid, dev, i_min, CHI2_95)
     rho = f"Huber(delta={delta:g})" if np.isfinite(delta) else "r^2 / 2"
     profile = {
@@ -547,40 +667,6 @@ def _best_of(
         if f2 < f:
             t, f = t2, f2
     return t, f
-
-
-def _profile_optima(
-    specs: list[LawSpec],
-    grid: np.ndarray,
-    theta: np.ndarray,
-    phi_hat: float,
-    design: np.ndarray,
-    y: np.ndarray,
-    delta: float,
-    n_spread: int,
-    rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(theta, F_prof) at each grid point: outwards from phi_hat, then inwards keeping better neighbours."""
-    thetas = np.empty((len(grid), 6))
-    obj = np.empty(len(grid))
-    i0 = int(np.flatnonzero(grid == phi_hat)[0])
-    for order in (range(i0, len(grid)), range(i0 - 1, -1, -1)):
-        prev = theta
-        for i in order:
-            free = specs[i].free_mask
-            starts = [prev[free], theta[free]]
-            if n_spread:
-                starts += list(spread_starts(theta[free], specs[i], 1, n_spread, rng)[0])
-            thetas[i], obj[i] = _best_of(specs[i], starts, design, y, delta)
-            prev = thetas[i]
-    # second pass, from the ends inwards: a better neighbour's optimum replaces a point
-    for order in (range(1, i0), range(len(grid) - 2, i0, -1)):
-        for i in order:
-            nb = i - 1 if i < i0 else i + 1
-            t, f = _best_of(specs[i], [thetas[nb][specs[i].free_mask]], design, y, delta)
-            if f < obj[i]:
-                thetas[i], obj[i] = t, f
-    return thetas, obj
 
 
 def _below_fit_cautions(f_min: float, phi_min: float, f_hat: float, phi_hat: float) -> list[Caution]:

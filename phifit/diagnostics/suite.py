@@ -187,18 +187,20 @@ def diagnose(
     skip: Sequence[str] = (),
 ) -> Diagnostics:
     """Run every diagnostic that applies to this fit (``skip`` may name 'influence',
-    'consistency').  Influence and consistency need phi free and identified, and a fit
-    with an optimisation objective (Huber or least squares): for a Bayesian fit they are
-    skipped with a caution saying so."""
+    'consistency', 'profile': the phi profile, which
+    :func:`~phifit.diagnostics.identifiability.attach_profile` may add afterwards).  Influence
+    and consistency need phi free and identified, and a fit with an optimisation objective (Huber
+    or least squares): for a Bayesian fit they are skipped with a caution saying so."""
     runs = as_runs(runs)
-    unknown = set(skip) - {"influence", "consistency"}
+    unknown = set(skip) - {"influence", "consistency", "profile"}
     if unknown:
         raise ValueError(
-            f"unknown diagnostics to skip: {', '.join(sorted(unknown))}; expected influence, consistency"
+            f"unknown diagnostics to skip: {', '.join(sorted(unknown))}; "
+            "expected influence, consistency, profile"
         )
     cautions: list[Caution] = []
     res = residual_diagnostics(runs, fit, significance=significance)
-    ident = identifiability(runs, fit, seed=seed)
+    ident = identifiability(runs, fit, seed=seed, **({"profile_points": 0} if "profile" in skip else {}))
     infl = cons = None
     if fit.phi is None or "phi" in fit.fixed:
         cautions.append(

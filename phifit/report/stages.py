@@ -268,36 +268,50 @@ class PendingChecks:
 
     tasks: list[tuple[str, Callable, tuple, dict[str, Any]]]
     results: Any
+    profile: Any = None
 
 
 def start_checks(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages) -> PendingChecks:
     """Start (free multipliers, drift of phi, diagnostics): the two checks of phi
     (:mod:`phifit.diagnostics.phi_checks`, on the point fit) and the diagnostics
     (:func:`phifit.diagnostics.diagnose`, on the fit with its intervals; its influence refits
-    as a task of their own, :func:`~phifit.diagnostics.suite.influence_if_applies`).
+    as a task of their own, :func:`~phifit.diagnostics.suite.influence_if_applies`, and the two
+    sides of its phi profile as two more, :func:`~phifit.diagnostics.identifiability.profile_side`:
+    on small tables the profile and the influence refits are each several seconds).
 
-    Each is a pure function of the table, the fit and its own seeded draws, and none needs
-    another, so with two or more workers they run side by side as four tasks on the analysis'
+    Each is a pure function of the table, the fit and its own seeded draws (the profile's starts
+    are drawn here, in the order the one-piece profile draws them), and none needs another, so
+    with two or more workers they run side by side as up to six tasks on the analysis'
     backend (:func:`phifit.fitters.parallel.parallel_map`; the same numbers as one after the
     other, which is what one worker does).  With workers they start at once and run while this
     process goes on (:func:`collect_checks` waits for them); with one worker they run when
     collected.  Each task's own wall time goes to the timings; the progress lines they say come
     when they are collected."""
+    from ..diagnostics.identifiability import PROFILE_SIDES, profile_plan_for, profile_side
     from ..diagnostics.phi_checks import drift_check, multiplier_check
     from ..diagnostics.suite import diagnose, influence_if_applies
     from ..fitters.parallel import parallel_map
 
     o = st.options
-    workers = min(4, defaults.resolve_workers(o.n_jobs))
     checks = {**st.check_options, "progress": None}
+    plan = profile_plan_for(runs, fit, seed=o.seed)
     tasks = [
         ("multipliers", multiplier_check, (runs, free_fit), checks),
         ("drift", drift_check, (runs, free_fit), checks),
-        # the diagnostics' influence refits as a task of their own: on small tables the phi
-        # profile and the influence refits are each several seconds
-        ("diagnostics", diagnose, (runs, fit), {"seed": o.seed, "skip": ("influence",)}),
+        *(
+            ()
+            if plan is None
+            else ((f"phi_profile_{side}", profile_side, (plan, side), {}) for side in PROFILE_SIDES)
+        ),
+        (
+            "diagnostics",
+            diagnose,
+            (runs, fit),
+            {"seed": o.seed, "skip": ("influence",) + ("profile",) * (plan is not None)},
+        ),
         ("influence", influence_if_applies, (runs, fit), {"seed": o.seed}),
     ]
+    workers = min(len(tasks), defaults.resolve_workers(o.n_jobs))
     st.say(
         "free multipliers m_r against r^phi, drift of phi with compute and diagnostics (residuals, "
         "leave-one-out influence, the phi profile)"
@@ -310,20 +324,27 @@ def start_checks(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages
         backend=o.backend,
         scheduler=o.scheduler,
     )
-    return PendingChecks(tasks=tasks, results=done)
+    return PendingChecks(tasks=tasks, results=done, profile=plan)
 
 
 def collect_checks(pending: PendingChecks, st: Stages) -> tuple[Any, Any, Any]:
-    """(free multipliers, drift of phi, diagnostics) of :func:`start_checks`' tasks, once done."""
-    outs = []
+    """(free multipliers, drift of phi, diagnostics) of :func:`start_checks`' tasks, once done
+    (the diagnostics with their influence refits and phi profile attached)."""
+    from ..diagnostics.identifiability import attach_profile
+
+    outs: dict[str, Any] = {}
     for (key, *_), (out, seconds, lines) in zip(pending.tasks, pending.results, strict=True):
         for line in lines:
             st.say(line)
         if out is not None:
             st.timings[key] = round(seconds, 3)
-        outs.append(out)
-    multipliers, drift, diag, influence = outs
-    return multipliers, drift, dataclasses.replace(diag, influence=influence)
+        outs[key] = out
+    diag = dataclasses.replace(outs["diagnostics"], influence=outs["influence"])
+    if pending.profile is not None:
+        sides = [outs.pop(key) for key in list(outs) if key.startswith("phi_profile_")]
+        ident = attach_profile(diag.identifiability, pending.profile, sides)
+        diag = dataclasses.replace(diag, identifiability=ident)
+    return outs["multipliers"], outs["drift"], diag
 
 
 def derived_stage(runs: RunTable, fit: FitResult, boot: Any, st: Stages) -> dict[str, Any]:
