@@ -120,7 +120,19 @@ def run_report(code_root: str, table: str, out: str) -> float:
     return wall
 
 
-SKIP = {"timings", "created", "generator", "version", "python", "platform", "command", "source", "out"}
+#: Keys of results.json that are not results: wall-clock times (the plan's "seconds"), provenance.
+SKIP = {
+    "timings",
+    "seconds",
+    "created",
+    "generator",
+    "version",
+    "python",
+    "platform",
+    "command",
+    "source",
+    "out",
+}
 
 
 def moved(old, new, path="", tol=1e-12):
