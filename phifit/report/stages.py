@@ -294,21 +294,18 @@ def start_checks(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages
 
     o = st.options
     checks = {**st.check_options, "progress": None}
-    plan = profile_plan_for(runs, fit, seed=o.seed)
+    plan = profile_plan_for(runs, fit, seed=o.seed)  # None: the diagnostics draw no profile
+    profile_tasks = (
+        []
+        if plan is None
+        else [(f"phi_profile_{side}", profile_side, (plan, side), {}) for side in PROFILE_SIDES]
+    )
+    skip = ("influence",) if plan is None else ("influence", "profile")
     tasks = [
         ("multipliers", multiplier_check, (runs, free_fit), checks),
         ("drift", drift_check, (runs, free_fit), checks),
-        *(
-            ()
-            if plan is None
-            else ((f"phi_profile_{side}", profile_side, (plan, side), {}) for side in PROFILE_SIDES)
-        ),
-        (
-            "diagnostics",
-            diagnose,
-            (runs, fit),
-            {"seed": o.seed, "skip": ("influence",) + ("profile",) * (plan is not None)},
-        ),
+        *profile_tasks,
+        ("diagnostics", diagnose, (runs, fit), {"seed": o.seed, "skip": skip}),
         ("influence", influence_if_applies, (runs, fit), {"seed": o.seed}),
     ]
     workers = min(len(tasks), defaults.resolve_workers(o.n_jobs))
