@@ -25,6 +25,7 @@ from ..result import FitResult
 from ..runs.table import RunTable
 
 if TYPE_CHECKING:
+    from ..diagnostics.identifiability import ProfilePlan
     from .analysis import AnalysisOptions
 
 #: Points of the dense budget grid of the frontier figure.
@@ -263,12 +264,13 @@ def checks_stage(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages
 
 @dataclass
 class PendingChecks:
-    """The checks' tasks (key, function, arguments, keywords) and their results as
-    :func:`phifit.fitters.parallel.parallel_map` yields them (already running on the workers)."""
+    """The checks' tasks (key, function, arguments, keywords), their results as
+    :func:`phifit.fitters.parallel.parallel_map` yields them (already running on the workers), and
+    the plan of the phi profile whose two sides are among the tasks (None: no profile tasks)."""
 
     tasks: list[tuple[str, Callable, tuple, dict[str, Any]]]
     results: Any
-    profile: Any = None
+    profile: ProfilePlan | None = None
 
 
 def start_checks(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages) -> PendingChecks:
