@@ -660,3 +660,34 @@ def test_a_restriction_kept_by_the_held_out_budgets_says_so_beside_its_small_p()
     assert v1 == "rejected" and not e1.startswith("in-sample") and "p = 0.015" in e1
     comparison.stats["phi=0"] = stats(0.3, False, 0.0336)
     assert not restriction_verdicts(comparison)[0][2].startswith("in-sample")
+
+
+def test_figures_drawn_while_the_checks_run_are_those_drawn_after(tmp_path):
+    """build_report draws the early and the diagnostics' figures while the checks run on the
+    workers: each is called with what it needs, in that order, and every figure's PNG is the
+    one write_report draws from the finished analysis."""
+    from phifit.report import write as report
+    from phifit.report.figures import figure_bytes
+
+    runs = paper_table(noise=0.004, seed=3)
+    options = AnalysisOptions(n_boot=50, n_starts=100, n_wild=19, n_jobs=2)
+    seen = []
+    drawn = report.DrawnFigures()
+
+    def hook(so_far):
+        seen.append((so_far.diagnostics is not None, so_far.multipliers is None, so_far.isoflop is not None))
+        drawn.draw_ready(so_far)
+
+    finished = analyse(runs, options, while_checks=hook)
+    assert seen == [(False, True, True), (True, True, True)]
+    assert drawn.groups == {"early", "diagnostics"}
+    names = [name for name, _, _ in drawn.figures]
+    assert {"isoflop", "frontier", "bootstrap_phi", "residuals", "influence", "phi_profile"} <= set(names)
+    after = dict(report._figures(finished, plots))
+    assert "multipliers" in after  # the final group is drawn from the finished analysis
+    for name, _, png in drawn.figures:
+        assert png == figure_bytes(after[name]), name
+    files = report.write_report(finished, tmp_path / "rep", drawn=drawn)
+    assert list(files.figures) == [n for n in report.FIGURE_ORDER if n in after]
+    for name, _, png in drawn.figures:
+        assert (tmp_path / "rep" / "figures" / f"{name}.png").read_bytes() == png

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -331,9 +331,16 @@ def analyse(
     options: AnalysisOptions | None = None,
     *,
     progress: Callable[[str], None] | None = None,
+    while_checks: Callable[[Analysis], None] | None = None,
 ) -> Analysis:
     """Run every step of the analysis (see the module docstring) and gather its cautions;
     ``progress`` receives one line as each stage starts (the CLI prints them to stderr).
+    ``while_checks`` is called with the analysis so far while the checks (free multipliers,
+    drift, diagnostics) run on the workers: first after the derived quantities (the fit,
+    bootstrap, comparison, test-inverted set and derived quantities set, ``diagnostics`` None),
+    then once the diagnostics are done (``diagnostics`` set); never with the checks of phi or
+    the cautions (the report draws the figures that need only what is set there,
+    :func:`phifit.report.write.build_report`).
     The stages are :mod:`phifit.report.stages`'; the free multipliers and the drift of phi are
     :mod:`phifit.diagnostics.phi_checks`' (the guards ``phifit compare`` and ``phifit diagnose``
     share)."""
@@ -347,7 +354,27 @@ def analyse(
     phi_inverted = stages.inverted_stage(main_runs, fit, boot, comparison, st)
     checks = stages.start_checks(main_runs, free_fit, fit, st)  # on the workers, while the next runs here
     derived = stages.derived_stage(main_runs, fit, boot, st)
-    multipliers, drift, diag = stages.collect_checks(checks, st)
+    so_far = None
+    if while_checks is not None:
+        so_far = Analysis(
+            table=runs,
+            runs=main_runs,
+            options=st.options,
+            fit=fit,
+            diagnostics=None,  # type: ignore[arg-type]  # still running: see the docstring
+            bootstrap=boot,
+            comparison=comparison,
+            recipes=recipes,
+            **derived,
+            phi_inverted=phi_inverted,
+        )
+        while_checks(so_far)
+
+    def diagnostics_done(diag: Any) -> None:
+        if while_checks is not None and so_far is not None:
+            while_checks(replace(so_far, diagnostics=diag))
+
+    multipliers, drift, diag = stages.collect_checks(checks, st, on_diagnostics=diagnostics_done)
     plan = stages.plan_stage(main_runs, fit, st)
     adaptive = stages.rounds_stage(runs, st)
     bayes, bayes_draws, idata = stages.bayes_stage(main_runs, st)

@@ -623,11 +623,12 @@ def _png(fig: Figure) -> bytes:
 
 
 @_styled
-def save_figure(fig: Figure, stem: str, *, svg: bool = True) -> dict[str, str]:
-    """Write ``stem.png`` (150 dpi) and, with ``svg``, ``stem.svg``; returns their paths."""
+def save_figure(fig: Figure, stem: str, *, svg: bool = True, png: bytes | None = None) -> dict[str, str]:
+    """Write ``stem.png`` (150 dpi; ``png``: the figure's PNG already rendered by
+    :func:`figure_bytes`) and, with ``svg``, ``stem.svg``; returns their paths."""
     paths = {"png": f"{stem}.png"}
     with open(paths["png"], "wb") as out:
-        out.write(_png(fig))
+        out.write(_png(fig) if png is None else png)
     if svg:
         paths["svg"] = f"{stem}.svg"
         fig.savefig(paths["svg"], facecolor="white", metadata=_NO_DATE["svg"])

@@ -303,12 +303,14 @@ def start_checks(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages
         else [(f"phi_profile_{side}", profile_side, (plan, side), {}) for side in PROFILE_SIDES]
     )
     skip = ("influence",) if plan is None else ("influence", "profile")
+    # the diagnostics' tasks first: they are done (and their figures can be drawn) while the
+    # two longer checks of phi still run
     tasks = [
-        ("multipliers", multiplier_check, (runs, free_fit), checks),
-        ("drift", drift_check, (runs, free_fit), checks),
         *profile_tasks,
         ("diagnostics", diagnose, (runs, fit), {"seed": o.seed, "skip": skip}),
         ("influence", influence_if_applies, (runs, fit), {"seed": o.seed}),
+        ("multipliers", multiplier_check, (runs, free_fit), checks),
+        ("drift", drift_check, (runs, free_fit), checks),
     ]
     workers = min(len(tasks), defaults.resolve_workers(o.n_jobs))
     st.say(
@@ -326,23 +328,33 @@ def start_checks(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages
     return PendingChecks(tasks=tasks, results=done, profile=plan)
 
 
-def collect_checks(pending: PendingChecks, st: Stages) -> tuple[Any, Any, Any]:
+def collect_checks(
+    pending: PendingChecks, st: Stages, on_diagnostics: Callable[[Any], None] | None = None
+) -> tuple[Any, Any, Any]:
     """(free multipliers, drift of phi, diagnostics) of :func:`start_checks`' tasks, once done
-    (the diagnostics with their influence refits and phi profile attached)."""
+    (the diagnostics with their influence refits and phi profile attached).  The results come
+    in task order, the diagnostics' first: ``on_diagnostics(diagnostics)`` is called as soon as
+    they are complete, while the free multipliers and the drift may still be running."""
     from ..diagnostics.identifiability import attach_profile
 
     outs: dict[str, Any] = {}
-    for (key, *_), (out, seconds, lines) in zip(pending.tasks, pending.results, strict=True):
+    diag = None
+    results = iter(pending.results)
+    for key, *_ in pending.tasks:
+        out, seconds, lines = next(results)
         for line in lines:
             st.say(line)
         if out is not None:
             st.timings[key] = round(seconds, 3)
         outs[key] = out
-    diag = dataclasses.replace(outs["diagnostics"], influence=outs["influence"])
-    if pending.profile is not None:
-        sides = [outs.pop(key) for key in list(outs) if key.startswith("phi_profile_")]
-        ident = attach_profile(diag.identifiability, pending.profile, sides)
-        diag = dataclasses.replace(diag, identifiability=ident)
+        if key == "influence":  # the last of the diagnostics' tasks
+            diag = dataclasses.replace(outs["diagnostics"], influence=outs["influence"])
+            if pending.profile is not None:
+                sides = [outs.pop(k) for k in list(outs) if k.startswith("phi_profile_")]
+                ident = attach_profile(diag.identifiability, pending.profile, sides)
+                diag = dataclasses.replace(diag, identifiability=ident)
+            if on_diagnostics is not None:
+                on_diagnostics(diag)
     return outs["multipliers"], outs["drift"], diag
 
 

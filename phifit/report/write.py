@@ -49,8 +49,8 @@ import datetime as _dt
 import json
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -148,11 +148,42 @@ def build_report(
     progress: Callable[[str], None] | None = None,
 ) -> ReportFiles:
     """Analyse ``runs`` and write the report folder (see the module docstring); ``progress``
-    receives one line per stage as it starts (the CLI prints them to stderr)."""
+    receives one line per stage as it starts (the CLI prints them to stderr).
+
+    The figures that need only the fit, the bootstrap, the comparison and the derived
+    quantities (:func:`_early_figures`) are drawn while the checks still run on the workers
+    (:func:`~phifit.report.analysis.analyse`'s ``while_checks``); the same figures, the same
+    bytes, as drawing them afterwards."""
     runs = as_runs(runs)
     check_report_dir(out_dir, force)
-    analysis = analyse(runs, options, progress=progress)
-    return write_report(analysis, out_dir, force=force, svg=svg, progress=progress)
+    drawn = DrawnFigures()
+    analysis = analyse(runs, options, progress=progress, while_checks=drawn.draw_ready)
+    return write_report(analysis, out_dir, force=force, svg=svg, progress=progress, drawn=drawn)
+
+
+@dataclass
+class DrawnFigures:
+    """Figures drawn before the report is written: (name, Figure, PNG bytes) in drawing order,
+    the groups of :data:`FIGURE_GROUPS` they are, and the seconds spent drawing them."""
+
+    figures: list[tuple[str, Any, bytes]] = field(default_factory=list)
+    groups: set[str] = field(default_factory=set)
+    seconds: float = 0.0
+
+    def draw_ready(self, so_far: Analysis) -> None:
+        """Draw and render (PNG) the groups of figures not drawn yet whose inputs the analysis
+        so far holds: "early" at once, "diagnostics" once ``so_far.diagnostics`` is set."""
+        from . import figures as plots
+
+        t0 = time.perf_counter()
+        ready = ["early"] if so_far.diagnostics is None else ["early", "diagnostics"]
+        for group in ready:
+            if group in self.groups:
+                continue
+            for name, fig in FIGURE_GROUPS[group](so_far, plots):
+                self.figures.append((name, fig, plots.figure_bytes(fig)))
+            self.groups.add(group)
+        self.seconds += time.perf_counter() - t0
 
 
 def write_report(
@@ -162,9 +193,11 @@ def write_report(
     force: bool = False,
     svg: bool = False,
     progress: Callable[[str], None] | None = None,
+    drawn: DrawnFigures | None = None,
 ) -> ReportFiles:
     """Draw the figures and write ``index.html``, ``results.json`` and ``figures/`` (PNG; SVG
-    too with ``svg=True``)."""
+    too with ``svg=True``); figures in ``drawn`` (:func:`build_report`) are written as drawn,
+    the others are drawn here."""
     from . import figures as plots
 
     say = progress or (lambda _msg: None)
@@ -178,11 +211,13 @@ def write_report(
     figures: dict[str, dict[str, str]] = {}
     pngs: dict[str, bytes] = {}
     say("drawing the figures" + (" (PNG and SVG)" if svg else ""))
-    for name, fig in _figures(analysis, plots):
-        written = plots.save_figure(fig, str(path / "figures" / name), svg=svg)
+    ready = list(drawn.figures) if drawn else []
+    ready += [(name, fig, None) for name, fig in _figures(analysis, plots, drawn.groups if drawn else ())]
+    for name, fig, png in sorted(ready, key=lambda item: FIGURE_ORDER.index(item[0])):
+        written = plots.save_figure(fig, str(path / "figures" / name), svg=svg, png=png)
         figures[name] = {kind: os.path.relpath(p, path).replace(os.sep, "/") for kind, p in written.items()}
         pngs[name] = (path / "figures" / f"{name}.png").read_bytes()
-    timings["figures"] = round(time.perf_counter() - t0, 3)
+    timings["figures"] = round(time.perf_counter() - t0 + (drawn.seconds if drawn else 0.0), 3)
     say("writing index.html and results.json")
 
     results = analysis.to_dict()
@@ -242,9 +277,35 @@ def headline(a: Analysis) -> str:
 
 
 # ------------------------------------------------------------------------------ figures
-def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
-    """(name, Figure) for every figure that applies."""
-    fit, diag = a.fit, a.diagnostics
+#: The figures in the order the report lists them.
+FIGURE_ORDER = (
+    "isoflop",
+    "frontier",
+    "bootstrap_phi",
+    "bootstrap_exponents",
+    "multipliers",
+    "comparison",
+    "residuals",
+    "influence",
+    "phi_profile",
+    "posterior",
+    "recipes",
+    "plan",
+    "adaptive",
+)
+
+
+def _figures(a: Analysis, plots, drawn: Collection[str] = ()) -> list[tuple[str, Any]]:
+    """(name, Figure) for every figure that applies, in :data:`FIGURE_ORDER`, but those of the
+    groups named in ``drawn`` (:data:`FIGURE_GROUPS`; already drawn, :class:`DrawnFigures`)."""
+    out = [item for name, group in FIGURE_GROUPS.items() if name not in drawn for item in group(a, plots)]
+    return sorted(out, key=lambda item: FIGURE_ORDER.index(item[0]))
+
+
+def _early_figures(a: Analysis, plots) -> list[tuple[str, Any]]:
+    """The figures that need only the fit, the bootstrap, the comparison and the derived
+    quantities (not the checks): isoFLOP curves, frontier, bootstrap histograms, comparison."""
+    fit = a.fit
     out = []
     if a.isoflop is not None:
         out.append(("isoflop", plots.isoflop_figure(fit, a.runs, a.isoflop, looped=not a.non_looped)))
@@ -257,14 +318,16 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
         out.append(("bootstrap_phi", plots.bootstrap_figure(a.bootstrap)))
     if a.bootstrap is not None and a.non_looped and S.exponent_quantities(a):
         out.append(("bootstrap_exponents", _exponent_figure(a, plots)))
-    mult = a.multipliers
-    if mult is not None and mult.testable and fit.phi is not None:
-        fig = plots.multiplier_figure(mult, bootstrap=a.bootstrap)
-        out.append(("multipliers", fig))
     cmp_rows = S.comparison_rows(a.comparison)
     if cmp_rows:
         out.append(("comparison", plots.comparison_figure(cmp_rows)))
-    out.append(("residuals", plots.residual_figure(diag.residuals, looped=not a.non_looped)))
+    return out
+
+
+def _diagnostic_figures(a: Analysis, plots) -> list[tuple[str, Any]]:
+    """The diagnostics' figures: residuals, leave-one-out influence, phi profile."""
+    fit, diag = a.fit, a.diagnostics
+    out = [("residuals", plots.residual_figure(diag.residuals, looped=not a.non_looped))]
     if diag.influence is not None:
         out.append(("influence", plots.influence_figure(diag.influence.to_dict())))
     ident = diag.identifiability
@@ -280,6 +343,18 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
             bounds=T.param_bounds(fit, "phi"),
         )
         out.append(("phi_profile", fig))
+    return out
+
+
+def _final_figures(a: Analysis, plots) -> list[tuple[str, Any]]:
+    """The figures of the checks of phi and the later stages: free multipliers, posterior,
+    recipes, plan, adaptive rounds."""
+    fit = a.fit
+    out = []
+    mult = a.multipliers
+    if mult is not None and mult.testable and fit.phi is not None:
+        fig = plots.multiplier_figure(mult, bootstrap=a.bootstrap)
+        out.append(("multipliers", fig))
     if a.bayes_draws:
         out.append(("posterior", plots.posterior_figure(a.bayes_draws, point=fit.params)))
     rec_rows = S.recipe_rows(a.recipes)
@@ -295,6 +370,15 @@ def _figures(a: Analysis, plots) -> list[tuple[str, Any]]:
         if any(p["predicted"] is not None or p["realised"] is not None for p in points):
             out.append(("adaptive", plots.adaptive_figure(points, target_width=a.adaptive.target_width)))
     return out
+
+
+#: The figures by what they need: the fit, bootstrap, comparison and derived quantities
+#: ("early"), the diagnostics, and the rest ("final").
+FIGURE_GROUPS: dict[str, Callable[[Analysis, Any], list[tuple[str, Any]]]] = {
+    "early": _early_figures,
+    "diagnostics": _diagnostic_figures,
+    "final": _final_figures,
+}
 
 
 def _exponent_figure(a: Analysis, plots) -> Any:
