@@ -422,3 +422,17 @@ def test_the_phi_profile_in_two_sides_is_the_one_piece_profile(noisy):
     assert len(whole.profile["phi"]) == sum(len(index) for index, _, _ in sides) > 50
     fixed = fit_huber(runs, spec=LawSpec(fixed={"phi": 0.5}))
     assert profile_plan_for(runs, fixed) is None  # no profile where phi is held
+
+
+def test_the_written_out_chi2_quantile_is_scipys():
+    """CHI2_95 is written out (importing the diagnostics must not import scipy.stats): it is the
+    chi2_1 95% quantile, and importing the report's analysis leaves scipy.stats unimported."""
+    import subprocess
+    import sys
+
+    from phifit.diagnostics.identifiability import CHI2_95
+
+    assert CHI2_95 == pytest.approx(float(stats.chi2.ppf(0.95, 1)), rel=1e-15)
+    code = "import sys, phifit.report.analysis, phifit.report.write; print('scipy.stats' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
