@@ -446,3 +446,40 @@ def test_variants_on_the_same_cells_share_the_baselines_draws(monkeypatch):
         assert both.delta_phi["probe"][key] == alone.delta_phi["probe"][key]
     assert "shared_draws" not in alone.delta_phi["probe"]
     assert both.delta_phi["probe2"]["n_blocks"] == 8
+
+
+def test_the_grouped_models_two_step_evaluation_is_the_one_step_one():
+    """GroupedLaw.model and the free multipliers' model split an evaluation into predictions and
+    Jacobian (the LM skips the Jacobian of rejected steps): the same numbers as the one-step call,
+    on every row and on a subset of rows, and the Jacobian matches central differences."""
+    from phifit.diagnostics.multipliers import GroupedModel
+    from phifit.fitters.per_recipe_phi import GroupedLaw
+    from phifit.law import params_to_theta
+
+    runs = table_from_frame(simulate("paper", noise=0.004, seed=2))
+    groups = np.searchsorted(np.unique(runs.r), runs.r)
+    recipes = tuple(f"r{int(v)}" for v in np.unique(runs.r))
+    rng = np.random.default_rng(0)
+    base = params_to_theta(REFERENCE_PARAMS)[:5]  # a, alpha, b, beta, e
+    x = base[None, :] + 0.01 * rng.standard_normal((6, 5))
+    x = np.concatenate([x, 0.3 + 0.2 * rng.random((6, len(recipes)))], axis=1)
+    model = GroupedLaw(recipes=recipes, groups=groups).model(runs.design)
+    pred, jac = model(x)
+    pred2, parts = model.forward(x)
+    assert np.array_equal(pred, pred2) and np.array_equal(jac, model.jacobian(parts))
+    some = np.array([True, False, True, False, False, True])
+    assert np.array_equal(model.jacobian(tuple(p[some] for p in parts)), jac[some])
+    step = 1e-6
+    for k in range(x.shape[1]):
+        up, down = x.copy(), x.copy()
+        up[:, k] += step
+        down[:, k] -= step
+        numeric = (model(up)[0] - model(down)[0]) / (2 * step)
+        assert np.allclose(jac[:, k, :], numeric, rtol=1e-5, atol=1e-8), k
+    held = GroupedModel(recipes, groups, runs.design, held={1: float(x[0, 1])})
+    free = [i for i in range(x.shape[1]) if i != 1]
+    pred_h, jac_h = held(x[:, free])
+    full = x.copy()
+    full[:, 1] = x[0, 1]
+    pred_f, jac_f = model(full)
+    assert np.array_equal(pred_h, pred_f) and np.array_equal(jac_h, jac_f[:, free, :])

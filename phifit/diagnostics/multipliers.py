@@ -109,13 +109,23 @@ class GroupedModel:
             out[..., i] = value
         return out
 
-    def __call__(self, x: np.ndarray):
+    def _law(self):
         if self._fn is None:
             self._fn = GroupedLaw(recipes=self.recipes, groups=self.groups).model(self.design)
-        if not self.held:
-            return self._fn(x)
-        pred, jac_t = self._fn(self.full(x))
-        return pred, jac_t[:, self.free_rows, :]
+        return self._fn
+
+    def __call__(self, x: np.ndarray):
+        pred, parts = self.forward(x)
+        return pred, self.jacobian(parts)
+
+    def forward(self, x: np.ndarray):
+        """Predictions and the parts of the Jacobian (the grouped law's ``forward``)."""
+        return self._law().forward(self.full(x) if self.held else x)
+
+    def jacobian(self, parts, out: np.ndarray | None = None) -> np.ndarray:
+        """The transposed Jacobian of the free coordinates from ``parts`` (rows of them)."""
+        jac_t = self._law().jacobian(parts)
+        return jac_t[:, self.free_rows, :] if self.held else jac_t
 
     def __getstate__(self) -> dict[str, Any]:
         return {"recipes": self.recipes, "groups": self.groups, "design": self.design, "held": self.held}

@@ -31,7 +31,14 @@ import numpy as np
 
 from .. import defaults
 from ..cautions import Caution, caution
-from ..law import DEFAULT_BOUNDS, THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss_and_jacobian_t
+from ..law import (
+    DEFAULT_BOUNDS,
+    THETA_NAMES,
+    THETA_TO_PARAM,
+    LawSpec,
+    jacobian_t_from_parts,
+    log_loss_parts,
+)
 from ..result import FitResult
 from ..runs.table import RunTable
 from .common import RUNS_PER_PARAMETER_WARN, goodness_of_fit, score_fields
@@ -82,25 +89,43 @@ class GroupedLaw:
 
     def model(self, design):
         """``model(x)`` for :func:`batched_weighted_lm`: predicted log L (m, n) and its
-        transposed Jacobian (m, 5 + G, n); each phi_g moves only its group's runs."""
+        transposed Jacobian (m, 5 + G, n); each phi_g moves only its group's runs.
+
+        Like :func:`~phifit.fitters.objective.law_model`, ``model.forward(x)`` gives the
+        predictions and the parts of the Jacobian (each group's :func:`~phifit.law.log_loss_parts`,
+        one flat tuple of arrays whose first axis is the rows) and ``model.jacobian(parts)`` the
+        Jacobian of those rows: the same arithmetic in two steps, so the LM skips the Jacobian of
+        rejected steps."""
         n_groups = len(self.recipes)
         members = [np.flatnonzero(self.groups == g) for g in range(n_groups)]
-        subdesigns = [design.subset(m) for m in members]
+        present = [g for g in range(n_groups) if len(members[g])]
+        subdesigns = {g: design.subset(members[g]) for g in present}
         n = len(self.groups)
+        width = 7  # arrays per group in log_loss_parts
 
-        def model(x):
-            m = len(x)
-            pred = np.empty((m, n))
-            jac_t = np.zeros((m, 5 + n_groups, n))
-            for g, (rows, sub) in enumerate(zip(members, subdesigns)):
-                if len(rows) == 0:
-                    continue
-                p, j = log_loss_and_jacobian_t(self.theta(x, g), sub)
-                pred[:, rows] = p
+        def forward(x: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+            pred = np.empty((len(x), n))
+            parts: list[np.ndarray] = []
+            for g in present:
+                p, group_parts = log_loss_parts(self.theta(x, g), subdesigns[g])
+                pred[:, members[g]] = p
+                parts.extend(group_parts)
+            return pred, tuple(parts)
+
+        def jacobian(parts: tuple[np.ndarray, ...], out: np.ndarray | None = None) -> np.ndarray:
+            jac_t = np.zeros((len(parts[0]), 5 + n_groups, n))
+            for i, g in enumerate(present):
+                j = jacobian_t_from_parts(parts[width * i : width * (i + 1)], subdesigns[g])
+                rows = members[g]
                 jac_t[:, :5, rows] = j[:, :5, :]
                 jac_t[:, 5 + g, rows] = j[:, 5, :]
-            return pred, jac_t
+            return jac_t
 
+        def model(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            pred, parts = forward(x)
+            return pred, jacobian(parts)
+
+        model.forward, model.jacobian = forward, jacobian
         return model
 
 
