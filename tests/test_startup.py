@@ -57,12 +57,18 @@ def test_a_point_fit_imports_only_what_it_uses():
 
 
 def test_the_check_sees_an_eager_import():
-    """The check above is real: the diagnostics it keeps out of a point fit load scipy.stats, so an
-    eager ``from .suite import diagnose`` back in ``phifit/diagnostics/__init__.py`` fails it."""
-    code = "import sys, phifit.diagnostics; phifit.diagnostics.diagnose; print('scipy.stats' in sys.modules)"
+    """The check above is real: reaching the diagnostics loads modules it keeps out of a point fit
+    (the suite and the identifiability checks), so an eager ``from .suite import diagnose`` back in
+    ``phifit/diagnostics/__init__.py`` fails it."""
+    names = ("phifit.diagnostics.suite", "phifit.diagnostics.identifiability")
+    code = (
+        "import sys, phifit.diagnostics; phifit.diagnostics.diagnose; "
+        f"print([m for m in {names!r} if m in sys.modules])"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "True"
+    assert done.stdout.strip() == repr(list(names))
+    assert set(names) <= set(NOT_FOR_A_POINT_FIT)
 
 
 def test_the_point_fits_offset_flags_are_the_diagnostics():
