@@ -107,3 +107,26 @@ def test_worker_processes_give_the_same_statistics():
     one = wild_cluster_test(runs0, free0, null0, n_boot=219, seed=1, n_jobs=1)
     two = wild_cluster_test(runs0, free0, null0, n_boot=219, seed=1, n_jobs=2)
     assert one.to_dict() == two.to_dict()
+
+
+def test_tests_run_side_by_side_are_each_the_test_alone():
+    """wild_cluster_tests runs several restrictions' refits in shared rounds (and on the workers
+    once a round holds 200 tables): each test, with its stop rule, is the one it gives alone in
+    this process (every table's refits and every stop decision are its own)."""
+    from phifit.bootstrap.sequential import StopRule
+    from phifit.bootstrap.wild import wild_cluster_tests
+
+    runs, free, _ = _fits(0.2, 6, noise=0.003, cell_noise=0.003)
+    true = fit_huber(runs, n_starts=100, spec=LawSpec(fixed={"phi": round(free.phi, 2)}))
+    false = fit_huber(runs, n_starts=100, spec=LawSpec(fixed={"phi": 1.0}))
+    rule = StopRule(risk=0.1, looks=(49, 99))
+    together = wild_cluster_tests(runs, free, [true, false], n_boot=249, seed=2, n_jobs=2, stop=rule)
+    for res, test in zip((true, false), together, strict=True):
+        alone = wild_cluster_test(runs, free, res, n_boot=249, seed=2, n_jobs=1, stop=rule)
+        assert test.to_dict() == alone.to_dict()
+    # the true restriction is settled at the first look, the false one runs on to the second
+    assert [t.n_boot for t in together] == [49, 99]
+    # without a stop rule both run all 249 in one round, on the two workers: the same again
+    together = wild_cluster_tests(runs, free, [true, false], n_boot=249, seed=3, n_jobs=2)
+    for res, test in zip((true, false), together, strict=True):
+        assert test.to_dict() == wild_cluster_test(runs, free, res, n_boot=249, seed=3, n_jobs=1).to_dict()

@@ -432,48 +432,65 @@ class _Search:
 
     def test(self, phi0: float) -> None:
         """Run the restricted wild cluster bootstrap test of phi = phi_0 (once per phi_0)."""
-        phi0 = float(phi0)
-        if phi0 in self.tested:
-            return
+        self.test_many([phi0])
+
+    def test_many(self, points: Sequence[float]) -> None:
+        """Test each phi_0 of ``points`` not tested yet: first their profile fits, in this order
+        (each warm-starts from the nearest fitted before it), then their bootstrap tests side
+        by side (:func:`phifit.bootstrap.wild.run_wild_jobs`: each test's numbers are those it
+        gives alone)."""
         design, spec, opts = self.design, self.spec, self.test_options
-        theta0, f0 = self.profile.fit(phi0)
-        spec0 = self.profile.null_spec(phi0)
-        observed = max(f0 - self.f_free, 0.0)
-        null = wild.Refit(law_model(spec0, design), spec0.lower, spec0.upper, (theta0[spec0.free_mask],))
-        alternative = wild.Refit(
-            self.alt_model, spec.lower, spec.upper, (theta0[spec.free_mask], self.theta_free[spec.free_mask])
-        )
-        stats, ok = wild.wild_cluster_statistics(
-            self.y,
-            log_loss(theta0, design),
-            self.codes,
-            null,
-            alternative,
-            self.delta,
-            self.n_boot,
-            np.random.default_rng(self.seed),
-            n_jobs=opts["n_jobs"],
-            adjust=opts["adjust"],
-            weights=opts["weights"],
-            observed=observed,
-            stop=opts["stop"],
-        )
-        result = wild.wild_test_result(
-            spec0.label(),
-            observed,
-            stats,
-            ok,
-            block=opts["block"],
-            n_blocks=self.n_blocks,
-            seed=self.seed,
-            source=SOURCE,
-            weights=opts["weights"],
-            adjust=opts["adjust"],
-            n_max=self.n_boot,
-            stop=opts["stop"],
-        )
-        critical = _critical(stats, ok, self.alpha)
-        self.tested[phi0] = _Tested(result.p_value, observed, critical, result.n_failed, result)
+        todo: list[float] = []
+        for phi0 in (float(x) for x in points):
+            if phi0 not in self.tested and phi0 not in todo:
+                self.profile.fit(phi0)
+                todo.append(phi0)
+        jobs, observed = [], []
+        for phi0 in todo:
+            theta0, f0 = self.profile.fit(phi0)
+            spec0 = self.profile.null_spec(phi0)
+            observed.append(max(f0 - self.f_free, 0.0))
+            null = wild.Refit(law_model(spec0, design), spec0.lower, spec0.upper, (theta0[spec0.free_mask],))
+            alternative = wild.Refit(
+                self.alt_model,
+                spec.lower,
+                spec.upper,
+                (theta0[spec.free_mask], self.theta_free[spec.free_mask]),
+            )
+            jobs.append(
+                wild.prepare_wild(
+                    self.y,
+                    log_loss(theta0, design),
+                    self.codes,
+                    null,
+                    alternative,
+                    self.delta,
+                    self.n_boot,
+                    np.random.default_rng(self.seed),  # one weight draw for every phi_0
+                    adjust=opts["adjust"],
+                    weights=opts["weights"],
+                    observed=observed[-1],
+                    stop=opts["stop"],
+                )
+            )
+        results = wild.run_wild_jobs(jobs, n_jobs=opts["n_jobs"])
+        for phi0, t, (stats, ok) in zip(todo, observed, results, strict=True):
+            result = wild.wild_test_result(
+                self.profile.null_spec(phi0).label(),
+                t,
+                stats,
+                ok,
+                block=opts["block"],
+                n_blocks=self.n_blocks,
+                seed=self.seed,
+                source=SOURCE,
+                weights=opts["weights"],
+                adjust=opts["adjust"],
+                n_max=self.n_boot,
+                stop=opts["stop"],
+            )
+            critical = _critical(stats, ok, self.alpha)
+            self.tested[phi0] = _Tested(result.p_value, t, critical, result.n_failed, result)
 
     def margin(self, phi0: float) -> float:
         """Predicted T - c at phi_0 (<= 0: kept).  Between two tested neighbours c is
@@ -541,8 +558,7 @@ class _Search:
         refits with phi held at a bound are slow and the test there is seldom in doubt."""
         lo_box, hi_box = self.box
         n_coarse = max(3, int(round((hi_box - lo_box) / coarse_step)) + 1)
-        for phi0 in [phi_hat, *np.linspace(lo_box, hi_box, n_coarse)[1:-1]]:
-            self.test(phi0)
+        self.test_many([phi_hat, *np.linspace(lo_box, hi_box, n_coarse)[1:-1]])
         exhausted = False
         while True:
             proposals = self.proposals(fine, tol)
@@ -553,8 +569,7 @@ class _Search:
                 proposals = proposals[: max(0, max_tests - len(self.tested))]
                 if not proposals:
                     break
-            for x in proposals:
-                self.test(x)
+            self.test_many(proposals)
         return exhausted
 
     def proposals(self, fine: np.ndarray, tol: float) -> list[float]:

@@ -45,7 +45,7 @@ chi-square test does not (``benchmarks/bootstrap_coverage.py`` measures both).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -401,35 +401,124 @@ def wild_cluster_statistics(
     :func:`phifit.defaults.workers`) and at least ``2 * MIN_ROWS_PER_JOB`` tables in a stage, the
     null's and the alternative's refits of the stage's tables are tasks of
     :func:`phifit.fitters.parallel.parallel_map` on ``backend`` (``scheduler``: a Dask scheduler's
-    address; :func:`_refit_both_parallel` says how they are cut).  Each table's refits are its
-    own: the same numbers on any backend and any cut."""
-    n_jobs = defaults.resolve_workers(n_jobs)
-    check_backend(backend, scheduler)
+    address; :func:`run_wild_jobs` says how they are cut).  Each table's refits are its own: the
+    same numbers on any backend and any cut.  :func:`prepare_wild` and :func:`run_wild_jobs` run
+    several such tests side by side."""
+    job = prepare_wild(
+        y, null_pred, codes, null, alternative, delta, n_boot, rng, adjust, weights, observed, stop
+    )
+    return run_wild_jobs([job], n_jobs=n_jobs, backend=backend, scheduler=scheduler)[0]
+
+
+@dataclass
+class WildJob:
+    """One wild test's refits, drawn and waiting (:func:`prepare_wild`): its B tables ``y_star``,
+    its two laws and loss, the replicate counts of its ``stages`` (one: all B, without a stop
+    rule) and what the stages run so far gave."""
+
+    y_star: np.ndarray
+    null: Refit
+    alternative: Refit
+    delta: float
+    observed: float | None
+    stop: StopRule | None
+    stages: list[int]
+    stats: list[np.ndarray] = field(default_factory=list)
+    oks: list[np.ndarray] = field(default_factory=list)
+    done: int = 0  # tables refitted so far
+    finished: bool = False
+
+    def next_tables(self) -> np.ndarray:
+        """The tables of the next stage."""
+        return self.y_star[self.done : self.stages[len(self.stats)]]
+
+    def record(self, f0: np.ndarray, ok0: np.ndarray, f1: np.ndarray, ok1: np.ndarray) -> None:
+        """Add a stage's refits; the job is finished after its last stage, or sooner once its
+        stop rule settles p's side of the level."""
+        self.oks.append(ok0 & ok1 & np.isfinite(f0) & np.isfinite(f1))
+        self.stats.append(np.maximum(f0 - f1, 0.0))
+        self.done += len(f0)
+        if len(self.stats) == len(self.stages):
+            self.finished = True
+        elif self.stop is not None and self.observed is not None:
+            t_star, ok = np.concatenate(self.stats), np.concatenate(self.oks)
+            self.finished = self.stop.decided(exceedances(t_star[ok], self.observed), int(ok.sum()))
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """(T* (n,), converged (n,)) of the tables refitted."""
+        return np.concatenate(self.stats), np.concatenate(self.oks)
+
+
+def prepare_wild(
+    y: np.ndarray,
+    null_pred: np.ndarray,
+    codes: np.ndarray,
+    null: Refit,
+    alternative: Refit,
+    delta: float,
+    n_boot: int,
+    rng: np.random.Generator,
+    adjust: str = DEFAULT_ADJUST,
+    weights: str = "auto",
+    observed: float | None = None,
+    stop: StopRule | None = None,
+) -> WildJob:
+    """The tables of one wild test (:func:`wild_cluster_statistics`' arguments), drawn, and its
+    stages; nothing is refitted yet."""
     n_clusters = int(codes.max()) + 1
     resid = adjusted_residuals(y - null_pred, codes, null, delta, adjust)
     signs = draw_weights(rng, n_boot, n_clusters, choose_weights(n_clusters, weights))
     y_star = null_pred + signs[:, codes] * resid
-    workers = resolve_workers(n_jobs)
     stages = stop.stages(n_boot) if stop is not None and observed is not None else [n_boot]
-    stats: list[np.ndarray] = []
-    oks: list[np.ndarray] = []
-    start = 0
-    for end in stages:
-        stage = y_star[start:end]
-        if workers > 1 and len(stage) >= 2 * MIN_ROWS_PER_JOB:
-            f0, ok0, f1, ok1 = _refit_both_parallel(
-                null, alternative, stage, delta, workers, backend, scheduler
-            )
+    return WildJob(y_star, null, alternative, delta, observed, stop, stages)
+
+
+def run_wild_jobs(
+    jobs: list[WildJob],
+    n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Run the wild tests ``jobs`` side by side, in rounds: each round refits the next stage of
+    every job not yet finished, all of them as one set of tasks, so that the workers share the
+    jobs' refits and each round waits for one slowest batch rather than one per job and stage;
+    returns each job's (T*, converged).
+
+    A round goes to the workers when there are several and it holds at least
+    ``2 * MIN_ROWS_PER_JOB`` tables; otherwise it is refitted here.  Each job's stage is cut by
+    law, each law's tables in ``max(1, workers // 2)`` parts (one with two workers).  Why by law
+    and not by table: a batch of refits costs about as much as its slowest row (the rows a flat
+    valley keeps crawling for thousands of iterations of the batched finish, whose per-iteration
+    cost hardly depends on how many rows are left), so two half-batches of both laws cost nearly
+    twice one whole batch of each.  Each table's refits are its own, and each job's stages and
+    stop decisions are its own, so every job gives the same numbers alone or beside others, on
+    any backend and any cut."""
+    workers = resolve_workers(n_jobs)
+    check_backend(backend, scheduler)
+    while True:
+        active = [job for job in jobs if not job.finished]
+        if not active:
+            break
+        stages = [job.next_tables() for job in active]
+        if workers > 1 and sum(len(t) for t in stages) >= 2 * MIN_ROWS_PER_JOB:
+            cuts = [np.array_split(np.arange(len(t)), max(1, min(workers // 2, len(t)))) for t in stages]
+            tasks = [
+                (law, tables[part], job.delta)
+                for job, tables, parts in zip(active, stages, cuts, strict=True)
+                for law in (job.null, job.alternative)
+                for part in parts
+            ]
+            done = iter(parallel_map(_refit, tasks, n_jobs=workers, backend=backend, scheduler=scheduler))
+            for job, parts in zip(active, cuts, strict=True):
+                null_parts = [next(done) for _ in parts]
+                alt_parts = [next(done) for _ in parts]
+                f0, ok0 = (np.concatenate([d[i] for d in null_parts]) for i in range(2))
+                f1, ok1 = (np.concatenate([d[i] for d in alt_parts]) for i in range(2))
+                job.record(f0, ok0, f1, ok1)
         else:
-            f0, ok0, f1, ok1 = _refit_both(null, alternative, stage, delta)
-        oks.append(ok0 & ok1 & np.isfinite(f0) & np.isfinite(f1))
-        stats.append(np.maximum(f0 - f1, 0.0))
-        start = end
-        if end < n_boot and stop is not None and observed is not None:
-            t_star, ok = np.concatenate(stats), np.concatenate(oks)
-            if stop.decided(exceedances(t_star[ok], observed), int(ok.sum())):
-                break
-    return np.concatenate(stats), np.concatenate(oks)
+            for job, tables in zip(active, stages, strict=True):
+                job.record(*_refit_both(job.null, job.alternative, tables, job.delta))
+    return [job.result() for job in jobs]
 
 
 def exceedances(t_star: np.ndarray, observed: float) -> int:
@@ -447,34 +536,6 @@ def _refit_both(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     f0, ok0 = _refit(null, y_star, delta)
     f1, ok1 = _refit(alternative, y_star, delta)
-    return f0, ok0, f1, ok1
-
-
-def _refit_both_parallel(
-    null: Refit,
-    alternative: Refit,
-    y_star: np.ndarray,
-    delta: float,
-    workers: int,
-    backend: str | None,
-    scheduler: str | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_refit_both` on ``workers`` processes: each law's refits are split into
-    ``max(1, workers // 2)`` tasks of consecutive tables, so that with two workers each law's
-    tables are one task.
-
-    Why by law and not by table: a batch of refits costs about as much as its slowest row (the
-    rows a flat valley keeps crawling for thousands of iterations of the batched finish, whose
-    per-iteration cost hardly depends on how many rows are left), so two half-batches of both
-    laws cost nearly twice one whole batch of each.  Each table's refit is its own, so the
-    numbers do not depend on the split.
-    """
-    parts = np.array_split(np.arange(len(y_star)), max(1, workers // 2))
-    tasks = [(law, y_star[part], delta) for law in (null, alternative) for part in parts]
-    done = list(parallel_map(_refit, tasks, n_jobs=workers, backend=backend, scheduler=scheduler))
-    half = len(parts)
-    f0, ok0 = (np.concatenate([d[i] for d in done[:half]]) for i in range(2))
-    f1, ok1 = (np.concatenate([d[i] for d in done[half:]]) for i in range(2))
     return f0, ok0, f1, ok1
 
 
@@ -573,7 +634,42 @@ def wild_cluster_test(
     Both fits must be of ``runs`` with the same loss and box (Huber or least squares), the
     restricted one holding more parameters fixed.  ``block``: the clusters (default the
     (budget, r) cells, else single runs; see :meth:`phifit.runs.RunTable.cells`).
+    :func:`wild_cluster_tests` runs several restrictions' tests side by side.
     """
+    return wild_cluster_tests(
+        runs,
+        free,
+        [restricted],
+        n_boot=n_boot,
+        block=block,
+        seed=seed,
+        n_jobs=n_jobs,
+        backend=backend,
+        scheduler=scheduler,
+        adjust=adjust,
+        weights=weights,
+        stop=stop,
+    )[0]
+
+
+def wild_cluster_tests(
+    runs: RunTable | pd.DataFrame,
+    free: FitResult,
+    restricted: Sequence[FitResult],
+    *,
+    n_boot: int = defaults.N_WILD,
+    block: str | None = None,
+    seed: int = defaults.SEED,
+    n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
+    adjust: str = DEFAULT_ADJUST,
+    weights: str = "auto",
+    stop: StopRule | None = None,
+) -> list[WildTest]:
+    """:func:`wild_cluster_test` of each fit in ``restricted`` against ``free``, the tests' refits
+    run side by side (:func:`run_wild_jobs`); each test is the one it would be alone (its own
+    draws from ``seed``, its own stages)."""
     from ..runs.table import as_runs
 
     runs = as_runs(runs)
@@ -582,6 +678,44 @@ def wild_cluster_test(
             f"n_boot must be >= {defaults.N_WILD_MIN} for a p-value at the 5% level, got {n_boot}"
         )
     check_backend(backend, scheduler)
+    codes, label = runs.cells(block)
+    prepared = [
+        _prepare_test(runs, free, res, codes, n_boot, seed, adjust, weights, stop) for res in restricted
+    ]
+    results = run_wild_jobs(
+        [job for _, _, job in prepared], n_jobs=n_jobs, backend=backend, scheduler=scheduler
+    )
+    return [
+        wild_test_result(
+            name,
+            observed,
+            stats,
+            ok,
+            block=label,
+            n_blocks=int(codes.max()) + 1,
+            seed=seed,
+            source="compare",
+            weights=weights,
+            adjust=adjust,
+            n_max=n_boot,
+            stop=stop,
+        )
+        for (name, observed, _), (stats, ok) in zip(prepared, results, strict=True)
+    ]
+
+
+def _prepare_test(
+    runs: RunTable,
+    free: FitResult,
+    restricted: FitResult,
+    codes: np.ndarray,
+    n_boot: int,
+    seed: int,
+    adjust: str,
+    weights: str,
+    stop: StopRule | None,
+) -> tuple[str, float, WildJob]:
+    """(the restriction's name, the observed T, its drawn :class:`WildJob`) of one test."""
     spec1, delta = refit_settings(free)
     spec0, delta0 = refit_settings(restricted)
     if delta0 != delta or dict(spec0.bounds) != dict(spec1.bounds):
@@ -595,14 +729,13 @@ def wild_cluster_test(
     theta0, theta1 = restricted.theta, free.theta
     y0 = log_loss(theta0, design)
     observed = float(_objective(y0, y, delta) - _objective(log_loss(theta1, design), y, delta))
-    codes, label = runs.cells(block)
     null = Refit(law_model(spec0, design), spec0.lower, spec0.upper, (theta0[spec0.free_mask],))
     # the free law starts from the null solution (so its objective cannot exceed the null's)
     # and from its own estimate
     alternative = Refit(
         law_model(spec1, design), spec1.lower, spec1.upper, (theta0[spec1.free_mask], theta1[spec1.free_mask])
     )
-    stats, ok = wild_cluster_statistics(
+    job = prepare_wild(
         y,
         y0,
         codes,
@@ -611,25 +744,10 @@ def wild_cluster_test(
         delta,
         n_boot,
         np.random.default_rng(seed),
-        n_jobs=n_jobs,
-        backend=backend,
-        scheduler=scheduler,
-        adjust=adjust,
-        weights=weights,
-        observed=observed,
-        stop=stop,
-    )
-    return wild_test_result(
-        LawSpec(fixed={k: v for k, v in restricted.fixed.items() if k not in free.fixed}).label(),
+        adjust,
+        weights,
         observed,
-        stats,
-        ok,
-        block=label,
-        n_blocks=int(codes.max()) + 1,
-        seed=seed,
-        source="compare",
-        weights=weights,
-        adjust=adjust,
-        n_max=n_boot,
-        stop=stop,
+        stop,
     )
+    name = LawSpec(fixed={k: v for k, v in restricted.fixed.items() if k not in free.fixed}).label()
+    return name, observed, job

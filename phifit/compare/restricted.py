@@ -52,7 +52,7 @@ import pandas as pd
 
 from .. import defaults
 from ..bootstrap.sequential import StopRule
-from ..bootstrap.wild import ADJUST_TEXT, WildTest, too_few_clusters, wild_cluster_test
+from ..bootstrap.wild import ADJUST_TEXT, WildTest, too_few_clusters, wild_cluster_tests
 from ..cautions import Caution, caution, collect
 from ..fitters.common import effective_spec
 from ..fitters.likelihood import (
@@ -375,7 +375,7 @@ def compare_fits(
         replicates once p's side of the rule's level is settled (its p then comes from the
         replicates it used, and its result says so); None: every test runs all ``n_wild``.
     n_jobs, backend, scheduler
-        Where the wild tests' refits run (:func:`phifit.bootstrap.wild.wild_cluster_test`,
+        Where the wild tests' refits run (:func:`phifit.bootstrap.wild.wild_cluster_tests`,
         :mod:`phifit.fitters.parallel`); ``n_jobs`` None: the cores this process may use
         (:func:`phifit.defaults.workers`).  The p-values do not depend on them.
     """
@@ -396,7 +396,7 @@ def compare_fits(
         res = fit if label == "free" else fit_spec(runs, spec, method, seed, n_starts, delta=delta)
         fits[label] = res
         score = _gaussian_score(runs, spec, res)
-        lr = wild = undecided = None
+        lr = undecided = None
         if label == "free":
             free_score = score
             st_notes = _free_fit_cautions(res)
@@ -404,11 +404,12 @@ def compare_fits(
             boundary = [n for n in _on_bound(spec) if n not in base_spec.fixed]
             df = free_score.n_params - score.n_params
             lr = lr_test(free_score, score, df, on_boundary=boundary, label=label)
-            undecided, wild, test_notes = _wild_test_or_undecided(
-                runs, fits["free"], res, spec, base_spec, label, block, n_wild, seed, parallel
-            )
-            st_notes = [*lr.warnings, *test_notes]
-        tested[label] = (spec, res, score, lr, wild, st_notes, undecided)
+            undecided = _undecided_before_test(runs, fits["free"], spec, base_spec, block)
+            st_notes = [*lr.warnings]
+            if undecided:
+                st_notes.append(caution("compare", "undecided", f"{label}: undecided: {undecided}"))
+        tested[label] = [spec, res, score, lr, None, st_notes, undecided]
+    _wild_tests(runs, fits["free"], tested, block, n_wild, seed, parallel)
     held_out = _held_out_errors(runs, specs, method, seed, n_starts, order, delta, do_cv, parallel)
     for label, (spec, res, score, lr, wild, st_notes, undecided) in tested.items():
         errors, cv_notes = held_out[label]
@@ -548,33 +549,34 @@ def _free_fit_cautions(res: FitResult) -> list[Caution]:
     ]
 
 
-def _wild_test_or_undecided(
+def _wild_tests(
     runs: RunTable,
     free: FitResult,
-    res: FitResult,
-    spec: LawSpec,
-    base_spec: LawSpec,
-    label: str,
+    tested: dict[str, list[Any]],
     block: str | Sequence[str] | None,
     n_wild: int,
     seed: int,
     parallel: dict[str, Any],
-) -> tuple[str | None, WildTest | None, list[Caution]]:
-    """(why the test cannot be read or None, the wild cluster bootstrap of ``res`` vs ``free``, cautions)."""
-    notes: list[Caution] = []
-    wild = None
-    undecided = _undecided_before_test(runs, free, spec, base_spec, block)
-    if undecided:
-        notes.append(caution("compare", "undecided", f"{label}: undecided: {undecided}"))
-    elif n_wild:
-        wild = wild_cluster_test(runs, free, res, n_boot=n_wild, block=block, seed=seed, **parallel)
-        notes += wild.warnings
+) -> None:
+    """The wild cluster bootstrap test of every restriction in ``tested`` (label -> [spec, fit,
+    score, lr, wild, cautions, undecided]) that is not undecided before it, run side by side
+    (:func:`phifit.bootstrap.wild.wild_cluster_tests`); each entry gets its test, the test's
+    cautions, and "undecided" when the test cannot reject at the significance level."""
+    labels = [label for label, entry in tested.items() if label != "free" and not entry[6]]
+    if not n_wild or not labels:
+        return
+    tests = wild_cluster_tests(
+        runs, free, [tested[label][1] for label in labels], n_boot=n_wild, block=block, seed=seed, **parallel
+    )
+    for label, wild in zip(labels, tests, strict=True):
+        entry = tested[label]
+        entry[4] = wild
+        entry[5] += wild.warnings
         if not wild.resolves(SIGNIFICANCE):
-            undecided = (
+            entry[6] = (
                 f"the wild test's smallest attainable p ({wild.min_p:.2g}) is not below "
                 f"{SIGNIFICANCE:g}: it cannot reject at that level"
             )
-    return undecided, wild, notes
 
 
 def _held_out_errors(
