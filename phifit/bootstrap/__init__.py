@@ -4,7 +4,8 @@
   refits the law through the engine and reads percentile and BCa intervals;
 - :mod:`~phifit.bootstrap.result`: :class:`BootstrapResult`, the replicates and their bookkeeping;
 - :mod:`~phifit.bootstrap.wild`: the restricted wild cluster bootstrap test of a restriction
-  (phi = 0, phi = 1, any fixed value): one Rademacher sign per cell;
+  (phi = 0, phi = 1, any fixed value): one Rademacher sign per cell; several restrictions' tests
+  side by side (:func:`wild_cluster_tests`);
 - :mod:`~phifit.bootstrap.draws`: quantities evaluated at bootstrap draws of the law, and their
   percentile intervals.
 
@@ -27,6 +28,7 @@ _EXPORTS = {
     "BootstrapResult": "result",
     "WildTest": "wild",
     "wild_cluster_test": "wild",
+    "wild_cluster_tests": "wild",
 }
 
 __all__ = sorted(_EXPORTS)
