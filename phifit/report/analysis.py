@@ -326,6 +326,14 @@ class Analysis(JsonIO):
 
 
 # ------------------------------------------------------------------------------ analysis
+def _with_diagnostics(
+    while_checks: Callable[[Analysis], None], so_far: Analysis
+) -> Callable[[Diagnostics], None]:
+    """What :func:`analyse` calls once the diagnostics are done: ``while_checks`` of the analysis
+    so far with them set."""
+    return lambda diag: while_checks(replace(so_far, diagnostics=diag))
+
+
 def analyse(
     runs: RunTable | pd.DataFrame,
     options: AnalysisOptions | None = None,
@@ -354,8 +362,8 @@ def analyse(
     phi_inverted = stages.inverted_stage(main_runs, fit, boot, comparison, st)
     checks = stages.start_checks(main_runs, free_fit, fit, st)  # on the workers, while the next runs here
     derived = stages.derived_stage(main_runs, fit, boot, st)
-    so_far = None
-    if while_checks is not None:
+    on_diagnostics = None
+    if while_checks is not None:  # the analysis so far: no checks, no cautions yet
         so_far = Analysis(
             table=runs,
             runs=main_runs,
@@ -369,12 +377,8 @@ def analyse(
             phi_inverted=phi_inverted,
         )
         while_checks(so_far)
-
-    def diagnostics_done(diag: Any) -> None:
-        if while_checks is not None and so_far is not None:
-            while_checks(replace(so_far, diagnostics=diag))
-
-    multipliers, drift, diag = stages.collect_checks(checks, st, on_diagnostics=diagnostics_done)
+        on_diagnostics = _with_diagnostics(while_checks, so_far)
+    multipliers, drift, diag = stages.collect_checks(checks, st, on_diagnostics=on_diagnostics)
     plan = stages.plan_stage(main_runs, fit, st)
     adaptive = stages.rounds_stage(runs, st)
     bayes, bayes_draws, idata = stages.bayes_stage(main_runs, st)
