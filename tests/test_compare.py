@@ -259,3 +259,18 @@ def test_held_out_folds_on_worker_processes_give_the_same_errors():
     cv_free, per_free, extrap_free, _ = one["free"]
     assert len(per_free) == len(order) and extrap_free == per_free[str(order[-1])]
     assert cv_free < one["phi=0"][0]  # the true law predicts held-out budgets better than phi = 0
+
+
+def test_a_comparison_on_two_workers_is_the_one_process_comparison():
+    """compare_fits starts the held-out folds first and runs the restricted wild tests side by
+    side while they run: on two worker processes every number is the one-process number."""
+    from phifit.bootstrap.sequential import StopRule
+    from phifit.fitters.huber import fit_huber
+
+    runs = paper_table(noise=0.004, seed=6, phi=0.46)
+    free = fit_huber(runs, n_starts=60)
+    kw = {"n_starts": 60, "n_wild": 249, "wild_stop": StopRule(looks=(99,)), "seed": 1}
+    one = compare_fits(runs, free, n_jobs=1, **kw).to_dict()
+    two = compare_fits(runs, free, n_jobs=2, **kw).to_dict()
+    assert one == two
+    assert one["fits"]["phi=0"]["cv_rmse"] is not None and one["fits"]["phi=1"]["wild"]["n_boot"] >= 99

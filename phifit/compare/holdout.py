@@ -14,6 +14,7 @@ Used by the restricted-fit comparison (:mod:`phifit.compare.restricted`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -85,16 +86,59 @@ def out_of_sample_many(
     Every (spec, held-out budget) fold is one task of :func:`phifit.fitters.parallel.parallel_map`
     (``n_jobs``, ``backend``, ``scheduler``): each fold's refit is a pure function of its training
     runs, spec, method, seed and starts, so the errors do not depend on where the folds run.
+    :func:`start_out_of_sample` starts the folds and :func:`collect_out_of_sample` reads them, so
+    that a caller can go on meanwhile.
     """
+    where = {"n_jobs": n_jobs, "backend": backend, "scheduler": scheduler}
+    pending = start_out_of_sample(runs, specs, method, seed, n_starts, order, delta=delta, **where)
+    return collect_out_of_sample(pending)
+
+
+@dataclass
+class PendingFolds:
+    """The folds of :func:`start_out_of_sample`: their results as
+    :func:`phifit.fitters.parallel.parallel_map` yields them (on worker processes they are
+    already running), and what reading them needs."""
+
+    runs: RunTable
+    specs: Mapping[str, LawSpec]
+    order: list[Any]
+    folds: Any
+
+
+def start_out_of_sample(
+    runs: RunTable,
+    specs: Mapping[str, LawSpec],
+    method: str,
+    seed: int,
+    n_starts: int,
+    order: list[Any],
+    *,
+    delta: float | None = None,
+    n_jobs: int | None = 1,
+    backend: str | None = None,
+    scheduler: str | None = None,
+) -> PendingFolds:
+    """Start the folds of :func:`out_of_sample_many` (its arguments) and return at once."""
     from ..fitters.parallel import parallel_map
 
     budget = runs.frame["budget"].to_numpy()
     tasks = [
         (runs, budget == b, spec, method, seed, n_starts, delta) for spec in specs.values() for b in order
     ]
-    folds = iter(parallel_map(_fold, tasks, n_jobs=n_jobs, backend=backend, scheduler=scheduler))
+    folds = parallel_map(_fold, tasks, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
+    return PendingFolds(runs, specs, order, folds)
+
+
+def collect_out_of_sample(
+    pending: PendingFolds,
+) -> dict[str, tuple[float, dict[str, float], float, list[Caution]]]:
+    """:func:`out_of_sample_many`'s result from the folds :func:`start_out_of_sample` started."""
+    runs, order = pending.runs, pending.order
+    budget = runs.frame["budget"].to_numpy()
+    folds = iter(pending.folds)
     out: dict[str, tuple[float, dict[str, float], float, list[Caution]]] = {}
-    for label, spec in specs.items():
+    for label, spec in pending.specs.items():
         sq = np.full(len(runs), np.nan)
         per: dict[str, float] = {}
         notes: list[Caution] = []
@@ -134,4 +178,13 @@ def _fold(
     return runs.loss[held] - predict(res, runs.subset(held)), bool(res.phi_identified)
 
 
-__all__ = ["budget_order", "fit_spec", "out_of_sample_many", "predict", "spec_label"]
+__all__ = [
+    "PendingFolds",
+    "budget_order",
+    "collect_out_of_sample",
+    "fit_spec",
+    "out_of_sample_many",
+    "predict",
+    "spec_label",
+    "start_out_of_sample",
+]

@@ -70,7 +70,14 @@ from ..law import LawSpec, log_loss, to_internal
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
 from ..serialize import JsonIO, to_plain
-from .holdout import budget_order, fit_spec, out_of_sample_many, spec_label
+from .holdout import (
+    PendingFolds,
+    budget_order,
+    collect_out_of_sample,
+    fit_spec,
+    spec_label,
+    start_out_of_sample,
+)
 
 METHODS = ("huber", "lsq")
 VERDICT_RULE = (
@@ -391,6 +398,9 @@ def compare_fits(
     stats: dict[str, FitStats] = {}
     free_score: GaussianScore | None = None
     specs = _specs(base_spec, fixes)
+    # the held-out folds start first: they run on the workers while the restricted fits run here
+    # and fill the gaps between the wild tests' rounds
+    folds = _start_held_out(runs, specs, method, seed, n_starts, order, delta, do_cv, parallel)
     tested = {}
     for label, spec in specs.items():
         res = fit if label == "free" else fit_spec(runs, spec, method, seed, n_starts, delta=delta)
@@ -410,7 +420,7 @@ def compare_fits(
                 st_notes.append(caution("compare", "undecided", f"{label}: undecided: {undecided}"))
         tested[label] = [spec, res, score, lr, None, st_notes, undecided]
     _wild_tests(runs, fits["free"], tested, block, n_wild, seed, parallel)
-    held_out = _held_out_errors(runs, specs, method, seed, n_starts, order, delta, do_cv, parallel)
+    held_out = _held_out_errors(specs, order, folds)
     for label, (spec, res, score, lr, wild, st_notes, undecided) in tested.items():
         errors, cv_notes = held_out[label]
         stats[label] = _fit_stats(label, spec, res, score, lr, wild, errors, st_notes + cv_notes, undecided)
@@ -579,7 +589,7 @@ def _wild_tests(
             )
 
 
-def _held_out_errors(
+def _start_held_out(
     runs: RunTable,
     specs: dict[str, LawSpec],
     method: str,
@@ -589,15 +599,24 @@ def _held_out_errors(
     delta: float,
     do_cv: bool,
     parallel: dict[str, Any],
+) -> PendingFolds | None:
+    """Start every spec's leave-one-budget-out folds on ``parallel``'s workers
+    (:func:`phifit.compare.holdout.start_out_of_sample`); None without cross-validation."""
+    if not do_cv:
+        return None
+    where = {k: parallel[k] for k in ("n_jobs", "backend", "scheduler")}
+    return start_out_of_sample(runs, specs, method, seed, n_starts, order, delta=delta, **where)
+
+
+def _held_out_errors(
+    specs: dict[str, LawSpec], order: list[Any], folds: PendingFolds | None
 ) -> dict[str, tuple[dict[str, Any], list[Caution]]]:
     """{label: (leave-one-budget-out RMSE (all, by budget), extrapolation RMSE and budget (None: no
-    cv), cautions)}; every spec's folds run side by side on ``parallel``'s workers
-    (:func:`phifit.compare.holdout.out_of_sample_many`)."""
-    if not do_cv:
+    cv), cautions)} from the folds :func:`_start_held_out` started."""
+    if folds is None:
         none = {"cv_rmse": None, "cv_rmse_by_budget": None, "extrap_rmse": None, "extrap_budget": None}
         return {label: (dict(none), []) for label in specs}
-    where = {k: parallel[k] for k in ("n_jobs", "backend", "scheduler")}
-    per_spec = out_of_sample_many(runs, specs, method, seed, n_starts, order, delta=delta, **where)
+    per_spec = collect_out_of_sample(folds)
     out: dict[str, tuple[dict[str, Any], list[Caution]]] = {}
     for label, (cv_rmse, per, extrap, cv_notes) in per_spec.items():
         errors = {
