@@ -595,3 +595,20 @@ def test_bootstrap_on_a_table_with_a_loose_e_polishes_instead_of_failing():
     assert any("E in" in w.message and "box bound" in w.message for w in boot.warnings)
     again = BootstrapResult.from_dict(json.loads(json.dumps(boot.to_dict())))
     assert again.n_polished == boot.n_polished == boot.bootstrap_info()["n_polished"]
+
+
+def test_a_bootstrap_started_beside_other_work_is_the_bootstrap():
+    """start_block_bootstrap returns at once with its refits running on the workers; other
+    parallel work (a comparison, as the report runs one beside it) may run meanwhile, and
+    ``result()`` is block_bootstrap's result, replicate for replicate."""
+    from phifit.bootstrap.block import start_block_bootstrap
+    from phifit.compare.restricted import compare_fits
+
+    runs = paper_table(noise=0.004, seed=8)
+    fit = fit_huber(runs, n_starts=60)
+    pending = start_block_bootstrap(runs, fit, n_boot=300, seed=4, n_jobs=2, progress=False, chunk_size=100)
+    compare_fits(runs, fit, n_starts=40, n_wild=0, n_jobs=2)
+    beside = pending.result()
+    alone = block_bootstrap(runs, fit, n_boot=300, seed=4, n_jobs=1, progress=False)
+    np.testing.assert_array_equal(beside.thetas, alone.thetas)
+    assert beside.to_dict() == alone.to_dict()

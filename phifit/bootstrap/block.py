@@ -49,7 +49,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -58,7 +59,7 @@ from .. import defaults
 from ..cautions import Caution, caution
 from ..fitters.common import effective_spec
 from ..fitters.parallel import check_backend
-from ..fitters.refit import identifiable_rows, refit_weighted
+from ..fitters.refit import PendingRefits, identifiable_rows, refit_weighted, start_refit_weighted
 from ..intervals import Interval, bootstrap_interval, jackknife_acceleration, mc_resamples
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec
 from ..result import FitResult
@@ -150,6 +151,92 @@ def block_bootstrap(
     jackknife
         Compute the delete-one-block jackknife (needed for BCa; n_blocks extra refits).
     """
+    return start_block_bootstrap(
+        runs,
+        fit,
+        n_boot=n_boot,
+        block=block,
+        seed=seed,
+        n_jobs=n_jobs,
+        backend=backend,
+        scheduler=scheduler,
+        progress=progress,
+        level=level,
+        n_spread=n_spread,
+        chunk_size=chunk_size,
+        jackknife=jackknife,
+    ).result()
+
+
+@dataclass
+class PendingBootstrap:
+    """A block bootstrap :func:`start_block_bootstrap` started: its refits (on worker processes
+    already running) and what finishing it needs; :meth:`result` waits for them, computes the
+    jackknife and returns the :class:`BootstrapResult`."""
+
+    runs: RunTable
+    fit: FitResult
+    fit_spec: LawSpec
+    weights: np.ndarray
+    refits: PendingRefits
+    codes: np.ndarray
+    label: str
+    x_hat: np.ndarray
+    refit: dict[str, Any]
+    streams: list[np.random.SeedSequence]
+    check_phi: bool
+    phi_identified: bool
+    jackknife: bool
+    level: float
+    seed: int
+    workers: int
+
+    def result(self) -> BootstrapResult:
+        out = self.refits.collect()
+        runs, fit_spec, check_phi = self.runs, self.fit_spec, self.check_phi
+        replicates = _replicates(runs, fit_spec, self.weights, out, check_phi=check_phi)
+        if self.jackknife:
+            stream = self.streams[2]
+            jack = _jackknife_thetas(
+                runs, fit_spec, self.codes, self.x_hat, self.refit, stream=stream, check_phi=check_phi
+            )
+        else:
+            jack = np.full((int(self.codes.max()) + 1, len(THETA_NAMES)), np.nan)
+        return _bootstrap_result(
+            runs,
+            self.fit,
+            fit_spec,
+            replicates,
+            jack,
+            jackknife=self.jackknife,
+            block=self.label,
+            seed=self.seed,
+            level=self.level,
+            mc_seed=int(self.streams[2].generate_state(1)[0]),
+            workers=self.workers,
+            phi_identified=self.phi_identified,
+        )
+
+
+def start_block_bootstrap(
+    runs: RunTable | pd.DataFrame,
+    fit: FitResult,
+    *,
+    n_boot: int = defaults.N_BOOT,
+    block: str | Sequence[str] | None = None,
+    seed: int = defaults.SEED,
+    n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
+    progress: bool = True,
+    level: float = defaults.LEVEL,
+    n_spread: int = 4,
+    chunk_size: int = 250,
+    jackknife: bool = True,
+) -> PendingBootstrap:
+    """Start :func:`block_bootstrap` (its arguments; the same checks, raised here) and return at
+    once: with worker processes the refits run while the caller goes on, and
+    :meth:`PendingBootstrap.result` finishes it (the same result)."""
     runs = as_runs(runs)
     workers = _checked_workers(runs, fit, n_boot, n_jobs, backend, scheduler, n_spread, level)
     codes, label = block_codes(runs, block)
@@ -168,7 +255,7 @@ def block_bootstrap(
     streams = np.random.SeedSequence(seed).spawn(3)
     weights = draw_weights(codes, n_boot, np.random.default_rng(streams[0]))
     ident, too_few = _drawn_failures(runs, fit_spec, weights, check_phi=check_phi)
-    out = refit_weighted(
+    refits = start_refit_weighted(
         runs,
         fit_spec,
         weights,
@@ -183,24 +270,23 @@ def block_bootstrap(
         desc="bootstrap",
         skip=~ident | too_few,  # failed by their draw alone: not refitted (a 7-run table: 998 of 1,000)
     )
-    replicates = _replicates(runs, fit_spec, weights, out, check_phi=check_phi)
-    if jackknife:
-        jack = _jackknife_thetas(runs, fit_spec, codes, x_hat, refit, stream=streams[2], check_phi=check_phi)
-    else:
-        jack = np.full((n_blocks, len(THETA_NAMES)), np.nan)
-    return _bootstrap_result(
-        runs,
-        fit,
-        fit_spec,
-        replicates,
-        jack,
-        jackknife=jackknife,
-        block=label,
-        seed=seed,
-        level=level,
-        mc_seed=int(streams[2].generate_state(1)[0]),
-        workers=workers,
+    return PendingBootstrap(
+        runs=runs,
+        fit=fit,
+        fit_spec=fit_spec,
+        weights=weights,
+        refits=refits,
+        codes=codes,
+        label=label,
+        x_hat=x_hat,
+        refit=refit,
+        streams=streams,
+        check_phi=check_phi,
         phi_identified=phi_identified,
+        jackknife=jackknife,
+        level=level,
+        seed=seed,
+        workers=workers,
     )
 
 
@@ -575,10 +661,12 @@ __all__ = [
     "BOOT_METHODS",
     "BootstrapResult",
     "Interval",
+    "PendingBootstrap",
     "block_bootstrap",
     "block_codes",
     "bootstrap_interval",
     "draw_weights",
     "jackknife_acceleration",
     "refit_weighted",
+    "start_block_bootstrap",
 ]

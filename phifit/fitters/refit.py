@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -258,8 +258,71 @@ def refit_weighted(
     they fail: too few distinct runs, phi not identified); their starts are still drawn, so the
     others keep theirs, and their rows come back as not converged, objective NaN, x = ``x_hat``.
     Returns arrays ``x`` (m, k), ``objective``, ``converged``, ``switched``, ``n_iter``,
-    ``polished`` (finished by :func:`polish_unconverged`).
+    ``polished`` (finished by :func:`polish_unconverged`).  :func:`start_refit_weighted` starts
+    the same refits and returns at once.
     """
+    return start_refit_weighted(
+        runs,
+        spec,
+        weights,
+        x_hat,
+        delta=delta,
+        n_spread=n_spread,
+        seed=seed,
+        n_jobs=n_jobs,
+        backend=backend,
+        scheduler=scheduler,
+        chunk_size=chunk_size,
+        progress=progress,
+        desc=desc,
+        skip=skip,
+    ).collect()
+
+
+@dataclass
+class PendingRefits:
+    """Refits :func:`start_refit_weighted` started: the chunks of weightings, their results as
+    :func:`phifit.fitters.parallel.parallel_map` yields them (on worker processes they are
+    already running), and the rows of the skipped weightings."""
+
+    chunks: list[np.ndarray]
+    parts: Any
+    out: dict[str, np.ndarray]
+    progress: bool
+    desc: str
+
+    def collect(self) -> dict[str, np.ndarray]:
+        """Wait for the chunks: :func:`refit_weighted`'s arrays."""
+        bar = progress_bar(sum(len(ch) for ch in self.chunks), self.desc, self.progress)
+        try:
+            for ch, part in zip(self.chunks, self.parts):
+                for key, value in part.items():
+                    self.out[key][ch] = value
+                bar.update(len(ch))
+        finally:
+            bar.close()
+        return self.out
+
+
+def start_refit_weighted(
+    runs: RunTable,
+    spec: LawSpec,
+    weights: np.ndarray,
+    x_hat: np.ndarray,
+    *,
+    delta: float = DELTA,
+    n_spread: int = 4,
+    seed: int | np.random.Generator = 0,
+    n_jobs: int | None = 1,
+    backend: str | None = None,
+    scheduler: str | None = None,
+    chunk_size: int = 100,
+    progress: bool = False,
+    desc: str = "refits",
+    skip: np.ndarray | None = None,
+) -> PendingRefits:
+    """Start :func:`refit_weighted` (its arguments) and return at once: with worker processes the
+    chunks run while the caller goes on; :meth:`PendingRefits.collect` waits for them."""
     check_backend(backend, scheduler)
     weights = np.asarray(weights, dtype=float)
     m = len(weights)
@@ -271,18 +334,8 @@ def refit_weighted(
     )
     chunks = [todo[i : i + chunk_size] for i in range(0, len(todo), chunk_size)]
     tasks = ((problem, weights[ch], x_hat, spread[ch]) for ch in chunks)
-    out = _skipped_rows(x_hat, m)
-    bar = progress_bar(len(todo), desc, progress)
-    try:
-        for ch, part in zip(
-            chunks, parallel_map(refit_chunk, tasks, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
-        ):
-            for key, value in part.items():
-                out[key][ch] = value
-            bar.update(len(ch))
-    finally:
-        bar.close()
-    return out
+    parts = parallel_map(refit_chunk, tasks, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
+    return PendingRefits(chunks, parts, _skipped_rows(x_hat, m), progress, desc)
 
 
 def _skipped_rows(x_hat: np.ndarray, m: int) -> dict[str, np.ndarray]:
@@ -317,10 +370,12 @@ def progress_bar(total: int, desc: str, progress: bool):
 
 __all__ = [
     "FINISH_ITER",
+    "PendingRefits",
     "RefitProblem",
     "identifiable_rows",
     "polish_unconverged",
     "refit_chunk",
     "refit_weighted",
     "spread_starts",
+    "start_refit_weighted",
 ]

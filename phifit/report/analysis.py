@@ -356,9 +356,11 @@ def analyse(
     st = stages.Stages(options=options or AnalysisOptions(), say=progress or (lambda _msg: None))
     main_runs, recipes = stages.recipes_stage(runs, st)
     free_fit = stages.fit_stage(main_runs, st)  # the point estimate, without the bootstrap's intervals
-    boot = stages.bootstrap_stage(main_runs, free_fit, st)
-    fit = free_fit if boot is None else boot.attach(free_fit)
+    # the comparison needs only the point fit: it runs here and on the workers beside the bootstrap
+    bootstrap = stages.start_bootstrap(main_runs, free_fit, st)
     comparison = stages.comparison_stage(main_runs, free_fit, st)
+    boot = stages.finish_bootstrap(bootstrap, st)
+    fit = free_fit if boot is None else boot.attach(free_fit)
     phi_inverted = stages.inverted_stage(main_runs, fit, boot, comparison, st)
     checks = stages.start_checks(main_runs, free_fit, fit, st)  # on the workers, while the next runs here
     derived = stages.derived_stage(main_runs, fit, boot, st)

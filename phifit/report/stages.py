@@ -126,6 +126,22 @@ def bootstrap_stage(runs: RunTable, fit: FitResult, st: Stages) -> Any:
     """The block bootstrap of the fit (:func:`phifit.bootstrap.block_bootstrap`), or None: when
     it is turned off, when phi sits on its search bound (no valid interval: a note says so) or
     when the fit holds a parameter the table does identify."""
+    return finish_bootstrap(start_bootstrap(runs, fit, st), st)
+
+
+@dataclass
+class PendingStage:
+    """A stage started on the workers: its result-to-be (an object with ``result()``) and when it
+    started (for its timing)."""
+
+    pending: Any
+    started: float
+
+
+def start_bootstrap(runs: RunTable, fit: FitResult, st: Stages) -> PendingStage | None:
+    """Start :func:`bootstrap_stage`'s block bootstrap
+    (:func:`phifit.bootstrap.block.start_block_bootstrap`: with workers its refits run while this
+    process goes on), or say why there is none and return None; :func:`finish_bootstrap` ends it."""
     o = st.options
     if o.n_boot and fit.phi is not None and "phi" in fit.at_bounds:
         st.note(
@@ -136,23 +152,27 @@ def bootstrap_stage(runs: RunTable, fit: FitResult, st: Stages) -> Any:
             phi=fit.phi,
         )
     elif o.n_boot and all(name in fit.unidentified for name in fit.fixed):
-        from ..bootstrap.block import block_bootstrap
+        from ..bootstrap.block import start_block_bootstrap
 
         st.say(f"block bootstrap ({o.n_boot} replicates, {defaults.resolve_workers(o.n_jobs)} workers)")
-        return st.timed(
-            "bootstrap",
-            block_bootstrap,
-            runs,
-            fit,
-            n_boot=o.n_boot,
-            seed=o.seed,
-            **o.parallel,
-            progress=False,
-            level=o.level,
+        t0 = time.perf_counter()
+        pending = start_block_bootstrap(
+            runs, fit, n_boot=o.n_boot, seed=o.seed, **o.parallel, progress=False, level=o.level
         )
+        return PendingStage(pending, t0)
     elif not o.n_boot:
         st.note("no_bootstrap", "bootstrap turned off (n_boot = 0): no intervals")
     return None
+
+
+def finish_bootstrap(started: PendingStage | None, st: Stages) -> Any:
+    """The bootstrap :func:`start_bootstrap` started (None: none), once its refits are done; its
+    timing runs from its start (other stages may have run beside it)."""
+    if started is None:
+        return None
+    boot = started.pending.result()
+    st.timings["bootstrap"] = round(time.perf_counter() - started.started, 3)
+    return boot
 
 
 def phi_shares(fit: FitResult, boot: Any) -> dict[str, float] | None:
