@@ -154,14 +154,14 @@ def test_default_workers_follow_the_cores_this_process_may_use(noisy, monkeypatc
 
     runs, point = noisy
     passed: list[int] = []
-    real = block_module.refit_weighted
+    real = block_module.start_refit_weighted
 
     def recording(*args, n_jobs, **kwargs):
         passed.append(n_jobs)
         return real(*args, n_jobs=1, **kwargs)  # record the count, refit in this process
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
-    monkeypatch.setattr(block_module, "refit_weighted", recording)
+    monkeypatch.setattr(block_module, "start_refit_weighted", recording)
     boot = block_bootstrap(runs, point, n_boot=4, seed=0, progress=False, jackknife=False)
     assert passed == [64] and boot.n_boot == 4
     passed.clear()
