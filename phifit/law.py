@@ -320,6 +320,44 @@ def jacobian_t_from_parts(
     return jac
 
 
+def weighted_hessian_from_parts(
+    parts: tuple[np.ndarray, ...], design: Design, jac_t: np.ndarray, coef: np.ndarray
+) -> np.ndarray:
+    """sum_i c_i d^2 log L_i / d theta^2: the second derivatives of the predicted log-losses,
+    weighted by ``coef`` (m, n) and summed over runs; returns (m, 6, 6).
+
+    With log L = log(e^u1 + e^u2 + e^u3), u1 = a - alpha log N_eff, u2 = b - beta log D,
+    u3 = e, p = softmax(u) and g_j = grad u_j,
+
+        d^2 log L = sum_j p_j (g_j g_j^T + d^2 u_j) - J J^T,   J = sum_j p_j g_j,
+
+    where d^2 u1 has d^2/dalpha dphi = -w log r and d^2/dphi^2 = -alpha w (1 - w) (log r)^2
+    (w = r^phi N_rec / N_eff) and d^2 u2 = d^2 u3 = 0.  ``parts`` and ``jac_t`` (m, 6, n) as
+    :func:`log_loss_parts` and :func:`jacobian_t_from_parts` give them.
+    """
+    alpha, rec, lne, e1, e2, e3, total = parts
+    m, n = total.shape
+    with np.errstate(over="ignore"):
+        w = 1.0 / (1.0 + np.exp(design.log_n_once - rec))
+    c1, c2, c3 = coef * e1 / total, coef * e2 / total, coef * e3 / total
+    g1 = np.zeros((m, 3, n))  # grad u1 over (a, alpha, phi)
+    g1[:, 0], g1[:, 1], g1[:, 2] = 1.0, -lne, -alpha * w * design.log_r
+    h1 = np.matmul(g1 * c1[:, None, :], np.swapaxes(g1, 1, 2))
+    g2 = np.zeros((m, 2, n))  # grad u2 over (b, beta)
+    g2[:, 0], g2[:, 1] = 1.0, -design.log_tokens
+    h2 = np.matmul(g2 * c2[:, None, :], np.swapaxes(g2, 1, 2))
+    hess = -np.matmul(jac_t * coef[:, None, :], np.swapaxes(jac_t, 1, 2))
+    one = np.ix_(np.arange(m), (0, 1, 5), (0, 1, 5))
+    hess[one] += h1
+    hess[np.ix_(np.arange(m), (2, 3), (2, 3))] += h2
+    hess[:, 4, 4] += c3.sum(-1)
+    cross = -(c1 * w * design.log_r).sum(-1)
+    hess[:, 1, 5] += cross
+    hess[:, 5, 1] += cross
+    hess[:, 5, 5] -= (c1 * alpha * w * (1.0 - w) * design.log_r**2).sum(-1)
+    return hess
+
+
 @dataclass(frozen=True)
 class JointLaw:
     """A fully specified joint law, L = E + A (N_once + r^phi N_rec)^-alpha + B D^-beta.

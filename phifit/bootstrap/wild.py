@@ -55,6 +55,7 @@ from .. import defaults
 from ..cautions import Caution, caution
 from ..defaults import resolve_workers
 from ..fitters.lm import batched_weighted_lm, best_of_starts
+from ..fitters.newton import batched_newton, has_curvature
 from ..fitters.objective import law_model, loss_terms, refit_settings
 from ..fitters.parallel import check_backend, parallel_map
 from ..fitters.polish import polish_residuals
@@ -200,7 +201,9 @@ def _refit(
 
     Rows the LM leaves unconverged (typically log E creeping along its bound) are finished as
     the bootstrap's refits are (:func:`phifit.fitters.refit.polish_unconverged`): first all
-    together by the active-set LM from where they stopped, for up to ``finish_iter``
+    together by projected Newton steps with the exact Hessian
+    (:func:`~phifit.fitters.newton.batched_newton`, when the model gives its curvature), then
+    the rows it does not finish by the active-set LM from where they stopped, for up to ``finish_iter``
     iterations (it only accepts steps that lower the objective; an iteration on a batch of
     rows costs far less than one scipy polish, and a row creeping along a flat valley needs
     thousands); a row it does not finish is refined by the least-squares polish.
@@ -215,6 +218,12 @@ def _refit(
         law.model, law.starts, y, 1.0, law.lower, law.upper, delta=delta, max_iter=max_iter
     )
     rows = np.flatnonzero(~best_conv & np.isfinite(best_obj))
+    if len(rows) and has_curvature(law.model):
+        newton = batched_newton(law.model, best_x[rows], y[rows], 1.0, law.lower, law.upper, delta=delta)
+        done = newton.converged & (newton.objective <= best_obj[rows])  # always lower: a guard
+        best_x[rows[done]], best_obj[rows[done]] = newton.x[done], newton.objective[done]
+        best_conv[rows[done]] = True
+        rows = rows[~done]
     if len(rows) == 0:
         return best_obj, best_conv
     lm = batched_weighted_lm(

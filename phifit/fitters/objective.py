@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..defaults import HUBER_DELTA
-from ..law import Design, LawSpec, jacobian_t_from_parts, log_loss_parts
+from ..law import Design, LawSpec, jacobian_t_from_parts, log_loss_parts, weighted_hessian_from_parts
 
 if TYPE_CHECKING:
     from ..result import FitResult
@@ -103,7 +103,9 @@ def law_model(spec: LawSpec, design: Design) -> Callable:
     ``model.jacobian(parts, out=None)`` (parts of some rows; ``out`` an (rows, k, n) buffer it
     writes into when every coordinate is free) the Jacobian of those rows: the same arithmetic
     in two steps (:func:`~phifit.law.log_loss_parts`), which the LM uses to skip the Jacobian
-    of rejected steps.
+    of rejected steps.  ``model.curvature(parts, coef)`` is sum_i coef_i d^2 f_i / dx^2 over the
+    free coordinates (m, k, k) (:func:`~phifit.law.weighted_hessian_from_parts`), the
+    second-order term of :func:`~phifit.fitters.newton.batched_newton`'s exact Hessian.
     """
     mask = spec.free_mask
     all_free = bool(mask.all())
@@ -116,11 +118,15 @@ def law_model(spec: LawSpec, design: Design) -> Callable:
             return jacobian_t_from_parts(parts, design, out)
         return jacobian_t_from_parts(parts, design)[..., mask, :]
 
+    def curvature(parts: tuple[np.ndarray, ...], coef: np.ndarray) -> np.ndarray:
+        hess = weighted_hessian_from_parts(parts, design, jacobian_t_from_parts(parts, design), coef)
+        return hess if all_free else hess[:, mask][:, :, mask]
+
     def model(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         pred, parts = forward(x)
         return pred, jacobian(parts)
 
-    model.forward, model.jacobian = forward, jacobian
+    model.forward, model.jacobian, model.curvature = forward, jacobian, curvature
     return model
 
 
