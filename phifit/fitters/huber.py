@@ -14,7 +14,9 @@ random starts.  phifit keeps the 500 random starts but runs them together:
    Jacobian from :mod:`phifit.law` (:func:`batched_weighted_lm`, the same routine
    that refits bootstrap replicates); each start keeps its own damping.  After a
    short exploration the best ``n_refine`` starts continue; the rest are dropped.
-2. **Polish.**  The best few distinct end points are refined with
+2. **Polish.**  The best few distinct end points are refined together by projected
+   Newton steps with the objective's exact Hessian (:mod:`phifit.fitters.newton`), to the
+   LM's stopping rule; one that Newton does not finish is refined with
    ``scipy.optimize.least_squares(loss="huber", f_scale=delta)``, whose cost is
    exactly the summed Huber objective, at tight tolerances (the objective is ~1e-4
    and its gradients tiny, so default tolerances stop early in wrong basins).
@@ -34,10 +36,36 @@ from ..result import FitResult
 from ..runs.table import RunTable, as_runs
 from .common import bound_hits, build_result, check_run_count, effective_spec
 from .lm import batched_weighted_lm
+from .newton import batched_newton
 from .objective import DELTA, huber, law_model
 from .options import HuberOptions, resolve_options
 from .polish import polish
 from .standard_errors import ASSUMPTION, m_estimator_stderr
+
+
+def finish_candidates(
+    candidates: list[np.ndarray], model: Any, spec: LawSpec, runs: RunTable, delta: float
+) -> list[tuple[np.ndarray, float, bool, str]]:
+    """(x, objective, converged, solver message) of each candidate end point, refined: all
+    together by projected Newton steps with the exact Hessian
+    (:func:`~phifit.fitters.newton.batched_newton`), and a candidate Newton does not finish by
+    scipy's least-squares polish from where the LM left it (:func:`~phifit.fitters.polish.polish`,
+    converged when it meets a tolerance)."""
+    if not candidates:
+        return []
+    newton = batched_newton(
+        model, np.array(candidates), runs.log_loss, 1.0, spec.lower, spec.upper, delta=delta
+    )
+    ends = []
+    for j, start in enumerate(candidates):
+        if newton.converged[j]:
+            message = f"projected Newton: decrement within tolerance after {newton.n_iter[j]} iterations"
+            ends.append((newton.x[j], float(newton.objective[j]), True, message))
+            continue
+        sol = polish(start, spec, runs.design, runs.log_loss, delta)
+        objective = float(huber_objective(spec.full_theta(sol.x), runs, delta))
+        ends.append((sol.x, objective, bool(sol.status > 0), str(sol.message)))
+    return ends
 
 
 def huber_objective(theta: np.ndarray, runs: RunTable, delta: float = DELTA) -> np.ndarray:
@@ -107,14 +135,11 @@ def fit_huber(
             candidates.append(x_end[i])
         if len(candidates) >= options.n_polish:
             break
-    best = None
-    for c in candidates:
-        sol = polish(c, fit_spec, runs.design, runs.log_loss, options.delta)
-        if best is None or sol.cost < best.cost:
-            best = sol
-    if best is None:
+    ends = finish_candidates(candidates, model, fit_spec, runs, options.delta)
+    if not ends:
         raise RuntimeError("no start produced a finite objective; check the run table")
-    theta = fit_spec.full_theta(best.x)
+    best_x, _, best_converged, message = min(ends, key=lambda end: end[1])
+    theta = fit_spec.full_theta(best_x)
     objective = float(huber_objective(theta, runs, options.delta))
     # a start "reached the best" when its vectorised end point is within a relative
     # basin_rtol of the optimum, or within 1e-10 per run for a (near) perfect fit
@@ -126,7 +151,7 @@ def fit_huber(
             f"objective; the optimum may be hard to find (try more starts)"
         )
     phi_identified = "phi" not in fit_spec.fixed or "phi" in spec.fixed
-    stderr = m_estimator_stderr(runs, fit_spec, theta, options.delta, at_bounds=bound_hits(best.x, fit_spec))
+    stderr = m_estimator_stderr(runs, fit_spec, theta, options.delta, at_bounds=bound_hits(best_x, fit_spec))
     if not phi_identified:
         stderr.pop("phi", None)
     return build_result(
@@ -138,7 +163,7 @@ def fit_huber(
         delta=options.delta,
         objective=objective,
         objective_name=f"sum of Huber(delta={options.delta:g}) on log-loss residuals",
-        converged=bool(best.status > 0),
+        converged=best_converged,
         warnings=warnings,
         phi_identified=phi_identified,
         stderr=stderr or None,
@@ -149,7 +174,7 @@ def fit_huber(
             "n_starts_at_best": n_at_best,
             "delta": options.delta,
             "seed": options.seed,
-            "solver_message": str(best.message),
+            "solver_message": message,
             "n_polished": len(candidates),
         },
     )
