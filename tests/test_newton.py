@@ -134,3 +134,35 @@ def test_the_finish_with_newton_is_no_worse_than_without(valley, monkeypatch):
     f_old, c_old = finish()
     assert np.all(f_new <= f_old * (1 + 1e-9))
     assert c_new.sum() >= c_old.sum()
+
+
+def test_the_point_fit_is_finished_by_newton_and_matches_the_polish(monkeypatch):
+    """The Huber fit of a noisy simulated study table: its candidates are finished by Newton
+    without scipy's polish, and the result is the polish's (objective rtol 1e-12, parameters
+    rtol 1e-6); with Newton made to fail, the polish finishes the same fit."""
+    import phifit.fitters.huber as huber_module
+    from phifit.fitters.huber import fit_huber
+
+    runs = simulate("paper", noise=0.01, seed=4)
+
+    def no_polish(*args, **kwargs):
+        raise AssertionError("the polish ran although Newton finished every candidate")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(huber_module, "polish", no_polish)
+        by_newton = fit_huber(runs, n_starts=100)
+
+    def unfinished(model, x0, *args, **kwargs) -> BatchedLM:
+        m = len(x0)
+        return BatchedLM(
+            x=x0.copy(), objective=np.full(m, np.inf), converged=np.zeros(m, bool), n_iter=np.zeros(m, int)
+        )
+
+    monkeypatch.setattr(huber_module, "batched_newton", unfinished)
+    by_polish = fit_huber(runs, n_starts=100)
+    assert by_newton.converged and by_polish.converged
+    assert by_newton.extras["solver_message"].startswith("projected Newton")
+    assert not by_polish.extras["solver_message"].startswith("projected Newton")
+    assert by_newton.objective == pytest.approx(by_polish.objective, rel=1e-12)
+    for name, value in by_polish.params.items():
+        assert by_newton.params[name] == pytest.approx(value, rel=1e-6), name
