@@ -111,13 +111,31 @@ def realised(runs, boot_seeds: int, n_jobs: int) -> dict:
     }
 
 
-def plan_case(pilot, design_runs, tables: int, seed: int, n_jobs: int, shape: bool = False) -> dict:
+def pilot_laws(pilot, fit, tables: int, seed: int, n_jobs: int) -> list[dict[str, float]]:
+    """One law per simulated table from the pilot's cell-bootstrap replicates, as ``phifit plan
+    --law-uncertainty`` draws them (a failed replicate replaced by the first ones)."""
+    from phifit.bootstrap.block import block_bootstrap
+
+    boot = block_bootstrap(
+        pilot, fit, n_boot=tables, seed=seed, n_jobs=n_jobs, progress=False, jackknife=False
+    )
+    names = list(fit.params)
+    columns = {k: np.asarray(boot.params[k], dtype=float) for k in names}
+    ok = np.all([np.isfinite(columns[k]) for k in names], axis=0)
+    draws = [{k: float(columns[k][i]) for k in names} for i in np.flatnonzero(ok)]
+    return (draws * (tables // max(len(draws), 1) + 1))[:tables]
+
+
+def plan_case(
+    pilot, design_runs, tables: int, seed: int, n_jobs: int, shape: bool = False, law: bool = False
+) -> dict:
     from phifit.fitters.huber import fit_huber
     from phifit.plan.design import plan_design
     from phifit.plan.inputs import design_from_table, pilot_noise
 
     fit = fit_huber(pilot)
     noise, misfit = pilot_noise(pilot, fit, shape=shape)
+    laws = pilot_laws(pilot, fit, tables, seed, n_jobs) if law else None
     t0 = time.perf_counter()
     plan = plan_design(
         design_from_table(design_runs),
@@ -128,6 +146,8 @@ def plan_case(pilot, design_runs, tables: int, seed: int, n_jobs: int, shape: bo
         n_jobs=n_jobs,
         progress=False,
         misfit=misfit,
+        laws=laws,
+        laws_source="the pilot's cell-bootstrap replicates" if law else "",
         tests=False,
     )
     s, a = plan.simulation, plan.asymptotic
@@ -162,7 +182,9 @@ def main() -> None:
         "--misfit",
         default="level",
         help="comma-separated: level (a level per pilot cell, the default plan), shape (each pilot "
-        "cell's curve in model size); each case is predicted with each, against one realised width",
+        "cell's curve in model size), law (a level per cell and each table's law drawn from the "
+        "pilot's cell-bootstrap replicates, --law-uncertainty); each case is predicted with each, "
+        "against one realised width",
     )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -193,9 +215,9 @@ def main() -> None:
         ),
     ]
     variants = [v.strip() for v in args.misfit.split(",") if v.strip()]
-    unknown = set(variants) - {"level", "shape"}
+    unknown = set(variants) - {"level", "shape", "law"}
     if unknown:
-        ap.error(f"--misfit: unknown {', '.join(sorted(unknown))}; expected level and/or shape")
+        ap.error(f"--misfit: unknown {', '.join(sorted(unknown))}; expected level, shape or law")
     rows = []
     print(
         f"{'case':46} {'kind':7} {'misfit':6} {'runs':>4} {'predicted [10%, 90%]':>24} {'asymptotic':>10} "
@@ -208,7 +230,9 @@ def main() -> None:
         seeds = np.array(real["width_seeds"])
         real["width_mc_se"] = float(seeds.std(ddof=1) / np.sqrt(len(seeds))) if len(seeds) > 1 else np.nan
         for variant in variants:
-            pred = plan_case(pilot, runs, args.tables, args.seed, args.jobs, shape=variant == "shape")
+            pred = plan_case(
+                pilot, runs, args.tables, args.seed, args.jobs, shape=variant == "shape", law=variant == "law"
+            )
             ratio = pred["width"] / real["width"]
             row = {
                 "case": name,
