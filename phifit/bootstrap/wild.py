@@ -28,7 +28,8 @@ Davidson and MacKinnon 2010; Roodman et al. 2019, "Fast and wild", Stata J. 19(1
    (condition ``small-cell-shared``) measures the default.
 3. Refit both laws to every table (the null from its estimate, the free law from the null
    solution and from its own estimate, on the batched engine; rows it leaves unconverged
-   are finished together by its active-set LM, the least-squares polish only as a fallback)
+   are finished together by exact-Hessian Newton steps, then by its active-set LM, the
+   least-squares polish only as a fallback)
    and record T*_b.
 4. p = (1 + #{b: T*_b >= T}) / (1 + B').  B' counts the replicates whose refits converged;
    failures are counted, never dropped silently.  The smallest attainable p is

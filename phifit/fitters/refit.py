@@ -12,8 +12,9 @@ weights: a resampled table) or left out (w_i = 0); its refit minimises the objec
    their warm start's objective run on to convergence;
 3. the best end point per weighting is kept (a spread start replaces the warm one only when it
    is better by more than a relative 1e-9, and "switched" records it);
-4. rows still unconverged are finished by :func:`polish_unconverged` (a batched active-set LM,
-   then the least-squares polish of :mod:`phifit.fitters.polish` as the fallback).
+4. rows still unconverged are finished by :func:`polish_unconverged` (batched Newton steps with
+   the exact Hessian, :mod:`phifit.fitters.newton`, then a batched active-set LM, then the
+   least-squares polish of :mod:`phifit.fitters.polish` as the fallback).
 
 Weightings are cut into chunks of ``chunk_size`` rows, refitted by :func:`refit_chunk` in worker
 processes (joblib's ``loky`` by default) or wherever :mod:`phifit.fitters.parallel` sends them.
