@@ -47,6 +47,9 @@ Pools:
   each (budget, r) cell of the two lowest budgets, a random half of its runs rounded up (2 of
   4, 3 of 5): 20 runs, every cell of those budgets with at least two sizes, about 2% of the
   pool's FLOPs.  The rest of the two budgets stays in the pool.
+- ``study-sim``: the study's 116 runs with simulated losses (:func:`simulated_study_pool`: its
+  Huber fit, a level per cell and per-run noise of the study's sizes); pilots as ``study``'s.  A
+  pool where the policies can be ranked against a known phi.
 - ``cpu``: the baseline-recipe runs of ``data/cpu_small_runs.csv`` and all of
   ``data/cpu_planned_runs.csv`` as one pool of 132 runs (3 budgets).  20 configurations appear
   in both tables (same ``run_id``, trained twice, bit-identical losses); both rows are kept as
@@ -81,7 +84,7 @@ POLICIES = ("phifit", "noise-only", "random", "cheapest", "study-order")
 SHARES = (0.10, 0.25, 0.50)
 TARGET_FACTOR = 1.1
 #: (pool, number of lowest budgets the pilot is drawn from)
-PILOT_BUDGETS = {"study": 2, "cpu": 1}
+PILOT_BUDGETS = {"study": 2, "study-sim": 2, "cpu": 1}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,10 +109,40 @@ def cpu_pool() -> pd.DataFrame:
     return pool
 
 
+def simulated_study_pool() -> pd.DataFrame:
+    """The study's 116 runs (design, budgets and FLOPs) with losses simulated from the Huber fit
+    of its digitized runs, a level per (budget, r) cell (sd tau) and per-run noise (sd sigma),
+    both read off the study's residuals as the planner reads a pilot's
+    (:func:`phifit.plan.inputs.pilot_noise`: tau 0.0020, sigma 0.0034), seed 1: a pool whose
+    phi is known (0.431; the whole simulated pool fits 0.441) and whose whole table measures it."""
+    from phifit.fitters.huber import fit_huber
+    from phifit.plan.inputs import pilot_noise
+    from phifit.runs.table import load_runs
+    from phifit.simulation import simulate
+
+    study = load_runs(STUDY)
+    fit = fit_huber(study)
+    noise, _ = pilot_noise(study, fit)
+    frame = pd.read_csv(STUDY)
+    simulated = simulate(
+        frame.drop(columns=["loss"]),
+        params=dict(fit.params),
+        noise=noise.per_run,
+        cell_noise=noise.cell,
+        seed=1,
+    )
+    return frame.assign(loss=simulated["loss"].to_numpy())
+
+
 def load_pool(name: str) -> pd.DataFrame:
-    """A pool by name (``study`` or ``cpu``), index 0..n-1 in file order; empty free-text
-    cells (``note``, ``notes``) as empty strings, as a CSV file gives them to ``load_runs``."""
-    pools: dict[str, Callable[[], pd.DataFrame]] = {"study": study_pool, "cpu": cpu_pool}
+    """A pool by name (``study``, ``study-sim`` or ``cpu``), index 0..n-1 in file order; empty
+    free-text cells (``note``, ``notes``) as empty strings, as a CSV file gives them to
+    ``load_runs``."""
+    pools: dict[str, Callable[[], pd.DataFrame]] = {
+        "study": study_pool,
+        "study-sim": simulated_study_pool,
+        "cpu": cpu_pool,
+    }
     pool = pools[name]().reset_index(drop=True)
     for col in ("note", "notes"):
         if col in pool:
