@@ -27,6 +27,14 @@ from phifit.law import (
 from phifit.simulation import simulate
 
 
+def unfinished(model, x0, *args, **kwargs) -> BatchedLM:
+    """A stand-in for :func:`batched_newton` that finishes no row (the pipeline without it)."""
+    m = len(x0)
+    return BatchedLM(
+        x=x0.copy(), objective=np.full(m, np.inf), converged=np.zeros(m, bool), n_iter=np.zeros(m, int)
+    )
+
+
 def test_second_derivatives_match_central_differences():
     """sum_i c_i d^2 log L_i against central differences of the Jacobian, on runs with r = 1,
     a non-looped run (N_rec = 0) and a fully looped one (N_once = 0)."""
@@ -124,12 +132,6 @@ def test_the_finish_with_newton_is_no_worse_than_without(valley, monkeypatch):
 
     f_new, c_new = finish()
 
-    def unfinished(model, x0, *args, **kwargs) -> BatchedLM:
-        m = len(x0)
-        return BatchedLM(
-            x=x0.copy(), objective=np.full(m, np.inf), converged=np.zeros(m, bool), n_iter=np.zeros(m, int)
-        )
-
     monkeypatch.setattr(refit, "batched_newton", unfinished)
     f_old, c_old = finish()
     assert np.all(f_new <= f_old * (1 + 1e-9))
@@ -151,12 +153,6 @@ def test_the_point_fit_is_finished_by_newton_and_matches_the_polish(monkeypatch)
     with monkeypatch.context() as patch:
         patch.setattr(huber_module, "polish", no_polish)
         by_newton = fit_huber(runs, n_starts=100)
-
-    def unfinished(model, x0, *args, **kwargs) -> BatchedLM:
-        m = len(x0)
-        return BatchedLM(
-            x=x0.copy(), objective=np.full(m, np.inf), converged=np.zeros(m, bool), n_iter=np.zeros(m, int)
-        )
 
     monkeypatch.setattr(huber_module, "batched_newton", unfinished)
     by_polish = fit_huber(runs, n_starts=100)
