@@ -162,3 +162,14 @@ def test_the_point_fit_is_finished_by_newton_and_matches_the_polish(monkeypatch)
     assert by_newton.objective == pytest.approx(by_polish.objective, rel=1e-12)
     for name, value in by_polish.params.items():
         assert by_newton.params[name] == pytest.approx(value, rel=1e-6), name
+
+
+def test_newton_refuses_inputs_the_lm_refuses(valley):
+    """Both engines check their inputs alike (``checked_rows``): responses with another number
+    of rows than the starts, or a box of another width, are refused with what was expected."""
+    spec, design, y, model, weights, lm = valley
+    x0 = lm.x[:3]
+    with pytest.raises(ValueError, match="y has 2 rows for 3 starts"):
+        batched_newton(model, x0, np.tile(y, (2, 1)), 1.0, spec.lower, spec.upper)
+    with pytest.raises(ValueError, match="bounds for 4 coordinates"):
+        batched_newton(model, x0, y, 1.0, spec.lower[:3], spec.upper[:3])

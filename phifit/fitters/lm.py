@@ -275,6 +275,33 @@ def damped_step(grad: np.ndarray, hess: np.ndarray, damping: np.ndarray) -> np.n
     return np.where(np.isfinite(step), step, 0.0)
 
 
+def checked_rows(
+    x0: np.ndarray,
+    y: np.ndarray,
+    weights: np.ndarray | float,
+    lower: np.ndarray,
+    upper: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The inputs of a batched solver as float arrays: the starts (m, k) copied and clipped to
+    the box, ``y`` (n,) or (m, n), the weights broadcast to (m, n), the box (k,) each;
+    ``ValueError`` when ``y`` has another number of rows than the starts or the box another
+    width than k."""
+    x = np.array(x0, dtype=float, copy=True)
+    m, k = x.shape
+    y = np.asarray(y, dtype=float)
+    if y.ndim == 2 and y.shape[0] != m:
+        raise ValueError(f"y has {y.shape[0]} rows for {m} starts")
+    lower = np.asarray(lower, dtype=float)
+    upper = np.asarray(upper, dtype=float)
+    if lower.shape != (k,) or upper.shape != (k,):
+        raise ValueError(
+            f"the box has {lower.shape} lower and {upper.shape} upper bounds for {k} coordinates"
+        )
+    x = np.clip(x, lower, upper)
+    weights = np.broadcast_to(np.asarray(weights, dtype=float), (m, y.shape[-1]))
+    return x, y, weights, lower, upper
+
+
 def batched_weighted_lm(
     model: Callable,
     x0: np.ndarray,
@@ -356,19 +383,9 @@ def batched_weighted_lm(
     the same arrays (x, F, lam, the curvature switch, the shrinking set of running rows) in one loop
     whose order is the algorithm above; helpers would pass a dozen of them back and forth.
     """
-    x = np.clip(np.array(x0, dtype=float, copy=True), lower, upper)
+    x, y, weights, lower, upper = checked_rows(x0, y, weights, lower, upper)
     m, k = x.shape
-    y = np.asarray(y, dtype=float)
     n_runs = y.shape[-1]
-    if y.ndim == 2 and y.shape[0] != m:
-        raise ValueError(f"y has {y.shape[0]} rows for {m} starts")
-    lower = np.asarray(lower, dtype=float)
-    upper = np.asarray(upper, dtype=float)
-    if lower.shape != (k,) or upper.shape != (k,):
-        raise ValueError(
-            f"the box has {lower.shape} lower and {upper.shape} upper bounds for {k} coordinates"
-        )
-    weights = np.broadcast_to(np.asarray(weights, dtype=float), (m, n_runs))
     ev = _Evaluation(model, delta, k, n_runs, block_bytes)
 
     curv = np.ones(m)
@@ -515,6 +532,7 @@ __all__ = [
     "LMRows",
     "batched_weighted_lm",
     "best_of_starts",
+    "checked_rows",
     "damped_step",
     "newton_decrement",
 ]

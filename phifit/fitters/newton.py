@@ -41,7 +41,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .lm import MAX_DAMPING, BatchedLM
+from .lm import MAX_DAMPING, BatchedLM, checked_rows
 from .objective import DELTA, loss_terms
 
 
@@ -107,11 +107,8 @@ def batched_newton(
     ``weights`` (m, n) or a scalar, as :func:`~phifit.fitters.lm.batched_weighted_lm` takes
     them; returns the same :class:`~phifit.fitters.lm.BatchedLM` (x, objective, converged,
     n_iter).  Accepted steps only lower F, so a row ends no higher than it started."""
-    x = np.clip(np.array(x0, dtype=float, copy=True), lower, upper)
+    x, y, weights, lower, upper = checked_rows(x0, y, weights, lower, upper)
     m, k = x.shape
-    y = np.asarray(y, dtype=float)
-    n_runs = y.shape[-1]
-    weights = np.broadcast_to(np.asarray(weights, dtype=float), (m, n_runs))
     per_row_y = y.ndim == 2
 
     def y_of(rows: np.ndarray) -> np.ndarray:
