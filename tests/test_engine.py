@@ -304,3 +304,29 @@ def test_objective_gradient_matches_central_differences(problem, weights, delta)
     h = np.finfo(float).eps ** (1 / 3)
     fd = np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(len(x))])
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-9 * np.abs(fd).max())
+
+
+def test_a_vanished_coordinate_does_not_freeze_the_others():
+    """At log A = -5, alpha = 2.5 the law's power term is ~1e-20 of the loss: the Jacobian
+    columns of log A and alpha vanish to rounding.  Damped by diag(H) alone their steps stayed
+    ~1e16 at every damping, were clipped to the far bound and rejected, and log E never moved
+    (a 10-run wild refit stayed 2-15% above its optimum).  From that corner the LM (plain and
+    active-set) must now reach at least the best constant model, the Huber location of the
+    log-losses in log E (a fine grid)."""
+    from phifit.law import Design
+
+    r = np.array([1, 2, 3, 4, 5, 6, 8, 10, 12, 16], dtype=float)
+    design = Design.from_arrays(r, np.full(10, 4.0e6), np.full(10, 3.0e7), np.full(10, 2.0e9))
+    y = np.log(2.7) + np.array([0.058, -0.022, 0.008, 0.001, -0.004, 0.007, 0.010, 0.007, 0.004, 0.004])
+    spec = LawSpec(fixed={"B": 1e-12, "beta": 0.0, "phi": -1.0})
+    model = law_model(spec, design)
+    corner = np.array([[-5.0, 2.5, np.log(2.7) - 0.01]])  # free coordinates: log A, alpha, log E
+    grid = np.linspace(np.log(2.7) - 0.05, np.log(2.7) + 0.05, 20001)
+    best_constant = min(float(loss_terms(e - y, DELTA).sum()) for e in grid)
+    start = float(loss_terms(model(corner)[0][0] - y, DELTA).sum())
+    assert start > 1.02 * best_constant  # the corner's log E is off its optimum
+    for active_set in (False, True):
+        end = batched_weighted_lm(
+            model, corner, y, 1.0, spec.lower, spec.upper, max_iter=300, active_set=active_set
+        )
+        assert end.converged[0] and end.objective[0] <= best_constant * (1 + 1e-6)

@@ -253,25 +253,46 @@ def diagonal_decrement(gp: np.ndarray, hess: np.ndarray) -> np.ndarray:
     return 0.5 * np.abs(np.einsum("sk,sk->s", gp, sol))
 
 
+#: Floor of the damping's scale, relative to the row's largest diagonal entry of H (the scale
+#: of :func:`newton_decrement`'s regularisation): see :func:`damping_scale`.
+DAMPING_FLOOR = 1e-12
+
+
+def damping_scale(diag: np.ndarray) -> np.ndarray:
+    """D_j = max(H_jj, ``DAMPING_FLOOR`` * max_i H_ii) per row: Marquardt's diag(H), floored.
+
+    A coordinate whose Jacobian column has all but vanished (log A at its lower bound with
+    alpha at its upper one: A N^-alpha ~ 1e-20, far below the rounding of the loss) has
+    H_jj ~ 1e-40 and a gradient of rounding size; with D = diag(H) its damped step
+    g_j / (H_jj (1 + lambda)) stays ~1e16 at every lambda, is clipped to the far bound and
+    rejected, so the row cannot move the coordinates that still matter (log E stays where it is,
+    2-15% above its optimum, measured on a 10-run table's wild refits).  The floor makes the
+    damping reach such a coordinate; it changes nothing where every H_jj is above it."""
+    return np.maximum(diag, DAMPING_FLOOR * diag.max(-1, keepdims=True))
+
+
 def damped_step(grad: np.ndarray, hess: np.ndarray, damping: np.ndarray) -> np.ndarray:
-    """The LM step solving (H + lambda diag(H) + 1e-300 I) step = -g per row; where the stacked
-    solve fails (a singular system), step = -g / diag(H) for every row; non-finite components 0."""
+    """The LM step solving (H + lambda D + 1e-300 I) step = -g per row, D the floored diagonal of
+    H (:func:`damping_scale`); where the stacked solve fails (a singular system),
+    step = -g / D for every row; non-finite components 0."""
     k = hess.shape[-1]
     diag = np.einsum("skk->sk", hess)
     if np.isfinite(diag).all():
+        scale = damping_scale(diag)
         # adding to the diagonal only: the same numbers as the sum of the full matrices
         # (off the diagonal that adds zeros)
         damped = hess.copy()
         on_diag = damped.reshape(len(damped), k * k)[:, :: k + 1]
-        on_diag += damping[:, None] * diag
+        on_diag += damping[:, None] * scale
         on_diag += 1e-300
     else:
+        scale = diag
         eye = _eye(k)
         damped = hess + damping[:, None, None] * (diag[:, :, None] * eye) + 1e-300 * eye
     try:
         step = np.linalg.solve(damped, -grad[..., None])[..., 0]
     except np.linalg.LinAlgError:
-        step = -grad / np.maximum(diag, 1e-300)
+        step = -grad / np.maximum(scale, 1e-300)
     return np.where(np.isfinite(step), step, 0.0)
 
 
@@ -333,9 +354,10 @@ def batched_weighted_lm(
     (m, n) and their *transposed* Jacobian (m, k, n); k, the number of free coordinates, is
     the width of ``x0`` (for the law: ``spec.free_mask.sum()``).  Each iteration solves
 
-        (H + lam diag(H)) step = -g,   g = sum_i w_i psi(res_i) J_i,
+        (H + lam D) step = -g,   g = sum_i w_i psi(res_i) J_i,
         H = sum_i w_i omega_i J_i J_i^T,
         omega_i = 1 if |res_i| <= delta else c * delta / |res_i|,
+        D = diag(max(H_jj, 1e-12 max_i H_ii))  (:func:`damping_scale`),
 
     clips x + step to the box and accepts it only if F decreases.  Damping rule, per row:
     lam starts at 1e-3; an accepted step divides it by 5 (down to 1e-12), a rejected one
