@@ -83,7 +83,7 @@ def test_a_test_near_the_level_runs_every_replicate(false_null, monkeypatch):
 
     calls = []
 
-    def near_level(null_fit, alternative, y_star, delta):  # the refits are not what is tested here
+    def near_level(null_fit, alternative, y_star, delta, spreads=(None, None)):  # not tested here
         calls.append(len(y_star))
         zeros, ones = np.zeros(len(y_star)), np.ones(len(y_star), dtype=bool)
         return zeros, ones, zeros, ones

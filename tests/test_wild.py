@@ -130,3 +130,54 @@ def test_tests_run_side_by_side_are_each_the_test_alone():
     together = wild_cluster_tests(runs, free, [true, false], n_boot=249, seed=3, n_jobs=2)
     for res, test in zip((true, false), together, strict=True):
         assert test.to_dict() == wild_cluster_test(runs, free, res, n_boot=249, seed=3, n_jobs=1).to_dict()
+
+
+def test_the_null_also_starts_from_the_free_fit_with_its_fixed_values():
+    """null_starts: the null's own fit, then the free fit's coordinates under the null's spec."""
+    from phifit.bootstrap.wild import null_starts
+
+    spec0 = LawSpec(fixed={"phi": 0.0})
+    theta0 = np.array([3.0, 0.3, 5.0, 0.3, 0.2, 0.0])
+    theta1 = np.array([4.0, 0.4, 6.0, 0.35, 0.1, 0.7])
+    own, free = null_starts(spec0, theta0, theta1)
+    np.testing.assert_array_equal(own, theta0[:5])
+    np.testing.assert_array_equal(free, theta1[:5])
+
+
+def test_spread_starts_leave_a_dead_start_for_the_laws_optimum(monkeypatch):
+    """A refit whose only start is the constant model (log A = -5, alpha = 2.5: the power term
+    ~1e-20 of the loss, no gradient towards anything else) ends there.  The wild refit's spread
+    search (as :func:`phifit.bootstrap.wild._refit` runs it, on the rows its first LM leaves
+    unconverged) carries those rows to the optimum the law has from a live start."""
+    import phifit.bootstrap.wild as wild
+    from phifit.fitters.lm import best_of_starts
+    from phifit.fitters.objective import DELTA
+    from phifit.fitters.refit import search_spread, spread_in_box
+    from phifit.law import Design, log_loss
+
+    r = np.array([1, 2, 3, 4, 5, 6, 8, 10, 12, 16], dtype=float)
+    design = Design.from_arrays(r, np.full(10, 4.0e6), np.full(10, 3.0e7), np.full(10, 2.0e9))
+    spec = LawSpec(fixed={"B": 1e-12, "beta": 0.0, "phi": 0.5})
+    truth = spec.full_theta(np.array([6.0, 0.35, 0.8]))  # free coordinates: log A, alpha, log E
+    ys = log_loss(truth, design) + np.random.default_rng(0).normal(0, 0.002, (20, 10))
+    model, lo, hi = law_model(spec, design), spec.lower, spec.upper
+    corner = np.array([-5.0, 2.5, 0.9])
+    _, live_obj, _ = best_of_starts(model, (truth[spec.free_mask],), ys, 1.0, lo, hi)
+    best = best_of_starts(model, (corner,), ys, 1.0, lo, hi)
+    assert np.all(best[1] > 1.5 * live_obj) and best[2].all()  # converged, on the constant model
+    spread = spread_in_box(corner, lo, hi, len(ys), wild.N_SPREAD, np.random.default_rng(1))
+    switched = search_spread(
+        model, ys, 1.0, lo, hi, spread, (*best, None), delta=DELTA, prune_ratio=wild.SPREAD_PRUNE
+    )
+    assert switched.mean() >= 0.9 and np.mean(best[1] <= live_obj * (1 + 1e-6)) >= 0.9
+    # _refit tries them on the rows its first LM leaves unconverged, and only there
+    seen = []
+    real = wild.search_spread
+    monkeypatch.setattr(
+        wild, "search_spread", lambda m, y, *a, **k: seen.append(len(y)) or real(m, y, *a, **k)
+    )
+    dead = wild.Refit(model, lo, hi, (corner,))
+    wild._refit(dead, ys, DELTA, spread)  # every row converges: no spread search
+    unconverged = int((~best_of_starts(model, (corner,), ys, 1.0, lo, hi, max_iter=3)[2]).sum())
+    wild._refit(dead, ys, DELTA, spread, max_iter=3)
+    assert unconverged > 0 and seen == [unconverged]

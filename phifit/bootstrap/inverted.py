@@ -48,7 +48,7 @@ from .. import defaults
 from ..cautions import Caution, caution, collect
 from ..fitters.lm import batched_weighted_lm
 from ..fitters.objective import law_model, loss_terms, refit_settings
-from ..law import LawSpec, log_loss
+from ..law import THETA_NAMES, LawSpec, log_loss
 from ..result import FitResult
 from ..serialize import JsonIO, to_plain
 from . import wild
@@ -450,7 +450,11 @@ class _Search:
             theta0, f0 = self.profile.fit(phi0)
             spec0 = self.profile.null_spec(phi0)
             observed.append(max(f0 - self.f_free, 0.0))
-            null = wild.Refit(law_model(spec0, design), spec0.lower, spec0.upper, (theta0[spec0.free_mask],))
+            live = self.theta_free.copy()
+            live[THETA_NAMES.index("phi")] = phi0  # the free estimate with the null's phi_0
+            null = wild.Refit(
+                law_model(spec0, design), spec0.lower, spec0.upper, wild.null_starts(spec0, theta0, live)
+            )
             alternative = wild.Refit(
                 self.alt_model,
                 spec.lower,

@@ -26,11 +26,12 @@ Davidson and MacKinnon 2010; Roodman et al. 2019, "Fast and wild", Stata J. 19(1
    in ~1-3% (too few: the law's k0 parameters also fit the shapes within cells, so they
    absorb less than k0 / G of the cell-level noise); ``benchmarks/bootstrap_coverage.py``
    (condition ``small-cell-shared``) measures the default.
-3. Refit both laws to every table (the null from its estimate, the free law from the null
-   solution and from its own estimate, on the batched engine; rows it leaves unconverged
-   are finished together by exact-Hessian Newton steps, then by its active-set LM, the
-   least-squares polish only as a fallback)
-   and record T*_b.
+3. Refit both laws to every table (the null from its estimate and from the free estimate with
+   the null's fixed values, :func:`null_starts`; the free law from the null solution and from
+   its own estimate; on the batched engine; a table whose first LM stops unconverged also tries
+   :data:`N_SPREAD` spread starts per law, as the block bootstrap's refits do; rows still
+   unconverged are finished together by exact-Hessian Newton steps, then by its active-set LM,
+   the least-squares polish only as a fallback) and record T*_b.
 4. p = (1 + #{b: T*_b >= T}) / (1 + B').  B' counts the replicates whose refits converged;
    failures are counted, never dropped silently.  The smallest attainable p is
    max(1 / (1 + B'), 1 / #patterns) and is reported: a test whose smallest p is not below
@@ -60,6 +61,7 @@ from ..fitters.newton import batched_newton, has_curvature
 from ..fitters.objective import law_model, loss_terms, refit_settings
 from ..fitters.parallel import check_backend, parallel_map
 from ..fitters.polish import polish_residuals
+from ..fitters.refit import search_spread, spread_in_box
 from ..law import LawSpec, log_loss
 from ..result import FitResult
 from ..serialize import JsonIO, to_plain
@@ -169,6 +171,22 @@ class Refit:
 #: Iterations of the batched active-set finish of rows the first LM left unconverged.
 FINISH_ITER = 10_000
 
+#: Spread starts per wild table and law (:func:`spread_in_box`: half around the law's last
+#: start, half uniform in its box), drawn after the sign weights and tried on the tables whose
+#: first LM did not converge (:func:`_refit`).  Measured on a 10-run table at one token count
+#: (``benchmarks/report_speed_tables.py``'s table (a), the test of phi_0 = -3, 100 tables,
+#: against the lowest end of 12 random starts and the polish per table and law): without them
+#: the free law's refit missed that minimum on 14 tables (by a median 49%), with them on 5; its
+#: refits took 1.9 s instead of 3.2 s (better starts leave fewer rows crawling).
+N_SPREAD = 8
+#: A spread start goes on past its exploration only when it is already below its row's best
+#: end (``prune_ratio`` of :func:`~phifit.fitters.refit.search_spread`).  With the block
+#: bootstrap's 2.0, and spread starts on every table, ``phifit report`` on the study's table took
+#: 13.3 s instead of 8.8 s (the free multipliers' and the drift's wild tests carried almost every
+#: spread start); with 1.0 and the unconverged tables only, 8.5 s, and table (a) 18.5 s (25.3 s
+#: without spread starts).
+SPREAD_PRUNE = 1.0
+
 #: The least-squares polish of a wild refit stops when an iteration changes the objective by less
 #: than this fraction: the statistic T* = F_null - F_alt needs the objectives, not the points, and a
 #: row the polish reaches crawls along a flat valley where the point moves and F does not.
@@ -195,10 +213,16 @@ def _refit(
     law: Refit,
     y: np.ndarray,
     delta: float,
+    spread: np.ndarray | None = None,
     max_iter: int = 300,
     finish_iter: int = FINISH_ITER,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Best objective per row of ``y`` (B, n) over the starts, and whether it converged.
+
+    Every row starts from each of the law's starts; a row the first LM leaves unconverged also
+    tries its own spread starts ``spread`` (B, K, k) as the block bootstrap's refits do
+    (:func:`~phifit.fitters.refit.search_spread`: a short exploration, and those already below
+    the row's best end run on; :data:`N_SPREAD`, :data:`SPREAD_PRUNE`).
 
     Rows the LM leaves unconverged (typically log E creeping along its bound) are finished as
     the bootstrap's refits are (:func:`phifit.fitters.refit.polish_unconverged`): first all
@@ -218,6 +242,25 @@ def _refit(
     best_x, best_obj, best_conv = best_of_starts(
         law.model, law.starts, y, 1.0, law.lower, law.upper, delta=delta, max_iter=max_iter
     )
+    if spread is not None:
+        # the rows the first LM left unconverged, where a better basin is likeliest and a
+        # crawl costs most; only spread ends below the row's best after the exploration go on
+        rows = np.flatnonzero(~best_conv)
+        if len(rows):
+            best = (best_x[rows], best_obj[rows], best_conv[rows], None)
+            search_spread(
+                law.model,
+                y[rows],
+                1.0,
+                law.lower,
+                law.upper,
+                spread[rows],
+                best,
+                delta=delta,
+                max_iter=max_iter,
+                prune_ratio=SPREAD_PRUNE,
+            )
+            best_x[rows], best_obj[rows], best_conv[rows] = best[:3]
     rows = np.flatnonzero(~best_conv & np.isfinite(best_obj))
     if len(rows) and has_curvature(law.model):
         newton = batched_newton(law.model, best_x[rows], y[rows], 1.0, law.lower, law.upper, delta=delta)
@@ -251,6 +294,18 @@ def _refit(
         if obj <= best_obj[i] * (1 + 1e-9):
             best_obj[i], best_conv[i] = obj, True
     return best_obj, best_conv
+
+
+def null_starts(spec0: LawSpec, theta0: np.ndarray, theta1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The null law's starts: its own fit ``theta0`` and the free fit ``theta1`` with the null's
+    fixed values (``spec0``'s free coordinates of it, in its box).  The second is alive where the
+    first is not: a null fit that is the constant model (log A at -5 with alpha at 2.5, the law's
+    power term ~1e-20 of the loss) has no gradient towards the null's other optima.  Measured on
+    table (a)'s test of phi_0 = -3 (100 tables, against the lowest end of 12 random starts and
+    the polish per table): the null's refit missed that minimum on 30 tables (by up to 4.7 times
+    the objective) from its own fit alone, on 11 (by at most 59%) with the second start."""
+    mask = spec0.free_mask
+    return (theta0[mask], np.clip(theta1[mask], spec0.lower, spec0.upper))
 
 
 #: The weight distributions of the sign draws: Rademacher (+-1) and Webb's six points
@@ -433,6 +488,7 @@ class WildJob:
     observed: float | None
     stop: StopRule | None
     stages: list[int]
+    spreads: tuple[np.ndarray, np.ndarray] | None = None
     stats: list[np.ndarray] = field(default_factory=list)
     oks: list[np.ndarray] = field(default_factory=list)
     done: int = 0  # tables refitted so far
@@ -441,6 +497,13 @@ class WildJob:
     def next_tables(self) -> np.ndarray:
         """The tables of the next stage."""
         return self.y_star[self.done : self.stages[len(self.stats)]]
+
+    def next_spreads(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The spread starts (null's, alternative's) of the next stage's tables."""
+        if self.spreads is None:
+            return None, None
+        stage = slice(self.done, self.stages[len(self.stats)])
+        return self.spreads[0][stage], self.spreads[1][stage]
 
     def record(self, f0: np.ndarray, ok0: np.ndarray, f1: np.ndarray, ok1: np.ndarray) -> None:
         """Add a stage's refits; the job is finished after its last stage, or sooner once its
@@ -472,15 +535,29 @@ def prepare_wild(
     weights: str = "auto",
     observed: float | None = None,
     stop: StopRule | None = None,
+    n_spread: int = N_SPREAD,
 ) -> WildJob:
     """The tables of one wild test (:func:`wild_cluster_statistics`' arguments), drawn, and its
-    stages; nothing is refitted yet."""
+    stages; nothing is refitted yet.  ``n_spread`` spread starts per table and law
+    (:data:`N_SPREAD`) are drawn after the sign weights: half around the law's own estimate
+    (its last start), half uniform in its box."""
     n_clusters = int(codes.max()) + 1
     resid = adjusted_residuals(y - null_pred, codes, null, delta, adjust)
     signs = draw_weights(rng, n_boot, n_clusters, choose_weights(n_clusters, weights))
     y_star = null_pred + signs[:, codes] * resid
+    # after the signs, so the tables are those drawn without them
+    spreads = (
+        tuple(
+            spread_in_box(
+                np.asarray(law.starts[-1], dtype=float), law.lower, law.upper, n_boot, n_spread, rng
+            )
+            for law in (null, alternative)
+        )
+        if n_spread
+        else None
+    )
     stages = stop.stages(n_boot) if stop is not None and observed is not None else [n_boot]
-    return WildJob(y_star, null, alternative, delta, observed, stop, stages)
+    return WildJob(y_star, null, alternative, delta, observed, stop, stages, spreads)
 
 
 def run_wild_jobs(
@@ -510,12 +587,13 @@ def run_wild_jobs(
         if not active:
             break
         stages = [job.next_tables() for job in active]
+        spreads = [job.next_spreads() for job in active]
         if workers > 1 and sum(len(t) for t in stages) >= 2 * MIN_ROWS_PER_JOB:
             cuts = [np.array_split(np.arange(len(t)), max(1, min(workers // 2, len(t)))) for t in stages]
             tasks = [
-                (law, tables[part], job.delta)
-                for job, tables, parts in zip(active, stages, cuts, strict=True)
-                for law in (job.null, job.alternative)
+                (law, tables[part], job.delta, None if spread is None else spread[part])
+                for job, tables, parts, pair in zip(active, stages, cuts, spreads, strict=True)
+                for law, spread in zip((job.null, job.alternative), pair, strict=True)
                 for part in parts
             ]
             done = iter(parallel_map(_refit, tasks, n_jobs=workers, backend=backend, scheduler=scheduler))
@@ -526,8 +604,8 @@ def run_wild_jobs(
                 f1, ok1 = (np.concatenate([d[i] for d in alt_parts]) for i in range(2))
                 job.record(f0, ok0, f1, ok1)
         else:
-            for job, tables in zip(active, stages, strict=True):
-                job.record(*_refit_both(job.null, job.alternative, tables, job.delta))
+            for job, tables, pair in zip(active, stages, spreads, strict=True):
+                job.record(*_refit_both(job.null, job.alternative, tables, job.delta, pair))
     return [job.result() for job in jobs]
 
 
@@ -542,10 +620,14 @@ MIN_ROWS_PER_JOB = 100
 
 
 def _refit_both(
-    null: Refit, alternative: Refit, y_star: np.ndarray, delta: float
+    null: Refit,
+    alternative: Refit,
+    y_star: np.ndarray,
+    delta: float,
+    spreads: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    f0, ok0 = _refit(null, y_star, delta)
-    f1, ok1 = _refit(alternative, y_star, delta)
+    f0, ok0 = _refit(null, y_star, delta, spreads[0])
+    f1, ok1 = _refit(alternative, y_star, delta, spreads[1])
     return f0, ok0, f1, ok1
 
 
@@ -739,7 +821,7 @@ def _prepare_test(
     theta0, theta1 = restricted.theta, free.theta
     y0 = log_loss(theta0, design)
     observed = float(_objective(y0, y, delta) - _objective(log_loss(theta1, design), y, delta))
-    null = Refit(law_model(spec0, design), spec0.lower, spec0.upper, (theta0[spec0.free_mask],))
+    null = Refit(law_model(spec0, design), spec0.lower, spec0.upper, null_starts(spec0, theta0, theta1))
     # the free law starts from the null solution (so its objective cannot exceed the null's)
     # and from its own estimate
     alternative = Refit(

@@ -539,9 +539,17 @@ def _specs(base_spec: LawSpec, fixes: list[dict[str, float]]) -> dict[str, LawSp
 
 
 def _gaussian_score(runs: RunTable, spec: LawSpec, res: FitResult) -> GaussianScore:
-    """Gaussian working score of the fit's log residuals, k = the spec's free law parameters."""
+    """Gaussian working score of the fit's log residuals, k = the spec's free law parameters.
+
+    The fit scored its residuals at the optimiser's theta; ``res.theta`` is rebuilt from the
+    reported parameters, a rounding away, so the two log-likelihoods can differ in the last
+    digit.  Where they agree to 1e-9 the fit's own is kept, so that the comparison and the fit
+    it reports (and their JSON, which shares the key) read the same number."""
     k_law = int(effective_spec(runs, spec)[0].free_mask.sum())
-    return GaussianScore.from_residuals(runs.log_loss - log_loss(res.theta, runs.design), k_law)
+    score = GaussianScore.from_residuals(runs.log_loss - log_loss(res.theta, runs.design), k_law)
+    if res.log_lik is not None and math.isclose(res.log_lik, score.log_lik, rel_tol=1e-9, abs_tol=1e-12):
+        score = dataclasses.replace(score, log_lik=float(res.log_lik))
+    return score
 
 
 def _free_fit_cautions(res: FitResult) -> list[Caution]:

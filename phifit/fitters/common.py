@@ -400,13 +400,15 @@ def conditioning_cautions(runs: RunTable, result: FitResult, *, source: str = "f
         if im.singular
         else f"ill-conditioned (condition number {im.condition:.3g} > {MAX_CONDITION:.0e})"
     )
-    moved: list[str] = []
+    moved: list[str] = [THETA_TO_PARAM[n] for n in im.vanished]
     if np.all(np.isfinite(im.unit)):
         eig, vectors = np.linalg.eigh(im.unit)
         weak = eig <= eig.max() / MAX_CONDITION
         weak[0] = True  # the least-determined direction, at least
         reach = np.max(np.abs(vectors[:, weak]), axis=1)
-        moved = [THETA_TO_PARAM[n] for n, c in zip(im.names, reach) if c >= 0.3]
+        moved += [
+            THETA_TO_PARAM[n] for n, c in zip(im.names, reach) if c >= 0.3 and THETA_TO_PARAM[n] not in moved
+        ]
     which = f" (it moves {', '.join(moved)})" if moved else ""
     return [
         caution(

@@ -85,41 +85,20 @@ def refit_chunk(
     )
     best_x, best_obj = warm.x.copy(), warm.objective.copy()
     best_conv, best_it = warm.converged.copy(), warm.n_iter.copy()
-    switched = np.zeros(c, dtype=bool)
-    n_spread = spread.shape[1] if spread.ndim == 3 else 0
-    if n_spread:
-        owner = np.repeat(np.arange(c), n_spread)
-        ws = weights[owner]
-        explore = batched_weighted_lm(
-            model,
-            spread.reshape(-1, spread.shape[-1]),
-            problem.y,
-            ws,
-            lo,
-            hi,
-            max_iter=problem.explore_iter,
-            **kw,
-        )
-        ceiling = problem.prune_ratio * np.where(np.isfinite(best_obj), best_obj, np.inf)[owner]
-        carry = (~explore.converged) & (explore.objective <= ceiling)
-        x_end, obj_end = explore.x.copy(), explore.objective.copy()
-        conv_end, it_end = explore.converged.copy(), explore.n_iter.copy()
-        if carry.any():
-            more = batched_weighted_lm(
-                model, explore.x[carry], problem.y, ws[carry], lo, hi, max_iter=problem.max_iter, **kw
-            )
-            x_end[carry], obj_end[carry] = more.x, more.objective
-            conv_end[carry], it_end[carry] = more.converged, more.n_iter + problem.explore_iter
-        obj_end = np.where(np.isfinite(obj_end), obj_end, np.inf)
-        for j in range(n_spread):
-            rows = np.arange(c) * n_spread + j
-            cand = obj_end[rows]
-            # a spread start replaces the warm one only when it is clearly better
-            better = cand < np.where(np.isfinite(best_obj), best_obj, np.inf) * (1 - 1e-9)
-            better &= conv_end[rows] | ~best_conv
-            switched |= better & (cand < warm.objective * (1 - 1e-9))
-            best_x[better], best_obj[better] = x_end[rows][better], cand[better]
-            best_conv[better], best_it[better] = conv_end[rows][better], it_end[rows][better]
+    switched = search_spread(
+        model,
+        problem.y,
+        weights,
+        lo,
+        hi,
+        spread,
+        (best_x, best_obj, best_conv, best_it),
+        delta=problem.delta,
+        explore_iter=problem.explore_iter,
+        max_iter=problem.max_iter,
+        prune_ratio=problem.prune_ratio,
+    )
+    switched &= best_obj < warm.objective * (1 - 1e-9)
     polished = polish_unconverged(problem, weights, best_x, best_obj, best_conv)
     return {
         "x": best_x,
@@ -129,6 +108,73 @@ def refit_chunk(
         "n_iter": best_it,
         "polished": polished,
     }
+
+
+def search_spread(
+    model: Any,
+    y: np.ndarray,
+    weights: np.ndarray | float,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    spread: np.ndarray,
+    best: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None],
+    *,
+    delta: float,
+    explore_iter: int = 15,
+    max_iter: int = 300,
+    prune_ratio: float = 2.0,
+) -> np.ndarray:
+    """Try the spread starts ``spread`` (m, K, k) of m rows against each row's best end so far.
+
+    ``best`` = (x (m, k), objective (m,), converged (m,), iterations (m,) or None), updated in
+    place.  Every spread start explores for ``explore_iter`` LM iterations; those still within
+    ``prune_ratio`` times their row's best objective run on to ``max_iter``.  A spread end
+    replaces the row's best only when lower by more than a relative 1e-9 and converged (or the
+    best is not).  ``y`` (n,) shared or (m, n) per row, ``weights`` (m, n) or a scalar, as
+    :func:`~phifit.fitters.lm.batched_weighted_lm` takes them.  Returns the (m,) mask of rows a
+    spread start replaced."""
+    best_x, best_obj, best_conv, best_it = best
+    m = len(best_x)
+    switched = np.zeros(m, dtype=bool)
+    n_spread = spread.shape[1] if spread.ndim == 3 else 0
+    if not n_spread:
+        return switched
+    owner = np.repeat(np.arange(m), n_spread)
+    ys = y[owner] if np.ndim(y) == 2 else y
+    ws = weights[owner] if np.ndim(weights) == 2 else weights
+    explore = batched_weighted_lm(
+        model, spread.reshape(-1, spread.shape[-1]), ys, ws, lower, upper, delta=delta, max_iter=explore_iter
+    )
+    ceiling = prune_ratio * np.where(np.isfinite(best_obj), best_obj, np.inf)[owner]
+    carry = (~explore.converged) & (explore.objective <= ceiling)
+    x_end, obj_end = explore.x.copy(), explore.objective.copy()
+    conv_end, it_end = explore.converged.copy(), explore.n_iter.copy()
+    if carry.any():
+        more = batched_weighted_lm(
+            model,
+            explore.x[carry],
+            ys[carry] if np.ndim(ys) == 2 else ys,
+            ws[carry] if np.ndim(ws) == 2 else ws,
+            lower,
+            upper,
+            delta=delta,
+            max_iter=max_iter,
+        )
+        x_end[carry], obj_end[carry] = more.x, more.objective
+        conv_end[carry], it_end[carry] = more.converged, more.n_iter + explore_iter
+    obj_end = np.where(np.isfinite(obj_end), obj_end, np.inf)
+    for j in range(n_spread):
+        rows = np.arange(m) * n_spread + j
+        cand = obj_end[rows]
+        # a spread start replaces the best end only when it is clearly better
+        better = cand < np.where(np.isfinite(best_obj), best_obj, np.inf) * (1 - 1e-9)
+        better &= conv_end[rows] | ~best_conv
+        switched |= better
+        best_x[better], best_obj[better] = x_end[rows][better], cand[better]
+        best_conv[better] = conv_end[rows][better]
+        if best_it is not None:
+            best_it[better] = it_end[rows][better]
+    return switched
 
 
 #: Iterations of the batched active-set finish of rows the refit's LM left unconverged.
@@ -232,8 +278,15 @@ def spread_starts(
     x_hat: np.ndarray, spec: LawSpec, n_rows: int, n_spread: int, rng: np.random.Generator
 ) -> np.ndarray:
     """(n_rows, n_spread, k) starts: the first half around x_hat (sd 10% of each box width),
-    the rest uniform in the box."""
-    lo, hi = spec.lower, spec.upper
+    the rest uniform in the box (:func:`spread_in_box` with the spec's box)."""
+    return spread_in_box(x_hat, spec.lower, spec.upper, n_rows, n_spread, rng)
+
+
+def spread_in_box(
+    x_hat: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_rows: int, n_spread: int, rng: np.random.Generator
+) -> np.ndarray:
+    """(n_rows, n_spread, k) starts in the box [lo, hi]: the first half around x_hat (sd 10% of
+    each box width, clipped), the rest uniform in the box."""
     k = len(lo)
     n_local = (n_spread + 1) // 2
     local = x_hat + 0.1 * (hi - lo) * rng.standard_normal((n_rows, n_local, k))
@@ -399,6 +452,8 @@ __all__ = [
     "polish_unconverged",
     "refit_chunk",
     "refit_weighted",
+    "search_spread",
+    "spread_in_box",
     "spread_starts",
     "start_refit_weighted",
 ]

@@ -21,10 +21,11 @@ printed.
 log-loss Jacobian over the free coordinates (W: the Huber IRLS weights, 1 inside +-delta and
 delta / |r_i| beyond; all 1 for least squares), scaled to unit diagonal.  Its condition number
 (largest over smallest eigenvalue) above :data:`MAX_CONDITION`, or a smallest eigenvalue at
-rounding level (numerically singular), means some parameter combination is not determined by
-the table, and every standard error computed from I (or J^T J) is then meaningless.  The fit
-(:func:`phifit.fitters.fit`) and :func:`phifit.diagnostics.identifiability.identifiability`
-read the same matrix.
+rounding level (numerically singular), or a coordinate whose own information is at rounding
+level beside the largest (:attr:`Information.vanished`: the unit scaling would hide it), means
+some parameter combination is not determined by the table, and every standard error computed
+from I (or J^T J) is then meaningless.  The fit (:func:`phifit.fitters.fit`) and
+:func:`phifit.diagnostics.identifiability.identifiability` read the same matrix.
 """
 
 from __future__ import annotations
@@ -67,6 +68,19 @@ class Information(NamedTuple):
         """Singular, or condition number above :data:`MAX_CONDITION`."""
         return self.singular or self.condition > MAX_CONDITION
 
+    @property
+    def vanished(self) -> list[str]:
+        """The coordinates whose information is at rounding level beside the largest
+        (info_jj <= k eps max_i info_ii): the loss does not move with them at all (log A at -5
+        with alpha at 2.5: A N^-alpha ~ 1e-20).  The unit-diagonal matrix hides them, since
+        scaling blows their columns up to unit length; ``singular`` counts them."""
+        diag = self.scale**2
+        if not np.all(np.isfinite(diag)) or diag.max() <= 0:
+            return list(self.names)
+        return [
+            n for n, d in zip(self.names, diag, strict=True) if d <= SINGULAR_RTOL * len(diag) * diag.max()
+        ]
+
 
 def information(
     runs: RunTable, spec: LawSpec, theta: np.ndarray, delta: float, *, phi_free: bool = True
@@ -90,7 +104,10 @@ def information(
     eig = np.linalg.eigvalsh(unit) if finite else np.array([0.0])
     cond = float(eig.max() / eig.min()) if eig.min() > 0 else float("inf")
     singular = not (finite and eig.min() > SINGULAR_RTOL * len(eig) * eig.max())
-    return Information(names, info, scale, unit, eig, cond, singular), res
+    im = Information(names, info, scale, unit, eig, cond, singular)
+    if im.vanished and not singular:
+        im = im._replace(singular=True, condition=float("inf"))
+    return im, res
 
 
 def m_estimator_stderr(
