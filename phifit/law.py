@@ -254,6 +254,17 @@ def loss(theta: np.ndarray, design: Design) -> np.ndarray:
     return np.exp(log_loss(theta, design))
 
 
+def vanished(sq_norms: np.ndarray) -> np.ndarray:
+    """Which Jacobian columns have vanished: squared norms (k,) (or an information matrix's
+    diagonal) at rounding level beside the largest, <= k eps max.  The loss does not move with
+    such a coordinate at all (log A at -5 with alpha at 2.5: A N^-alpha ~ 1e-20 of the loss);
+    all of them when no norm is finite and positive."""
+    sq_norms = np.asarray(sq_norms, dtype=float)
+    if not np.all(np.isfinite(sq_norms)) or sq_norms.max(initial=0.0) <= 0:
+        return np.ones(sq_norms.shape, dtype=bool)
+    return sq_norms <= np.finfo(float).eps * len(sq_norms) * sq_norms.max()
+
+
 def log_loss_and_jacobian(theta: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray]:
     """Predicted log L and its analytic Jacobian with respect to theta.
 

@@ -132,15 +132,22 @@ def test_tests_run_side_by_side_are_each_the_test_alone():
         assert test.to_dict() == wild_cluster_test(runs, free, res, n_boot=249, seed=3, n_jobs=1).to_dict()
 
 
-def test_the_null_also_starts_from_the_free_fit_with_its_fixed_values():
-    """null_starts: the null's own fit, then the free fit's coordinates under the null's spec."""
+def test_a_dead_null_fit_also_starts_from_the_free_fit_with_its_fixed_values():
+    """null_starts: the null's own fit; where its power term has vanished (log A = -5 with
+    alpha = 2.5: the constant model), also the free fit's coordinates under the null's spec."""
     from phifit.bootstrap.wild import null_starts
+    from phifit.law import Design
 
+    r = np.array([1, 2, 4, 8, 16], dtype=float)
+    design = Design.from_arrays(r, np.full(5, 4.0e6), np.full(5, 3.0e7), np.array([1e9, 2e9, 4e9, 1e9, 2e9]))
     spec0 = LawSpec(fixed={"phi": 0.0})
-    theta0 = np.array([3.0, 0.3, 5.0, 0.3, 0.2, 0.0])
     theta1 = np.array([4.0, 0.4, 6.0, 0.35, 0.1, 0.7])
-    own, free = null_starts(spec0, theta0, theta1)
-    np.testing.assert_array_equal(own, theta0[:5])
+    live = np.array([3.0, 0.3, 5.0, 0.3, 0.2, 0.0])
+    (own,) = null_starts(spec0, live, theta1, design)
+    np.testing.assert_array_equal(own, live[:5])
+    dead = np.array([-5.0, 2.5, 5.0, 0.3, 0.2, 0.0])
+    own, free = null_starts(spec0, dead, theta1, design)
+    np.testing.assert_array_equal(own, dead[:5])
     np.testing.assert_array_equal(free, theta1[:5])
 
 

@@ -453,7 +453,10 @@ class _Search:
             live = self.theta_free.copy()
             live[THETA_NAMES.index("phi")] = phi0  # the free estimate with the null's phi_0
             null = wild.Refit(
-                law_model(spec0, design), spec0.lower, spec0.upper, wild.null_starts(spec0, theta0, live)
+                law_model(spec0, design),
+                spec0.lower,
+                spec0.upper,
+                wild.null_starts(spec0, theta0, live, design),
             )
             alternative = wild.Refit(
                 self.alt_model,

@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss_and_jacobian
+from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec, log_loss_and_jacobian, vanished
 from ..runs.table import RunTable
 
 #: Printed next to these standard errors.
@@ -71,15 +71,10 @@ class Information(NamedTuple):
     @property
     def vanished(self) -> list[str]:
         """The coordinates whose information is at rounding level beside the largest
-        (info_jj <= k eps max_i info_ii): the loss does not move with them at all (log A at -5
-        with alpha at 2.5: A N^-alpha ~ 1e-20).  The unit-diagonal matrix hides them, since
-        scaling blows their columns up to unit length; ``singular`` counts them."""
-        diag = self.scale**2
-        if not np.all(np.isfinite(diag)) or diag.max() <= 0:
-            return list(self.names)
-        return [
-            n for n, d in zip(self.names, diag, strict=True) if d <= SINGULAR_RTOL * len(diag) * diag.max()
-        ]
+        (:func:`phifit.law.vanished`): the loss does not move with them at all.  The
+        unit-diagonal matrix hides them, since scaling blows their columns up to unit length;
+        ``singular`` counts them."""
+        return [n for n, gone in zip(self.names, vanished(self.scale**2), strict=True) if gone]
 
 
 def information(
