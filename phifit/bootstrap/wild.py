@@ -26,12 +26,13 @@ Davidson and MacKinnon 2010; Roodman et al. 2019, "Fast and wild", Stata J. 19(1
    in ~1-3% (too few: the law's k0 parameters also fit the shapes within cells, so they
    absorb less than k0 / G of the cell-level noise); ``benchmarks/bootstrap_coverage.py``
    (condition ``small-cell-shared``) measures the default.
-3. Refit both laws to every table (the null from its estimate and from the free estimate with
-   the null's fixed values, :func:`null_starts`; the free law from the null solution and from
-   its own estimate; on the batched engine; a table whose first LM stops unconverged also tries
-   :data:`N_SPREAD` spread starts per law, as the block bootstrap's refits do; rows still
-   unconverged are finished together by exact-Hessian Newton steps, then by its active-set LM,
-   the least-squares polish only as a fallback) and record T*_b.
+3. Refit both laws to every table (the null from its estimate, and from the free estimate with
+   the null's fixed values where its estimate has a vanished coordinate, :func:`null_starts`;
+   the free law from the null solution and from its own estimate; on the batched engine; a
+   table whose first LM stops unconverged also tries :data:`N_SPREAD` spread starts per law, as
+   the block bootstrap's refits do; rows still unconverged are finished together by
+   exact-Hessian Newton steps, then by its active-set LM, the least-squares polish only as a
+   fallback) and record T*_b.
 4. p = (1 + #{b: T*_b >= T}) / (1 + B').  B' counts the replicates whose refits converged;
    failures are counted, never dropped silently.  The smallest attainable p is
    max(1 / (1 + B'), 1 / #patterns) and is reported: a test whose smallest p is not below
