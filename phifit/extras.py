@@ -58,6 +58,23 @@ class MissingExtraError(ImportError):
         super().__init__(f"{feature} needs {package}{detail}: pip install 'phifit[{extra}]'", name=module)
 
 
+def import_module(module: str) -> ModuleType:
+    """``importlib.import_module(module)``, importing it a second time where ArviZ's once-a-day
+    notice lost a race.
+
+    ArviZ 0.23 writes a stamp file at its first import of the day (``<user cache>/arviz/
+    daily_warning``, through ``daily_warning.tmp`` and a rename).  Two processes importing it at
+    the same moment (the test suite's workers, a user's parallel jobs) can both write the
+    temporary file, and the one that renames second fails with ``FileNotFoundError``.  The
+    winner has written the stamp by then, so a second import reads it and writes nothing."""
+    try:
+        return importlib.import_module(module)
+    except FileNotFoundError as err:
+        if "arviz" not in str(err.filename or ""):
+            raise
+        return importlib.import_module(module)
+
+
 def import_optional(module: str, extra: str, feature: str) -> ModuleType:
     """``importlib.import_module(module)``, or :class:`MissingExtraError` naming ``feature`` and the
     install of ``extra`` (chained from the original ``ImportError``).
@@ -71,7 +88,7 @@ def import_optional(module: str, extra: str, feature: str) -> ModuleType:
     if top not in EXTRAS.get(extra, ()):
         raise ValueError(f"import_optional: {module!r} is not a package of extra {extra!r} (see EXTRAS)")
     try:
-        return importlib.import_module(module)
+        return import_module(module)
     except ImportError as err:
         missing = (getattr(err, "name", None) or "").partition(".")[0]
         if isinstance(err, ModuleNotFoundError) and missing in EXTRAS[extra]:

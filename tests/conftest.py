@@ -26,6 +26,21 @@ def play_text(n: int) -> str:
     return " ".join(words[(i * 7 + i // 13) % len(words)] for i in range(n))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Import ArviZ once in the controlling process, before any worker of ``pytest -n`` starts
+    (where it is installed): its first import of the day writes a stamp file, and two workers
+    collecting Bayesian tests at once (nutpie imports it directly) race on that file
+    (:func:`phifit.extras.import_module`).  With today's stamp written, no worker writes one."""
+    if hasattr(config, "workerinput"):
+        return
+    from phifit.extras import MissingExtraError, import_optional
+
+    try:
+        import_optional("arviz", "bayes", "the test suite")
+    except MissingExtraError:
+        pass
+
+
 @pytest.fixture(scope="session")
 def paper_clean() -> RunTable:
     return paper_table()

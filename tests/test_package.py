@@ -128,3 +128,30 @@ def test_help_lists_the_trainer_commands_without_torch_pymc_or_arviz():
         "      sorted(m for m in ('torch', 'pymc', 'arviz', 'numpy') if m in sys.modules))"
     )
     assert _run(code) == "True True False []"
+
+
+def test_an_import_that_lost_arvizs_stamp_race_is_retried_once_and_nothing_else_is(monkeypatch):
+    """ArviZ 0.23's first import of the day writes a stamp through a temporary file and a
+    rename; the process that renames second fails with FileNotFoundError on that file.  The
+    import is tried again (the stamp exists by then); any other missing file still raises."""
+    import importlib
+
+    from phifit import extras
+
+    calls = []
+
+    def racing(name):
+        calls.append(name)
+        if len(calls) == 1:
+            raise FileNotFoundError(2, "No such file", "/home/u/.cache/arviz/daily_warning.tmp")
+        return types.ModuleType(name)
+
+    monkeypatch.setattr(importlib, "import_module", racing)
+    assert extras.import_module("arviz").__name__ == "arviz" and calls == ["arviz", "arviz"]
+
+    def missing(name):
+        raise FileNotFoundError(2, "No such file", "/data/model.bin")
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    with pytest.raises(FileNotFoundError):
+        extras.import_module("pymc")

@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import defaults
 from ..cautions import Caution, caution, collect
-from ..fitters.lm import batched_weighted_lm
+from ..fitters.lm import batched_weighted_lm, finish_lm
 from ..fitters.objective import law_model, loss_terms, refit_settings
 from ..law import THETA_NAMES, LawSpec, log_loss
 from ..result import FitResult
@@ -227,7 +227,7 @@ class _Profile:
         x0 = np.clip(np.array(starts), spec0.lower, spec0.upper)
         end = batched_weighted_lm(model, x0, self.y, 1.0, spec0.lower, spec0.upper, delta=self.delta)
         if not end.converged.all():
-            more = batched_weighted_lm(
+            more = finish_lm(
                 model,
                 end.x,
                 self.y,
@@ -236,7 +236,6 @@ class _Profile:
                 spec0.upper,
                 delta=self.delta,
                 max_iter=wild.FINISH_ITER,
-                active_set=True,
             )
             better = np.isfinite(more.objective) & (more.objective <= end.objective)
             x = np.where(better[:, None], more.x, end.x)

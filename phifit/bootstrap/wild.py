@@ -57,7 +57,7 @@ import numpy as np
 from .. import defaults
 from ..cautions import Caution, caution
 from ..defaults import resolve_workers
-from ..fitters.lm import batched_weighted_lm, best_of_starts
+from ..fitters.lm import best_of_starts, finish_lm
 from ..fitters.newton import batched_newton, has_curvature
 from ..fitters.objective import law_model, loss_terms, refit_settings
 from ..fitters.parallel import check_backend, parallel_map
@@ -271,7 +271,7 @@ def _refit(
         rows = rows[~done]
     if len(rows) == 0:
         return best_obj, best_conv
-    lm = batched_weighted_lm(
+    lm = finish_lm(
         law.model,
         best_x[rows],
         y[rows],
@@ -280,7 +280,6 @@ def _refit(
         law.upper,
         delta=delta,
         max_iter=finish_iter,
-        active_set=True,
     )
     lower = np.isfinite(lm.objective) & (lm.objective <= best_obj[rows])  # always: a guard
     done = lm.converged & lower

@@ -61,7 +61,7 @@ from ..bootstrap.sequential import StopRule
 from ..bootstrap.wild import Refit, WildTest, wild_cluster_statistics, wild_test_result
 from ..cautions import Caution, caution
 from ..fitters.likelihood import SIGNIFICANCE, p_text
-from ..fitters.lm import batched_weighted_lm, best_of_starts
+from ..fitters.lm import best_of_starts, finish_lm
 from ..fitters.objective import DELTA, loss_terms
 from ..fitters.parallel import check_backend, parallel_map
 from ..fitters.per_recipe_phi import GroupedLaw, JointOptions, fit_joint
@@ -507,7 +507,7 @@ def refit_weighted_rows(
     )
     rows = np.flatnonzero(~best_conv & np.isfinite(best_obj))
     if len(rows):
-        lm = batched_weighted_lm(
+        lm = finish_lm(
             model,
             best_x[rows],
             y,
@@ -516,7 +516,6 @@ def refit_weighted_rows(
             upper,
             delta=delta,
             max_iter=finish_iter,
-            active_set=True,
         )
         lower_obj = np.isfinite(lm.objective) & (lm.objective <= best_obj[rows])
         best_x[rows[lower_obj]], best_obj[rows[lower_obj]] = lm.x[lower_obj], lm.objective[lower_obj]

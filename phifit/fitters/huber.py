@@ -36,7 +36,7 @@ from ..law import LawSpec, log_loss
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
 from .common import bound_hits, build_result, check_run_count, effective_spec
-from .lm import batched_weighted_lm
+from .lm import batched_weighted_lm, finish_lm
 from .newton import batched_newton
 from .objective import DELTA, huber, law_model
 from .options import HuberOptions, resolve_options
@@ -65,7 +65,7 @@ def finish_candidates(
     left = np.flatnonzero(~newton.converged)
     finish = None
     if len(left):
-        finish = batched_weighted_lm(
+        finish = finish_lm(
             model,
             starts[left],
             runs.log_loss,
@@ -74,7 +74,6 @@ def finish_candidates(
             spec.upper,
             delta=delta,
             max_iter=FINISH_ITER,
-            active_set=True,
         )
     ends = []
     for j, start in enumerate(candidates):

@@ -37,13 +37,17 @@ class BatchedLM:
 
     ``x`` (m, k) free coordinates, ``objective`` (m,) the weighted objective,
     ``converged`` (m,) the stopping rule held (see :func:`batched_weighted_lm`),
-    ``n_iter`` (m,) iterations used.
+    ``n_iter`` (m,) iterations used, ``curvature`` (m,) the curvature c of the Gauss-Newton
+    matrix each row ended with (1: still in the IRLS phase; ``near_curvature``: switched; None
+    from a solver without phases): a finish that takes over a row goes on in its phase
+    (:func:`finish_lm`).
     """
 
     x: np.ndarray
     objective: np.ndarray
     converged: np.ndarray
     n_iter: np.ndarray
+    curvature: np.ndarray | None = None
 
 
 @dataclass
@@ -57,6 +61,8 @@ class LMRows:
     Gauss-Newton matrix (1, then ``near_curvature``); ``floor`` (a,) the absolute part of the
     stopping threshold; ``decrement`` (a,) the last Newton decrement solved and ``singular``
     (a,) whether its system was singular; ``stale`` (a,) x, grad or H changed since then.
+    With geodesic acceleration also, at x: ``pred`` (a, n) the predictions, ``jac`` (a, k, n)
+    the transposed Jacobian and ``wo`` (a, n) the weights w_i omega_i of H (None without it).
     """
 
     index: np.ndarray
@@ -72,6 +78,9 @@ class LMRows:
     decrement: np.ndarray
     singular: np.ndarray
     stale: np.ndarray
+    pred: np.ndarray | None = None
+    jac: np.ndarray | None = None
+    wo: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.index)
@@ -102,6 +111,9 @@ class LMRows:
             decrement=self.decrement[keep],
             singular=self.singular[keep],
             stale=self.stale[keep],
+            pred=None if self.pred is None else self.pred[keep],
+            jac=None if self.jac is None else self.jac[keep],
+            wo=None if self.wo is None else self.wo[keep],
         )
 
 
@@ -151,6 +163,27 @@ class _Evaluation:
         hess = np.matmul(scaled, np.swapaxes(jac_t, -1, -2))
         return grad, hess
 
+    def derivatives_and_weights(
+        self, jac_t: np.ndarray, ws: np.ndarray, res: np.ndarray, curv: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`derivatives` (the same arithmetic) and the weights w_i omega_i of H."""
+        psi, omega = irls_weights(res, self.delta, curv)
+        grad = np.matmul(jac_t, (ws * psi)[..., None])[..., 0]
+        wo = np.broadcast_to(ws * omega, res.shape)
+        scaled = np.multiply(jac_t, wo[..., None, :], out=self.buffer(1, len(jac_t)))
+        hess = np.matmul(scaled, np.swapaxes(jac_t, -1, -2))
+        return grad, hess, wo
+
+    def local(
+        self, xs: np.ndarray, ws: np.ndarray, ys: np.ndarray, curv: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(predictions, transposed Jacobian, w_i omega_i) at the points ``xs``: what the
+        geodesic acceleration of :func:`geodesic_correction` needs of a row's current point."""
+        pred, parts = self.forward(xs)
+        jac_t = np.array(self.jacobian(parts), copy=True)
+        _, omega = irls_weights(pred - ys, self.delta, curv)
+        return pred, jac_t, np.broadcast_to(ws * omega, pred.shape).copy()
+
     def _block(
         self, xs: np.ndarray, ws: np.ndarray, ys: np.ndarray, curv: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -189,12 +222,20 @@ class _Evaluation:
             ok = np.isfinite(obj_part) & (obj_part < state.objective[part])
             better[part] = ok
             if ok.all():
-                jac_t = self.jacobian(parts, self.buffer(0, len(ok)))
-                state.grad[part], state.hess[part] = self.derivatives(jac_t, ws[part], res, curv[part])
+                at, ok_parts, ok_res, ok_pred = part, parts, res, pred
             elif ok.any():
                 at = np.flatnonzero(ok) + s
-                jac_t = self.jacobian(tuple(p[ok] for p in parts), self.buffer(0, len(at)))
-                state.grad[at], state.hess[at] = self.derivatives(jac_t, ws[at], res[ok], curv[at])
+                ok_parts, ok_res, ok_pred = tuple(p[ok] for p in parts), res[ok], pred[ok]
+            else:
+                continue
+            jac_t = self.jacobian(ok_parts, self.buffer(0, len(ok_res)))
+            if state.jac is None:
+                state.grad[at], state.hess[at] = self.derivatives(jac_t, ws[at], ok_res, curv[at])
+            else:  # the geodesic acceleration's local model of the row, too
+                state.grad[at], state.hess[at], state.wo[at] = self.derivatives_and_weights(
+                    jac_t, ws[at], ok_res, curv[at]
+                )
+                state.pred[at], state.jac[at] = ok_pred, jac_t
         return obj, better
 
 
@@ -275,6 +316,52 @@ def damping_scale(diag: np.ndarray) -> np.ndarray:
     return np.maximum(diag, DAMPING_FLOOR * diag.max(-1, keepdims=True))
 
 
+#: Geodesic acceleration (:func:`geodesic_correction`): the finite-difference step h, as a
+#: fraction of the LM step, and the largest ratio 2 |a| / |v| of a correction that is used
+#: (the values of Transtrum & Sethna 2012, arXiv:1201.5885, section 4).
+GEODESIC_H = 0.1
+GEODESIC_ALPHA = 0.75
+
+
+def geodesic_correction(
+    ev: _Evaluation,
+    rows: LMRows,
+    step: np.ndarray,
+    hess: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    frozen: np.ndarray | None,
+) -> np.ndarray:
+    """Half the geodesic acceleration a of the LM step v = ``step`` per row (Transtrum, Machta &
+    Sethna 2011, Phys. Rev. E 83, 036701; Transtrum & Sethna 2012, arXiv:1201.5885): the
+    second-order term that bends a step along a curved valley of the objective,
+
+        (H + lam D) a = -sum_i w_i omega_i r''_i J_i,
+        r''_i = (2 / h) ((f_i(x + h v) - f_i(x)) / h - J_i^T v)   (h = ``GEODESIC_H``),
+
+    r'' the second directional derivative of the predictions along v by finite differences
+    (one more evaluation of the model per iteration), H, D, lam and omega those of the step
+    itself (``hess``, ``rows.damping``, ``rows.wo``).  The proposal is then v + a / 2.  A
+    correction is used only where 2 |a|_D / |v|_D <= ``GEODESIC_ALPHA`` (|u|_D^2 = sum_j D_j
+    u_j^2): beyond it the second-order model of the path is not trusted and the row takes v
+    alone.  Coordinates ``frozen`` (the active set: at a bound, pushed out of the box) get no
+    correction."""
+    x_h = np.clip(rows.x + GEODESIC_H * step, lower, upper)
+    pred_h, _ = ev.forward(x_h)
+    moved = (x_h - rows.x) / GEODESIC_H
+    along = np.matmul(np.swapaxes(rows.jac, -1, -2), moved[..., None])[..., 0]
+    second = (2.0 / GEODESIC_H) * ((pred_h - rows.pred) / GEODESIC_H - along)
+    pull = np.matmul(rows.jac, (rows.wo * second)[..., None])[..., 0]
+    if frozen is not None:
+        pull = np.where(frozen, 0.0, pull)
+    accel = damped_step(pull, hess, rows.damping)
+    scale = np.sqrt(damping_scale(np.einsum("skk->sk", hess)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = 2.0 * np.linalg.norm(accel * scale, axis=1) / np.linalg.norm(step * scale, axis=1)
+    use = np.isfinite(ratio) & (ratio <= GEODESIC_ALPHA) & np.isfinite(accel).all(-1)
+    return np.where(use[:, None], 0.5 * accel, 0.0)
+
+
 def damped_step(grad: np.ndarray, hess: np.ndarray, damping: np.ndarray) -> np.ndarray:
     """The LM step solving (H + lambda D + 1e-300 I) step = -g per row, D the floored diagonal of
     H (:func:`damping_scale`); where the stacked solve fails (a singular system),
@@ -342,6 +429,8 @@ def batched_weighted_lm(
     switch_rtol: float = 1e-6,
     near_curvature: float = 1e-2,
     active_set: bool = False,
+    geodesic: bool = False,
+    start_near: bool = False,
     block_bytes: int = BLOCK_BYTES,
     prune_after: int | None = None,
     prune_keep: int = 1,
@@ -393,6 +482,17 @@ def batched_weighted_lm(
     clipped steps barely improve F, and its decrement, measured with the inverse of the
     full H (which is >= H_ff^-1 on the free block), never falls below the threshold.
 
+    ``geodesic=True`` adds to each step its geodesic acceleration (:func:`geodesic_correction`:
+    the second-order term that bends the step along a curved valley, at one more evaluation of
+    the predictions per iteration), and ``start_near=True`` starts every row at c =
+    ``near_curvature`` (a finish that takes over from another LM, whose IRLS phase is behind
+    it).  Both are for the finishes of rows that crawl: a small table's objective is nearly
+    piecewise linear (most residuals beyond Huber's delta), its valleys are curved lines where
+    the few residuals inside delta stay put, and a straight step leaves such a line after a
+    fraction of its length.  Measured on the finishes of whole reports (every active-set call
+    replayed with and without): 3.4x fewer seconds on a 10-run table at one token count (701
+    rows), 1.5x on a 12-run table with an outlier (1,548 rows), with as many rows converged.
+
     Rows are evaluated in blocks whose Jacobian takes at most ``block_bytes`` (many
     starts on a large table give an (m, k, n) Jacobian that no longer fits in the cache);
     every row's arithmetic is the same in any block, so results do not depend on it.
@@ -414,7 +514,7 @@ def batched_weighted_lm(
     n_runs = y.shape[-1]
     ev = _Evaluation(model, delta, k, n_runs, block_bytes)
 
-    curv = np.ones(m)
+    curv = np.full(m, near_curvature if start_near else 1.0)
     obj, grad, hess = ev.evaluate(x, weights, y, curv)
     converged = np.zeros(m, dtype=bool)
     n_iter = np.full(m, max_iter)
@@ -439,11 +539,14 @@ def batched_weighted_lm(
         singular=np.zeros(len(idx), dtype=bool),
         stale=np.ones(len(idx), dtype=bool),
     )
+    if geodesic and len(idx):
+        rows.pred, rows.jac, rows.wo = ev.local(rows.x, rows.weights, rows.y_of(slice(None)), rows.curvature)
 
     def leave(stop: np.ndarray, it: int) -> None:
         """Record the end points of the rows ``stop`` (they leave the state after this)."""
         at = rows.index[stop]
         x[at], obj[at], n_iter[at] = rows.x[stop], rows.objective[stop], it
+        curv[at] = rows.curvature[stop]
 
     for it in range(max_iter):
         if len(rows) == 0:
@@ -507,18 +610,73 @@ def batched_weighted_lm(
                 rows.x[switch], rows.weights[switch], rows.y_of(switch), rows.curvature[switch]
             )
             rows.stale |= switch
+            if geodesic:  # omega changes with the curvature
+                rows.wo[switch] = ev.local(
+                    rows.x[switch], rows.weights[switch], rows.y_of(switch), rows.curvature[switch]
+                )[2]
             if active_set:
                 gp_all, hp_all = projected(rows.x, rows.grad, rows.hess, lower, upper, True)
         g_step, h_step = (gp_all, hp_all) if active_set else (rows.grad, rows.hess)
-        x_new = np.clip(rows.x + damped_step(g_step, h_step, rows.damping), lower, upper)
+        step = damped_step(g_step, h_step, rows.damping)
+        if geodesic:
+            frozen = (g_step == 0.0) & (rows.grad != 0.0) if active_set else None
+            step = step + geodesic_correction(ev, rows, step, h_step, lower, upper, frozen)
+        x_new = np.clip(rows.x + step, lower, upper)
         obj_new, better = ev.trial(x_new, rows)
         rows.x[better], rows.objective[better] = x_new[better], obj_new[better]
         rows.stale |= better
         rows.damping = np.where(
             better, np.maximum(rows.damping * 0.2, 1e-12), np.minimum(rows.damping * 10.0, MAX_DAMPING)
         )
-    x[rows.index], obj[rows.index] = rows.x, rows.objective
-    return BatchedLM(x=x, objective=obj, converged=converged, n_iter=n_iter)
+    x[rows.index], obj[rows.index], curv[rows.index] = rows.x, rows.objective, rows.curvature
+    return BatchedLM(x=x, objective=obj, converged=converged, n_iter=n_iter, curvature=curv)
+
+
+def finish_lm(
+    model: Callable,
+    x0: np.ndarray,
+    y: np.ndarray,
+    weights: np.ndarray | float,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    *,
+    delta: float = DELTA,
+    max_iter: int = 300,
+) -> BatchedLM:
+    """The finish of rows another LM left unconverged, from where it left them:
+    :func:`batched_weighted_lm` with the active set and the geodesic acceleration, first from the
+    near curvature (``active_set``, ``geodesic``, ``start_near``: see there); the rows that does
+    not converge run again from their start in the IRLS phase (c = 1, switching as usual), and
+    each row keeps the second end where it is lower, or converged at an objective no higher
+    (to a relative 1e-9).
+
+    Why both: on a small table's crawling wild refits the near curvature converged where the
+    IRLS phase crept (a 12-run table's report: 7.6 s of finishes against 22 s), while a recipe
+    bootstrap's replicate with log A near 22 and alpha and log E at their bounds converged in
+    146 iterations from the IRLS phase and needed 11,000 from the near curvature.  Every finish
+    of the package (the bootstrap's, the wild tests', the point fit's candidates', the grouped
+    laws', the test-inverted set's) runs through it."""
+    kw = {"delta": delta, "max_iter": max_iter, "active_set": True, "geodesic": True}
+    end = batched_weighted_lm(model, x0, y, weights, lower, upper, start_near=True, **kw)
+    left = np.flatnonzero(~end.converged & np.isfinite(end.objective))
+    if len(left) == 0:
+        return end
+    y_left = y[left] if np.ndim(y) == 2 else y
+    w_left = weights[left] if np.ndim(weights) == 2 else weights
+    again = batched_weighted_lm(model, np.asarray(x0)[left], y_left, w_left, lower, upper, **kw)
+    # never a higher objective (beyond rounding): a converged end elsewhere does not replace a lower one
+    finite = np.isfinite(again.objective)
+    take = finite & (
+        (again.objective < end.objective[left])
+        | (again.converged & (again.objective <= end.objective[left] * (1 + 1e-9)))
+    )
+    x, obj, converged = end.x.copy(), end.objective.copy(), end.converged.copy()
+    n_iter, curvature = end.n_iter + 0, end.curvature.copy()
+    at = left[take]
+    x[at], obj[at], converged[at] = again.x[take], again.objective[take], again.converged[take]
+    n_iter[left] += again.n_iter
+    curvature[at] = again.curvature[take]
+    return BatchedLM(x=x, objective=obj, converged=converged, n_iter=n_iter, curvature=curvature)
 
 
 def best_of_starts(
@@ -560,5 +718,7 @@ __all__ = [
     "best_of_starts",
     "checked_rows",
     "damped_step",
+    "finish_lm",
+    "geodesic_correction",
     "newton_decrement",
 ]

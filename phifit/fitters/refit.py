@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..law import Design, LawSpec, log_loss
-from .lm import batched_weighted_lm
+from .lm import batched_weighted_lm, finish_lm
 from .newton import batched_newton
 from .objective import DELTA, law_model, loss_terms
 from .parallel import check_backend, parallel_map
@@ -241,7 +241,7 @@ def polish_unconverged(
     rows = rows[~done]
     if len(rows) == 0:
         return finished
-    lm = batched_weighted_lm(
+    lm = finish_lm(
         model,
         x[rows],
         problem.y,
@@ -250,7 +250,6 @@ def polish_unconverged(
         spec.upper,
         delta=problem.delta,
         max_iter=finish_iter,
-        active_set=True,
     )
     # a row that fell far (> far_drop of its objective) was not near a minimum: its path may
     # end in another basin than the polish's, so it also gets the polish (from where the first

@@ -15,8 +15,7 @@ computed here that they compute):
    the fit holds, such as B and beta at one token count, held in both laws), and the drift of
    phi with compute, phi(C) = phi_0 + phi_1 log(C / C_ref), with its cell-bootstrap intervals
    and the test of phi_1 = 0 (:func:`phifit.diagnostics.phi_checks.drift_check`: phi
-   identifiable, nothing held); both with the same ``n_boot`` and ``n_wild``, refitted in this
-   process;
+   identifiable, nothing held); both with the same ``n_boot`` and ``n_wild``;
 4. diagnostics (:func:`phifit.diagnostics.diagnose`);
 5. derived quantities: the equivalence table and the study's example
    (:mod:`phifit.equivalence`), the compute-optimal frontier at the table's budgets (with
@@ -33,7 +32,12 @@ notes on what it skipped) is gathered once, in order and without repeats, in
 :attr:`Analysis.cautions` (:func:`phifit.cautions.collect`); ``results.json["warnings"]``
 is that list.  :mod:`phifit.report.write` renders an Analysis and computes nothing.
 
-Each step is one function of :mod:`phifit.report.stages`; :func:`analyse` runs them in order.
+Each step is one function of :mod:`phifit.report.stages`; :func:`analyse` runs them in this
+order, except that with workers some run side by side: the block bootstrap, the free
+multipliers and the drift (which need only the point fit) start on the workers right after the
+fit, while the comparison runs here; the diagnostics start on the workers once the bootstrap is
+attached, while the derived quantities are computed here.  Every task is a pure function of its
+inputs and its own seeded draws, so the numbers do not depend on where or when it runs.
 """
 
 from __future__ import annotations
@@ -356,13 +360,15 @@ def analyse(
     st = stages.Stages(options=options or AnalysisOptions(), say=progress or (lambda _msg: None))
     main_runs, recipes = stages.recipes_stage(runs, st)
     free_fit = stages.fit_stage(main_runs, st)  # the point estimate, without the bootstrap's intervals
-    # the comparison needs only the point fit: it runs here and on the workers beside the bootstrap
+    # the comparison and the checks of phi need only the point fit: they run here and on the
+    # workers beside the bootstrap
     bootstrap = stages.start_bootstrap(main_runs, free_fit, st)
+    phi_checks = stages.start_phi_checks(main_runs, free_fit, st)
     comparison = stages.comparison_stage(main_runs, free_fit, st)
     boot = stages.finish_bootstrap(bootstrap, st)
     fit = free_fit if boot is None else boot.attach(free_fit)
     phi_inverted = stages.inverted_stage(main_runs, fit, boot, comparison, st)
-    checks = stages.start_checks(main_runs, free_fit, fit, st)  # on the workers, while the next runs here
+    diagnostics = stages.start_diagnostics(main_runs, fit, st)  # on the workers, while the next runs here
     derived = stages.derived_stage(main_runs, fit, boot, st)
     on_diagnostics = None
     if while_checks is not None:  # the analysis so far: no checks, no cautions yet
@@ -380,7 +386,9 @@ def analyse(
         )
         while_checks(so_far)
         on_diagnostics = _with_diagnostics(while_checks, so_far)
-    multipliers, drift, diag = stages.collect_checks(checks, st, on_diagnostics=on_diagnostics)
+    multipliers, drift, diag = stages.collect_checks(
+        diagnostics, phi_checks, st, on_diagnostics=on_diagnostics
+    )
     plan = stages.plan_stage(main_runs, fit, st)
     adaptive = stages.rounds_stage(runs, st)
     bayes, bayes_draws, idata = stages.bayes_stage(main_runs, st)

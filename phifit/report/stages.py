@@ -277,14 +277,15 @@ def _run_check(func: Callable, args: tuple, kwargs: dict[str, Any]) -> tuple[Any
 
 
 def checks_stage(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages) -> tuple[Any, Any, Any]:
-    """:func:`start_checks` then :func:`collect_checks`: (free multipliers, drift of phi,
-    diagnostics)."""
-    return collect_checks(start_checks(runs, free_fit, fit, st), st)
+    """:func:`start_phi_checks` and :func:`start_diagnostics`, then :func:`collect_checks`:
+    (free multipliers, drift of phi, diagnostics)."""
+    phi_checks = start_phi_checks(runs, free_fit, st)
+    return collect_checks(start_diagnostics(runs, fit, st), phi_checks, st)
 
 
 @dataclass
 class PendingChecks:
-    """The checks' tasks (key, function, arguments, keywords), their results as
+    """Checks' tasks (key, function, arguments, keywords), their results as
     :func:`phifit.fitters.parallel.parallel_map` yields them (already running on the workers), and
     the plan of the phi profile whose two sides are among the tasks (None: no profile tasks)."""
 
@@ -293,29 +294,61 @@ class PendingChecks:
     profile: ProfilePlan | None = None
 
 
-def start_checks(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages) -> PendingChecks:
-    """Start (free multipliers, drift of phi, diagnostics): the two checks of phi
-    (:mod:`phifit.diagnostics.phi_checks`, on the point fit) and the diagnostics
-    (:func:`phifit.diagnostics.diagnose`, on the fit with its intervals; its influence refits
-    as a task of their own, :func:`~phifit.diagnostics.suite.influence_if_applies`, and the two
-    sides of its phi profile as two more, :func:`~phifit.diagnostics.identifiability.profile_side`:
-    on small tables the profile and the influence refits are each several seconds).
-
-    Each is a pure function of the table, the fit and its own seeded draws (the profile's starts
-    are drawn here, in the order the one-piece profile draws them), and none needs another, so
-    with two or more workers they run side by side as up to six tasks on the analysis'
-    backend (:func:`phifit.fitters.parallel.parallel_map`; the same numbers as one after the
-    other, which is what one worker does).  With workers they start at once and run while this
-    process goes on (:func:`collect_checks` waits for them); with one worker they run when
-    collected.  Each task's own wall time goes to the timings; the progress lines they say come
-    when they are collected."""
-    from ..diagnostics.identifiability import PROFILE_SIDES, profile_plan_for, profile_side
-    from ..diagnostics.phi_checks import drift_check, multiplier_check
-    from ..diagnostics.suite import diagnose, influence_if_applies
+def _start(tasks: list[tuple[str, Callable, tuple, dict[str, Any]]], st: Stages, what: str) -> Any:
+    """Start ``tasks`` on up to one worker each (:func:`phifit.fitters.parallel.parallel_map`),
+    saying ``what`` runs; with one worker they run when collected."""
     from ..fitters.parallel import parallel_map
 
     o = st.options
+    workers = min(len(tasks), defaults.resolve_workers(o.n_jobs))
+    st.say(what + (f", side by side on {workers} workers" if workers > 1 else ""))
+    return parallel_map(
+        _run_check,
+        [(func, args, kwargs) for _, func, args, kwargs in tasks],
+        n_jobs=workers,
+        backend=o.backend,
+        scheduler=o.scheduler,
+    )
+
+
+def start_phi_checks(runs: RunTable, free_fit: FitResult, st: Stages) -> PendingChecks:
+    """Start the two checks of phi (:mod:`phifit.diagnostics.phi_checks`): the free multipliers
+    and the drift of phi.  They need the point fit only, so :func:`phifit.report.analysis.analyse`
+    starts them right after it, beside the bootstrap and the comparison: on a small table the
+    drift's cell bootstrap and wild test are one of the longest tasks of the report (4.6 s of
+    15.8 s on 12 runs with an outlier), and started after the bootstrap it was the last to end.
+
+    Each is a pure function of the table, the fit and its own seeded draws, so the numbers are
+    those of one after the other (which is what one worker does, when they are collected)."""
+    from ..diagnostics.phi_checks import drift_check, multiplier_check
+
     checks = {**st.check_options, "progress": None}
+    tasks = [
+        ("multipliers", multiplier_check, (runs, free_fit), checks),
+        ("drift", drift_check, (runs, free_fit), checks),
+    ]
+    done = _start(tasks, st, "free multipliers m_r against r^phi and drift of phi with compute")
+    return PendingChecks(tasks=tasks, results=done)
+
+
+def start_diagnostics(runs: RunTable, fit: FitResult, st: Stages) -> PendingChecks:
+    """Start the diagnostics (:func:`phifit.diagnostics.diagnose`, on the fit with its intervals;
+    its influence refits as a task of their own,
+    :func:`~phifit.diagnostics.suite.influence_if_applies`, and the two sides of its phi profile
+    as two more, :func:`~phifit.diagnostics.identifiability.profile_side`: on small tables the
+    profile and the influence refits are each several seconds).
+
+    Each task is a pure function of the table, the fit and its own seeded draws (the profile's
+    starts are drawn here, in the order the one-piece profile draws them), so with two or more
+    workers they run side by side (the same numbers as one after the other, which is what one
+    worker does).  With workers they start at once and run while this process goes on
+    (:func:`collect_checks` waits for them); with one worker they run when collected.  Each
+    task's own wall time goes to the timings; the progress lines they say come when they are
+    collected."""
+    from ..diagnostics.identifiability import PROFILE_SIDES, profile_plan_for, profile_side
+    from ..diagnostics.suite import diagnose, influence_if_applies
+
+    o = st.options
     plan = profile_plan_for(runs, fit, seed=o.seed)  # None: the diagnostics draw no profile
     profile_tasks = (
         []
@@ -323,42 +356,19 @@ def start_checks(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages
         else [(f"phi_profile_{side}", profile_side, (plan, side), {}) for side in PROFILE_SIDES]
     )
     skip = ("influence",) if plan is None else ("influence", "profile")
-    # the diagnostics' tasks first: they are done (and their figures can be drawn) while the
-    # two longer checks of phi still run
     tasks = [
         *profile_tasks,
         ("diagnostics", diagnose, (runs, fit), {"seed": o.seed, "skip": skip}),
         ("influence", influence_if_applies, (runs, fit), {"seed": o.seed}),
-        ("multipliers", multiplier_check, (runs, free_fit), checks),
-        ("drift", drift_check, (runs, free_fit), checks),
     ]
-    workers = min(len(tasks), defaults.resolve_workers(o.n_jobs))
-    st.say(
-        "free multipliers m_r against r^phi, drift of phi with compute and diagnostics (residuals, "
-        "leave-one-out influence, the phi profile)"
-        + (f", side by side on {workers} workers" if workers > 1 else "")
-    )
-    done = parallel_map(
-        _run_check,
-        [(func, args, kwargs) for _, func, args, kwargs in tasks],
-        n_jobs=workers,
-        backend=o.backend,
-        scheduler=o.scheduler,
-    )
+    done = _start(tasks, st, "diagnostics (residuals, leave-one-out influence, the phi profile)")
     return PendingChecks(tasks=tasks, results=done, profile=plan)
 
 
-def collect_checks(
-    pending: PendingChecks, st: Stages, on_diagnostics: Callable[[Any], None] | None = None
-) -> tuple[Any, Any, Any]:
-    """(free multipliers, drift of phi, diagnostics) of :func:`start_checks`' tasks, once done
-    (the diagnostics with their influence refits and phi profile attached).  The results come
-    in task order, the diagnostics' first: ``on_diagnostics(diagnostics)`` is called as soon as
-    they are complete, while the free multipliers and the drift may still be running."""
-    from ..diagnostics.identifiability import attach_profile
-
+def _collect(pending: PendingChecks, st: Stages) -> dict[str, Any]:
+    """The results of ``pending``'s tasks by key, once done (their timings and progress lines
+    recorded)."""
     outs: dict[str, Any] = {}
-    diag = None
     results = iter(pending.results)
     for key, *_ in pending.tasks:
         out, seconds, lines = next(results)
@@ -367,15 +377,31 @@ def collect_checks(
         if out is not None:
             st.timings[key] = round(seconds, 3)
         outs[key] = out
-        if key == "influence":  # the last of the diagnostics' tasks
-            diag = dataclasses.replace(outs["diagnostics"], influence=outs["influence"])
-            if pending.profile is not None:
-                sides = [outs.pop(k) for k in list(outs) if k.startswith("phi_profile_")]
-                ident = attach_profile(diag.identifiability, pending.profile, sides)
-                diag = dataclasses.replace(diag, identifiability=ident)
-            if on_diagnostics is not None:
-                on_diagnostics(diag)
-    return outs["multipliers"], outs["drift"], diag
+    return outs
+
+
+def collect_checks(
+    diagnostics: PendingChecks,
+    phi_checks: PendingChecks,
+    st: Stages,
+    on_diagnostics: Callable[[Any], None] | None = None,
+) -> tuple[Any, Any, Any]:
+    """(free multipliers, drift of phi, diagnostics) of :func:`start_diagnostics`' and
+    :func:`start_phi_checks`' tasks, once done (the diagnostics with their influence refits and
+    phi profile attached).  The diagnostics come first: ``on_diagnostics(diagnostics)`` is called
+    as soon as they are complete, while the free multipliers and the drift may still be running."""
+    from ..diagnostics.identifiability import attach_profile
+
+    outs = _collect(diagnostics, st)
+    diag = dataclasses.replace(outs["diagnostics"], influence=outs["influence"])
+    if diagnostics.profile is not None:
+        sides = [outs[k] for k in outs if k.startswith("phi_profile_")]
+        ident = attach_profile(diag.identifiability, diagnostics.profile, sides)
+        diag = dataclasses.replace(diag, identifiability=ident)
+    if on_diagnostics is not None:
+        on_diagnostics(diag)
+    checks = _collect(phi_checks, st)
+    return checks["multipliers"], checks["drift"], diag
 
 
 def derived_stage(runs: RunTable, fit: FitResult, boot: Any, st: Stages) -> dict[str, Any]:
@@ -587,7 +613,8 @@ __all__ = [
     "frontier_stage",
     "interval_and_tests_disagree",
     "inverted_stage",
-    "start_checks",
+    "start_phi_checks",
+    "start_diagnostics",
     "collect_checks",
     "PendingChecks",
     "phi_shares",
