@@ -157,16 +157,13 @@ class _Evaluation:
     ) -> tuple[np.ndarray, np.ndarray]:
         """g = sum_i w_i psi(res_i) J_i and H = sum_i w_i omega_i J_i J_i^T (omega with curvature
         ``curv``: :func:`~phifit.fitters.objective.irls_weights`)."""
-        psi, omega = irls_weights(res, self.delta, curv)
-        grad = np.matmul(jac_t, (ws * psi)[..., None])[..., 0]
-        scaled = np.multiply(jac_t, (ws * omega)[..., None, :], out=self.buffer(1, len(jac_t)))
-        hess = np.matmul(scaled, np.swapaxes(jac_t, -1, -2))
+        grad, hess, _ = self.derivatives_and_weights(jac_t, ws, res, curv)
         return grad, hess
 
     def derivatives_and_weights(
         self, jac_t: np.ndarray, ws: np.ndarray, res: np.ndarray, curv: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`derivatives` (the same arithmetic) and the weights w_i omega_i of H."""
+        """:meth:`derivatives` and the weights w_i omega_i of H (the geodesic acceleration's)."""
         psi, omega = irls_weights(res, self.delta, curv)
         grad = np.matmul(jac_t, (ws * psi)[..., None])[..., 0]
         wo = np.broadcast_to(ws * omega, res.shape)
