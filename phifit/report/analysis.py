@@ -33,10 +33,10 @@ notes on what it skipped) is gathered once, in order and without repeats, in
 is that list.  :mod:`phifit.report.write` renders an Analysis and computes nothing.
 
 Each step is one function of :mod:`phifit.report.stages`; :func:`analyse` runs them in this
-order, except that with workers some run side by side: the block bootstrap, the free
-multipliers and the drift (which need only the point fit) start on the workers right after the
-fit, while the comparison runs here; the diagnostics start on the workers once the bootstrap is
-attached, while the derived quantities are computed here.  Every task is a pure function of its
+order, except that with workers some run side by side: the block bootstrap starts on the
+workers right after the fit, while the comparison runs here; the diagnostics, then the free
+multipliers and the drift, start on the workers once the bootstrap is attached, while the
+derived quantities are computed here.  Every task is a pure function of its
 inputs and its own seeded draws, so the numbers do not depend on where or when it runs.
 """
 
@@ -360,15 +360,16 @@ def analyse(
     st = stages.Stages(options=options or AnalysisOptions(), say=progress or (lambda _msg: None))
     main_runs, recipes = stages.recipes_stage(runs, st)
     free_fit = stages.fit_stage(main_runs, st)  # the point estimate, without the bootstrap's intervals
-    # the comparison and the checks of phi need only the point fit: they run here and on the
-    # workers beside the bootstrap
+    # the comparison needs only the point fit: it runs here and on the workers beside the bootstrap
     bootstrap = stages.start_bootstrap(main_runs, free_fit, st)
-    phi_checks = stages.start_phi_checks(main_runs, free_fit, st)
     comparison = stages.comparison_stage(main_runs, free_fit, st)
     boot = stages.finish_bootstrap(bootstrap, st)
     fit = free_fit if boot is None else boot.attach(free_fit)
     phi_inverted = stages.inverted_stage(main_runs, fit, boot, comparison, st)
-    diagnostics = stages.start_diagnostics(main_runs, fit, st)  # on the workers, while the next runs here
+    # on the workers, while the next runs here; the diagnostics first (their figures are drawn
+    # while the checks of phi still run)
+    diagnostics = stages.start_diagnostics(main_runs, fit, st)
+    phi_checks = stages.start_phi_checks(main_runs, free_fit, st)
     derived = stages.derived_stage(main_runs, fit, boot, st)
     on_diagnostics = None
     if while_checks is not None:  # the analysis so far: no checks, no cautions yet
