@@ -201,3 +201,21 @@ def test_interval_on_the_box_and_a_borderline_rejection_are_said(drifting):
 
     assert "Borderline" in drift_reading(boxed) and "φ grows with compute" in drift_reading(boxed)
     assert "Borderline" not in drift_reading(drifting) and drifting.interval_holds_zero is False
+
+
+def test_the_reports_split_drift_is_the_one_piece_check():
+    """The report runs the drift's bootstrap chunks and its test as tasks of their own
+    (:func:`phifit.report.stages.start_phi_checks`): the same DriftFit as ``fit_drift`` in one
+    piece, to the last bit, with any chunk size."""
+    from phifit.diagnostics.drift import drift_wild_test, setup_drift
+    from phifit.diagnostics.multipliers import refit_weighted_rows
+
+    runs = as_runs(_drifting())
+    law = fit(runs, n_starts=100)
+    whole = fit_drift(runs, law, **SMALL).to_dict()
+    kw = {k: v for k, v in SMALL.items() if k != "n_jobs"}
+    setup = setup_drift(runs, law, **kw)
+    for size in (7, 250):
+        chunks = [refit_weighted_rows(*args) for args in setup.boot_tasks(size)]
+        assert len(chunks) == -(-int(setup.ident.sum()) // size)
+        assert setup.finish(chunks, drift_wild_test(setup), size).to_dict() == whole

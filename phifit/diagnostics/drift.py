@@ -38,6 +38,7 @@ budgets or more, with two r values or more.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -117,9 +118,160 @@ def fit_drift(
     (:mod:`phifit.fitters.parallel`).
     ``wild_stop``: a :class:`phifit.bootstrap.sequential.StopRule` that may end the wild test
     before ``n_wild`` replicates once its decision is settled (None: all of them).
+
+    It is :func:`setup_drift`, then the setup's bootstrap chunks and its test, then
+    :meth:`DriftSetup.finish`: a caller with workers of its own may run the chunks and the test
+    as its own tasks (the report does), with the same numbers.
     """
-    runs = as_runs(runs)
     check_backend(backend, scheduler)
+    setup = setup_drift(
+        runs,
+        law,
+        method=method,
+        n_boot=n_boot,
+        n_wild=n_wild,
+        seed=seed,
+        level=level,
+        n_starts=n_starts,
+        wild_stop=wild_stop,
+    )
+    if isinstance(setup, DriftFit):
+        return setup
+    return finish_drift(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
+
+
+def finish_drift(
+    setup: DriftSetup, *, n_jobs: int | None = None, backend: str | None = None, scheduler: str | None = None
+) -> DriftFit:
+    """The rest of :func:`fit_drift` after :func:`setup_drift`: the setup's bootstrap refits and
+    its test on ``n_jobs`` workers of ``backend`` (:mod:`phifit.fitters.parallel`), gathered by
+    :meth:`DriftSetup.finish`."""
+    check_backend(backend, scheduler)
+    parallel = {"n_jobs": n_jobs, "backend": backend, "scheduler": scheduler}
+    tasks = setup.boot_tasks()
+    chunks = list(parallel_map(refit_weighted_rows, tasks, **parallel)) if tasks else []
+    wild = drift_wild_test(setup, parallel) if setup.n_wild else None
+    return setup.finish(chunks, wild)
+
+
+@dataclass
+class DriftSetup:
+    """The drift law's point fits on a table, and what its cell bootstrap and its test of
+    phi_1 = 0 refit (:func:`setup_drift`).
+
+    ``x0``: the one-phi optimum (six coordinates); ``fit``: the drift law's fit (seven,
+    :class:`~phifit.diagnostics.drift_law.MultiStart`); ``statistic``: T = F_one_phi - F_drift;
+    ``weights``: the cell bootstrap's (n_boot, n_runs) weights, ``ident``: the replicates whose
+    table identifies phi_1 (the others are not refitted).  :meth:`boot_tasks` are the
+    bootstrap's refits in chunks (arguments of
+    :func:`~phifit.diagnostics.multipliers.refit_weighted_rows`), :func:`drift_wild_test` the
+    test; :meth:`finish` gathers them into the :class:`DriftFit`."""
+
+    runs: RunTable
+    budget: np.ndarray
+    c_ref: float
+    delta: float
+    model0: Any
+    model1: DriftModel
+    spec0: LawSpec
+    box1: tuple[np.ndarray, np.ndarray]
+    x0: np.ndarray
+    fit: MultiStart
+    statistic: float
+    weights: np.ndarray
+    ident: np.ndarray
+    n_boot: int
+    n_wild: int
+    seed: int
+    level: float
+    wild_stop: StopRule | None
+
+    def chunks(self, size: int = CHUNK) -> list[np.ndarray]:
+        """The replicates refitted, in chunks of ``size``."""
+        rows = np.flatnonzero(self.ident)
+        return [rows[i : i + size] for i in range(0, len(rows), size)]
+
+    def boot_tasks(self, size: int = CHUNK) -> list[tuple]:
+        """The cell bootstrap's refits: one argument tuple of
+        :func:`~phifit.diagnostics.multipliers.refit_weighted_rows` per chunk of ``size``
+        replicates, each started from the drift law's estimate (each replicate's refit is its
+        own: any ``size`` gives the same numbers)."""
+        lower, upper = self.box1
+        y = self.runs.log_loss
+        return [
+            (self.model1, lower, upper, (self.fit.x,), y, self.weights[ch], self.delta)
+            for ch in self.chunks(size)
+        ]
+
+    def finish(self, chunk_results: list[tuple], wild: WildTest | None, size: int = CHUNK) -> DriftFit:
+        """The :class:`DriftFit` from the results of :meth:`boot_tasks` (in their order, cut in
+        chunks of ``size``) and the test (:func:`drift_wild_test`; None: not run)."""
+        lo1, hi1 = self.box1
+        x1 = self.fit.x
+        warnings = _fit_cautions(x1, lo1, hi1, self.fit.converged)
+        on_bound = bool(min(x1[6] - lo1[6], hi1[6] - x1[6]) <= 1e-6 * (hi1[6] - lo1[6]))
+        n_boot, seed, level = self.n_boot, self.seed, self.level
+        draws = np.full((0, 2), np.nan)
+        reasons: dict[str, int] = {}
+        n_failed = 0
+        if n_boot:
+            draws, reasons = _boot_draws(self.ident, self.chunks(size), chunk_results, n_boot, len(lo1))
+            n_failed = int(sum(reasons.values()))
+            warnings += failed_refit_cautions(
+                SOURCE, "drift of phi", "phi_0 or phi_1", n_failed, n_boot, reasons
+            )
+        cis = _phi_intervals(draws, n_boot, n_failed, level, seed)
+        budgets = np.unique(self.budget)
+        # phi(C_b) = phi_0 + phi_1 log(C_b / C_ref) of each replicate: its interval per budget
+        at_budget = draws[:, :1] + draws[:, 1:2] * np.log(budgets / self.c_ref)[None, :]
+        budget_cis = _phi_intervals(at_budget, n_boot, n_failed, level, seed) if n_boot else []
+        if any(None in ci for ci in budget_cis):
+            budget_cis = []
+        if wild is not None:
+            warnings += _resourced(wild.warnings)
+        return DriftFit(
+            phi_0=float(x1[5]),
+            phi_1=float(x1[6]),
+            phi_0_ci=cis[0],
+            phi_1_ci=cis[1],
+            c_ref=self.c_ref,
+            budgets=[float(v) for v in budgets],
+            phi=float(self.x0[5]),
+            params=_natural_params(x1),
+            phi_1_bounds=[float(v) for v in PHI1_BOUNDS],
+            on_bound=on_bound,
+            statistic=self.statistic,
+            wild=wild,
+            n_boot=int(n_boot),
+            n_failed=n_failed,
+            failure_reasons=reasons,
+            level=float(level),
+            n_runs=len(self.runs),
+            testable=True,
+            reason="",
+            verdict=_verdict(float(x1[6]), cis[1], on_bound, wild),
+            phi_budget_ci=budget_cis,
+            seed=int(seed),
+            warnings=warnings,
+        )
+
+
+def setup_drift(
+    runs: RunTable,
+    law: FitResult | None = None,
+    *,
+    method: str = "huber",
+    n_boot: int = defaults.N_BOOT,
+    n_wild: int = defaults.N_WILD,
+    seed: int = defaults.SEED,
+    level: float = defaults.LEVEL,
+    n_starts: int = defaults.N_STARTS,
+    wild_stop: StopRule | None = None,
+) -> DriftSetup | DriftFit:
+    """The first part of :func:`fit_drift` (same keywords): the arguments checked, the null and
+    drift-law point fits and the cell bootstrap's weights, as a :class:`DriftSetup`; or the
+    untestable :class:`DriftFit` when the table cannot test a drift (:func:`drift_reason`)."""
+    runs = as_runs(runs)
     _check_drift_arguments(method, n_boot, n_wild, law)
     budget = budget_values(runs.frame)
     reason = drift_reason(runs, budget)
@@ -131,62 +283,59 @@ def fit_drift(
     design, y = runs.design, runs.log_loss
     spec0 = LawSpec(bounds=bounds)
     model0, model1 = law_model(spec0, design), DriftModel(design, offset)
-    lo1, hi1 = drift_box(spec0.bounds)
+    box1 = drift_box(spec0.bounds)
     fit_kw: dict[str, Any] = {"delta": delta, "n_starts": n_starts, "seed": seed}
     warm = [] if law is None else [law.theta]
-    x0, free = _null_and_drift_fits(model0, model1, y, spec0, (lo1, hi1), warm, fit_kw)
-    x0_in_1, x1 = np.append(x0, 0.0), free.x
+    x0, free = _null_and_drift_fits(model0, model1, y, spec0, box1, warm, fit_kw)
     y0 = model0(x0[None, :])[0][0]
     statistic = max(float(loss_terms(y0 - y, delta).sum() - free.objective), 0.0)
-    warnings = _fit_cautions(x1, lo1, hi1, free.converged)
-    on_bound = bool(min(x1[6] - lo1[6], hi1[6] - x1[6]) <= 1e-6 * (hi1[6] - lo1[6]))
-    parallel = {"n_jobs": n_jobs, "backend": backend, "scheduler": scheduler}
-    draws = np.full((0, 2), np.nan)
-    reasons: dict[str, int] = {}
-    n_failed = 0
-    if n_boot:
-        draws, reasons = _cell_bootstrap(
-            runs, budget, model1, (lo1, hi1), (x1,), delta, n_boot, seed, parallel
-        )
-        n_failed = int(sum(reasons.values()))
-        warnings += failed_refit_cautions(SOURCE, "drift of phi", "phi_0 or phi_1", n_failed, n_boot, reasons)
-    cis = _phi_intervals(draws, n_boot, n_failed, level, seed)
-    budgets = np.unique(budget)
-    # phi(C_b) = phi_0 + phi_1 log(C_b / C_ref) of each replicate: its interval per budget
-    at_budget = draws[:, :1] + draws[:, 1:2] * np.log(budgets / c_ref)[None, :]
-    budget_cis = _phi_intervals(at_budget, n_boot, n_failed, level, seed) if n_boot else []
-    if any(None in ci for ci in budget_cis):
-        budget_cis = []
-    wild = None
-    if n_wild:
-        null = Refit(model0, spec0.lower, spec0.upper, (x0,))
-        alternative = Refit(model1, lo1, hi1, (x0_in_1, x1))
-        wild = _wild_test(runs, y, y0, null, alternative, delta, statistic, n_wild, seed, parallel, wild_stop)
-        warnings += _resourced(wild.warnings)
-    return DriftFit(
-        phi_0=float(x1[5]),
-        phi_1=float(x1[6]),
-        phi_0_ci=cis[0],
-        phi_1_ci=cis[1],
+    weights, ident = (
+        _cell_draws(runs, budget, n_boot, seed)
+        if n_boot
+        else (np.zeros((0, len(runs))), np.zeros(0, dtype=bool))
+    )
+    return DriftSetup(
+        runs=runs,
+        budget=budget,
         c_ref=c_ref,
-        budgets=[float(v) for v in budgets],
-        phi=float(x0[5]),
-        params=_natural_params(x1),
-        phi_1_bounds=[float(v) for v in PHI1_BOUNDS],
-        on_bound=on_bound,
+        delta=delta,
+        model0=model0,
+        model1=model1,
+        spec0=spec0,
+        box1=box1,
+        x0=x0,
+        fit=free,
         statistic=statistic,
-        wild=wild,
-        n_boot=int(n_boot),
-        n_failed=n_failed,
-        failure_reasons=reasons,
-        level=float(level),
-        n_runs=len(runs),
-        testable=True,
-        reason="",
-        verdict=_verdict(float(x1[6]), cis[1], on_bound, wild),
-        phi_budget_ci=budget_cis,
-        seed=int(seed),
-        warnings=warnings,
+        weights=weights,
+        ident=ident,
+        n_boot=n_boot,
+        n_wild=n_wild,
+        seed=seed,
+        level=level,
+        wild_stop=wild_stop,
+    )
+
+
+def drift_wild_test(setup: DriftSetup, parallel: dict[str, Any] | None = None) -> WildTest:
+    """The restricted wild cluster bootstrap of phi_1 = 0 of a :class:`DriftSetup` (its
+    ``n_wild`` replicates, its stop rule), refits on ``parallel`` (keywords of
+    :func:`phifit.fitters.parallel.parallel_map`; None: in this process)."""
+    y = setup.runs.log_loss
+    y0 = setup.model0(setup.x0[None, :])[0][0]
+    null = Refit(setup.model0, setup.spec0.lower, setup.spec0.upper, (setup.x0,))
+    alternative = Refit(setup.model1, *setup.box1, (np.append(setup.x0, 0.0), setup.fit.x))
+    return _wild_test(
+        setup.runs,
+        y,
+        y0,
+        null,
+        alternative,
+        setup.delta,
+        setup.statistic,
+        setup.n_wild,
+        setup.seed,
+        parallel or {"n_jobs": 1},
+        setup.wild_stop,
     )
 
 
@@ -326,18 +475,9 @@ def _fit_cautions(x: np.ndarray, lower: np.ndarray, upper: np.ndarray, converged
 
 
 # -- the cell bootstrap ------------------------------------------------------------------------
-def _cell_bootstrap(
-    runs: RunTable,
-    budget: np.ndarray,
-    model: DriftModel,
-    box: tuple[np.ndarray, np.ndarray],
-    starts: tuple[np.ndarray, ...],
-    delta: float,
-    n_boot: int,
-    seed: int,
-    parallel: dict[str, Any],
-) -> tuple[np.ndarray, dict[str, int]]:
-    """(n_boot, 2) (phi_0, phi_1) per replicate (NaN where it failed) and the failures by reason."""
+def _cell_draws(runs: RunTable, budget: np.ndarray, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The cell bootstrap's (n_boot, n_runs) weights and which replicates identify phi_1 (looped
+    runs at two budgets or more, and two r or more)."""
     cells, _ = runs.cells(None)
     # the block bootstrap's first stream: the same resampled tables as the law's bootstrap
     stream = np.random.SeedSequence(seed).spawn(3)[0]
@@ -347,14 +487,15 @@ def _cell_bootstrap(
     looped = (r > 1) & (np.asarray(runs.n_rec) > 0)
     n_budgets = sum(present[:, looped & (budget == b)].any(axis=1).astype(int) for b in np.unique(budget))
     n_r = sum(present[:, r == v].any(axis=1).astype(int) for v in np.unique(r))
-    ident = (n_budgets >= 2) & (n_r >= 2)
-    rows = np.flatnonzero(ident)
-    y = runs.log_loss
-    lower, upper = box
-    chunks = [rows[i : i + CHUNK] for i in range(0, len(rows), CHUNK)]
-    tasks = ((model, lower, upper, starts, y, weights[ch], delta) for ch in chunks)
-    done = list(parallel_map(refit_weighted_rows, tasks, **parallel)) if chunks else []
-    x = np.full((n_boot, len(lower)), np.nan)
+    return weights, np.asarray((n_budgets >= 2) & (n_r >= 2), dtype=bool).reshape(n_boot)
+
+
+def _boot_draws(
+    ident: np.ndarray, chunks: list[np.ndarray], done: list[tuple], n_boot: int, n_coords: int
+) -> tuple[np.ndarray, dict[str, int]]:
+    """(n_boot, 2) (phi_0, phi_1) per replicate (NaN where it failed) and the failures by reason,
+    from the chunks' refits ``done`` (x, objective, converged per chunk)."""
+    x = np.full((n_boot, n_coords), np.nan)
     obj = np.full(n_boot, np.nan)
     conv = np.zeros(n_boot, dtype=bool)
     for ch, (xc, oc, cc) in zip(chunks, done):
@@ -416,4 +557,12 @@ def _wild_test(
     )
 
 
-__all__ = ["DriftFit", "drift_reason", "fit_drift"]
+__all__ = [
+    "DriftFit",
+    "DriftSetup",
+    "drift_reason",
+    "drift_wild_test",
+    "finish_drift",
+    "fit_drift",
+    "setup_drift",
+]

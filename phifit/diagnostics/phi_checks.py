@@ -23,10 +23,11 @@ if TYPE_CHECKING:  # the checks' modules load when a check runs
     from ..bootstrap.sequential import StopRule
     from ..result import FitResult
     from ..runs.table import RunTable
+    from .drift import DriftSetup
     from .drift_result import DriftFit
     from .multiplier_result import MultiplierFit
 
-__all__ = ["drift_check", "multiplier_check"]
+__all__ = ["drift_check", "drift_setup", "multiplier_check"]
 
 
 def multiplier_check(
@@ -122,16 +123,7 @@ def drift_check(
     ``progress`` receives one line when the check runs.  The other keywords are
     :func:`~phifit.diagnostics.drift.fit_drift`'.
     """
-    if not runs.phi_identifiable or law.fixed:
-        return None
-    from .drift import fit_drift
-
-    if progress is not None:
-        progress(
-            f"drift of phi with compute ({n_boot} cell-bootstrap replicates, "
-            f"{n_wild} wild replicates of the test of phi_1 = 0)"
-        )
-    return fit_drift(
+    setup = drift_setup(
         runs,
         law,
         method=method,
@@ -140,8 +132,52 @@ def drift_check(
         seed=seed,
         level=level,
         n_starts=n_starts,
-        n_jobs=n_jobs,
-        backend=backend,
-        scheduler=scheduler,
+        wild_stop=wild_stop,
+        progress=progress,
+    )
+    if setup is None:
+        return None
+    from .drift import DriftFit, finish_drift
+
+    if isinstance(setup, DriftFit):
+        return setup
+    return finish_drift(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
+
+
+def drift_setup(
+    runs: RunTable,
+    law: FitResult,
+    *,
+    method: str = "huber",
+    n_boot: int = defaults.N_BOOT,
+    n_wild: int = defaults.N_WILD,
+    seed: int = defaults.SEED,
+    level: float = defaults.LEVEL,
+    n_starts: int = defaults.N_STARTS,
+    wild_stop: StopRule | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> DriftSetup | DriftFit | None:
+    """The first part of :func:`drift_check` (same guard, same keywords): None when the check
+    does not apply; else :func:`phifit.diagnostics.drift.setup_drift`'s point fits and bootstrap
+    weights (a :class:`~phifit.diagnostics.drift.DriftSetup`, whose refits a caller with
+    workers runs as tasks of its own), or the untestable :class:`DriftFit`."""
+    if not runs.phi_identifiable or law.fixed:
+        return None
+    from .drift import setup_drift
+
+    if progress is not None:
+        progress(
+            f"drift of phi with compute ({n_boot} cell-bootstrap replicates, "
+            f"{n_wild} wild replicates of the test of phi_1 = 0)"
+        )
+    return setup_drift(
+        runs,
+        law,
+        method=method,
+        n_boot=n_boot,
+        n_wild=n_wild,
+        seed=seed,
+        level=level,
+        n_starts=n_starts,
         wild_stop=wild_stop,
     )

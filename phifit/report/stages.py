@@ -286,12 +286,17 @@ def checks_stage(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages
 @dataclass
 class PendingChecks:
     """Checks' tasks (key, function, arguments, keywords), their results as
-    :func:`phifit.fitters.parallel.parallel_map` yields them (already running on the workers), and
-    the plan of the phi profile whose two sides are among the tasks (None: no profile tasks)."""
+    :func:`phifit.fitters.parallel.parallel_map` yields them (already running on the workers),
+    the plan of the phi profile whose two sides are among the tasks (None: no profile tasks), and
+    the drift of phi: its :class:`~phifit.diagnostics.drift.DriftSetup` whose test and bootstrap
+    chunks are among the tasks, or its result when nothing is left to run (None: the check does
+    not apply), with the seconds its setup took here."""
 
     tasks: list[tuple[str, Callable, tuple, dict[str, Any]]]
     results: Any
     profile: ProfilePlan | None = None
+    drift: Any = None
+    drift_seconds: float = 0.0
 
 
 def _start(tasks: list[tuple[str, Callable, tuple, dict[str, Any]]], st: Stages, what: str) -> Any:
@@ -319,17 +324,37 @@ def start_phi_checks(runs: RunTable, free_fit: FitResult, st: Stages) -> Pending
     a 12-run table's report from 15.5 to 13.9 s but the study's from 7.68 to 8.20 s (paired
     whole-process medians, 6 pairs), so they wait.
 
-    Each is a pure function of the table, the fit and its own seeded draws, so the numbers are
-    those of one after the other (which is what one worker does, when they are collected)."""
-    from ..diagnostics.phi_checks import drift_check, multiplier_check
+    The drift's point fits run here (:func:`phifit.diagnostics.phi_checks.drift_setup`); its
+    test and its cell bootstrap's chunks are tasks of their own, so that they spread over the
+    workers: in one piece, a 12-run table's drift (5.8 s, its refits crawling along flat
+    valleys) ran on one worker after the phi profile while the other sat idle, and its report
+    took 16.8 s; cut, 15.4 s (whole-process medians).  Each task is a pure function of the table,
+    the fit and its own seeded draws, so the numbers are those of the one-piece checks, one
+    after the other (which is what one worker does, when they are collected)."""
+    from ..diagnostics.drift import DriftSetup, drift_wild_test
+    from ..diagnostics.multipliers import refit_weighted_rows
+    from ..diagnostics.phi_checks import drift_setup, multiplier_check
 
     checks = {**st.check_options, "progress": None}
-    tasks = [
-        ("multipliers", multiplier_check, (runs, free_fit), checks),
-        ("drift", drift_check, (runs, free_fit), checks),
+    tasks: list[tuple[str, Callable, tuple, dict[str, Any]]] = [
+        ("multipliers", multiplier_check, (runs, free_fit), checks)
     ]
+    t0 = time.perf_counter()
+    kw = {k: v for k, v in st.check_options.items() if k != "n_jobs"}
+    drift = drift_setup(runs, free_fit, **kw)
+    if isinstance(drift, DriftSetup):  # its refits as tasks: the test first, then the bootstrap's chunks
+        if drift.n_wild:
+            tasks.append((f"{DRIFT_PART}wild", drift_wild_test, (drift,), {}))
+        tasks += [
+            (f"{DRIFT_PART}boot_{i}", refit_weighted_rows, args, {})
+            for i, args in enumerate(drift.boot_tasks())
+        ]
     done = _start(tasks, st, "free multipliers m_r against r^phi and drift of phi with compute")
-    return PendingChecks(tasks=tasks, results=done)
+    return PendingChecks(tasks=tasks, results=done, drift=drift, drift_seconds=time.perf_counter() - t0)
+
+
+#: The prefix of the drift's tasks' keys (:func:`start_phi_checks`): its test and its bootstrap's chunks.
+DRIFT_PART = "drift_part_"
 
 
 def start_diagnostics(runs: RunTable, fit: FitResult, st: Stages) -> PendingChecks:
@@ -402,7 +427,25 @@ def collect_checks(
     if on_diagnostics is not None:
         on_diagnostics(diag)
     checks = _collect(phi_checks, st)
-    return checks["multipliers"], checks["drift"], diag
+    return checks["multipliers"], _drift_from_parts(phi_checks, checks, st), diag
+
+
+def _drift_from_parts(pending: PendingChecks, outs: dict[str, Any], st: Stages) -> Any:
+    """The drift of phi from :func:`start_phi_checks`' setup and its tasks' results (popped from
+    ``outs`` and from the timings: the timing of "drift" is its setup's and its tasks' seconds
+    together, the work of the one-piece check)."""
+    from ..diagnostics.drift import DriftSetup
+
+    parts = {key: outs.pop(key) for key in list(outs) if key.startswith(DRIFT_PART)}
+    seconds = pending.drift_seconds + sum(st.timings.pop(key, 0.0) for key in parts)
+    if not isinstance(pending.drift, DriftSetup):
+        if pending.drift is not None:
+            st.timings["drift"] = round(seconds, 3)
+        return pending.drift
+    chunks = [out for key, out in parts.items() if key != f"{DRIFT_PART}wild"]
+    drift = pending.drift.finish(chunks, parts.get(f"{DRIFT_PART}wild"))
+    st.timings["drift"] = round(seconds, 3)
+    return drift
 
 
 def derived_stage(runs: RunTable, fit: FitResult, boot: Any, st: Stages) -> dict[str, Any]:
