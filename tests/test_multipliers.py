@@ -183,3 +183,24 @@ def test_the_phi_checks_guard_on_phi_identifiable_and_free():
     runs = as_runs(frame)
     assert multiplier_check(runs, SimpleNamespace(fixed={"phi": 0.5})) is None
     assert drift_check(runs, SimpleNamespace(fixed={"B": 1e-12, "beta": 0.0})) is None
+
+
+def test_the_reports_split_multipliers_are_the_one_piece_check():
+    """The report runs the multipliers' bootstrap chunks and their test as tasks of their own
+    (:func:`phifit.report.stages.continue_phi_checks`): the same MultiplierFit as
+    ``fit_multipliers`` in one piece, to the last bit, with any chunk size; with a held
+    parameter too (a law at one token count holds B and beta)."""
+    from phifit import fit
+    from phifit.diagnostics.multipliers import refit_weighted_rows, setup_multipliers
+
+    frame = simulate("paper", params={"phi": PHI}, noise=0.002, cell_noise=0.001, seed=3)
+    frame.loc[frame["r"] == 8, "loss"] *= 1.02
+    runs = as_runs(frame)
+    kw = {k: v for k, v in SMALL.items() if k != "n_jobs"}
+    for law in (fit(runs, n_starts=100), fit(runs, n_starts=100, fix={"beta": 0.3})):
+        whole = fit_multipliers(runs, law, **SMALL).to_dict()
+        setup = setup_multipliers(runs, law, **kw)
+        for size in (7, 250):
+            chunks = [refit_weighted_rows(*args) for args in setup.boot_tasks(size)]
+            assert len(chunks) == -(-int(setup.ident.sum()) // size)
+            assert setup.finish(chunks, setup.wild_test(), size).to_dict() == whole

@@ -186,6 +186,10 @@ class DriftSetup:
     level: float
     wild_stop: StopRule | None
 
+    def wild_test(self, parallel: dict[str, Any] | None = None) -> WildTest:
+        """The test of this setup (:func:`drift_wild_test`)."""
+        return drift_wild_test(self, parallel)
+
     def chunks(self, size: int = CHUNK) -> list[np.ndarray]:
         """The replicates refitted, in chunks of ``size``."""
         rows = np.flatnonzero(self.ident)

@@ -50,6 +50,7 @@ multiplier *is* the r^phi fit, and the result says it cannot be tested.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -196,8 +197,167 @@ def fit_multipliers(
     ``wild_stop``: a :class:`phifit.bootstrap.sequential.StopRule` that may end the wild test
     before ``n_wild`` replicates once its decision is settled (None: all of them).
     """
-    runs = as_runs(runs)
     check_backend(backend, scheduler)
+    setup = setup_multipliers(
+        runs,
+        law,
+        method=method,
+        n_boot=n_boot,
+        n_wild=n_wild,
+        seed=seed,
+        level=level,
+        n_starts=n_starts,
+        wild_stop=wild_stop,
+    )
+    if isinstance(setup, MultiplierFit):
+        return setup
+    return finish_multipliers(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
+
+
+def finish_multipliers(
+    setup: MultiplierSetup,
+    *,
+    n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
+) -> MultiplierFit:
+    """The rest of :func:`fit_multipliers` after :func:`setup_multipliers`: the setup's bootstrap
+    refits and its test on ``n_jobs`` workers of ``backend`` (:mod:`phifit.fitters.parallel`),
+    gathered by :meth:`MultiplierSetup.finish`."""
+    check_backend(backend, scheduler)
+    parallel = {"n_jobs": n_jobs, "backend": backend, "scheduler": scheduler}
+    tasks = setup.boot_tasks()
+    chunks = list(parallel_map(refit_weighted_rows, tasks, **parallel)) if tasks else []
+    wild = multiplier_wild_test(setup, parallel) if setup.n_wild else None
+    return setup.finish(chunks, wild)
+
+
+@dataclass
+class MultiplierSetup:
+    """The one-phi and free-multiplier point fits on a table, and what the cell bootstrap of the
+    multipliers and the lack-of-fit test refit (:func:`setup_multipliers`).
+
+    ``null``, ``free``: the two laws as the wild test refits them (:func:`_point_fits`);
+    ``warnings``: the free fit's cautions; ``weights``: the cell bootstrap's (n_boot, n_runs)
+    weights, ``ident``: the replicates whose table identifies every m_r (the others are not
+    refitted).  :meth:`boot_tasks` are the bootstrap's refits in chunks (arguments of
+    :func:`refit_weighted_rows`), :func:`multiplier_wild_test` the test; :meth:`finish` gathers
+    them into the :class:`MultiplierFit`."""
+
+    runs: RunTable
+    values: list[float]
+    law_fixed: tuple[str, ...] | None
+    delta: float
+    null: Refit
+    free: Refit
+    warnings: list[Caution]
+    weights: np.ndarray
+    ident: np.ndarray
+    n_boot: int
+    n_wild: int
+    seed: int
+    level: float
+    wild_stop: StopRule | None
+
+    def wild_test(self, parallel: dict[str, Any] | None = None) -> WildTest:
+        """The test of this setup (:func:`multiplier_wild_test`)."""
+        return multiplier_wild_test(self, parallel)
+
+    def chunks(self, size: int = CHUNK) -> list[np.ndarray]:
+        """The replicates refitted, in chunks of ``size``."""
+        rows = np.flatnonzero(self.ident)
+        return [rows[i : i + size] for i in range(0, len(rows), size)]
+
+    def boot_tasks(self, size: int = CHUNK) -> list[tuple]:
+        """The cell bootstrap's refits: one argument tuple of :func:`refit_weighted_rows` per
+        chunk of ``size`` replicates, each started from the free law's estimate, then from the
+        one-phi solution (each replicate's refit is its own: any ``size`` gives the same
+        numbers)."""
+        free = self.free
+        starts = (free.starts[-1], free.starts[0])
+        y = self.runs.log_loss
+        return [
+            (free.model, free.lower, free.upper, starts, y, self.weights[ch], self.delta)
+            for ch in self.chunks(size)
+        ]
+
+    def finish(self, chunk_results: list[tuple], wild: WildTest | None, size: int = CHUNK) -> MultiplierFit:
+        """The :class:`MultiplierFit` from the results of :meth:`boot_tasks` (in their order, cut
+        in chunks of ``size``) and the test (:func:`multiplier_wild_test`; None: not run)."""
+        values, n_boot, seed, level = self.values, self.n_boot, self.seed, self.level
+        null, free = self.null, self.free
+        n_groups = len(values)
+        warnings = list(self.warnings)
+        phi_draws = np.full((0, n_groups), np.nan)
+        reasons: dict[str, int] = {}
+        n_failed = 0
+        if n_boot:
+            k = len(free.lower)
+            phi_draws, reasons = _boot_draws(
+                self.ident, self.chunks(size), chunk_results, n_boot, k, n_groups
+            )
+            n_failed = int(sum(reasons.values()))
+            warnings += failed_refit_cautions(SOURCE, "free multipliers", "m_r", n_failed, n_boot, reasons)
+        withheld = not n_boot or intervals_withheld(n_failed, n_boot)
+        phi_ci = []
+        for g in range(n_groups):
+            iv = bootstrap_interval(phi_draws[:, g], level=level, mc_seed=seed) if not withheld else None
+            phi_ci.append([None, None] if iv is None else [float(iv.lo), float(iv.hi)])
+        m_ci = [[None if e is None else float(v**e) for e in pair] for v, pair in zip(values, phi_ci)]
+        x0, x1 = null.starts[0], free.starts[-1]
+        statistic = _statistic(self)
+        if wild is not None:
+            warnings += [
+                caution(SOURCE, w.kind, w.message, level=w.level, **dict(w.values)) for w in wild.warnings
+            ]
+        phis = [float(v) for v in x1[-n_groups:]]
+        mult = [float(v**p) for v, p in zip(values, phis)]
+        phi = float(x0[-1])
+        full = free.model.full(x1)[:5]
+        natural = {
+            THETA_TO_PARAM[c]: float(np.exp(v) if c in ("a", "b", "e") else v)
+            for c, v in zip(THETA_NAMES, full)
+        }
+        fixed = self.law_fixed
+        return MultiplierFit(
+            r=list(values),
+            phi_r=phis,
+            multiplier=mult,
+            phi_r_ci=phi_ci,
+            multiplier_ci=m_ci,
+            phi=phi,
+            free_params={k: v for k, v in natural.items() if fixed is None or k not in fixed},
+            statistic=statistic,
+            wild=wild,
+            n_boot=int(n_boot),
+            n_failed=n_failed,
+            failure_reasons=reasons,
+            level=float(level),
+            n_runs=len(self.runs),
+            testable=True,
+            reason="",
+            verdict=_verdict(values, mult, phi, wild),
+            seed=int(seed),
+            warnings=warnings,
+        )
+
+
+def setup_multipliers(
+    runs: RunTable,
+    law: FitResult | None = None,
+    *,
+    method: str = "huber",
+    n_boot: int = defaults.N_BOOT,
+    n_wild: int = defaults.N_WILD,
+    seed: int = defaults.SEED,
+    level: float = defaults.LEVEL,
+    n_starts: int = defaults.N_STARTS,
+    wild_stop: StopRule | None = None,
+) -> MultiplierSetup | MultiplierFit:
+    """The first part of :func:`fit_multipliers` (same keywords): the arguments checked, the two
+    point fits and the cell bootstrap's weights, as a :class:`MultiplierSetup`; or the
+    untestable :class:`MultiplierFit` when the table cannot test r^phi."""
+    runs = as_runs(runs)
     if n_wild and n_wild < defaults.N_WILD_MIN:
         raise ValueError(
             f"n_wild must be 0 (off) or >= {defaults.N_WILD_MIN} for a p-value at the 5% level, got {n_wild}"
@@ -212,64 +372,56 @@ def fit_multipliers(
     names = tuple(f"{v:g}" for v in values)
     delta = DELTA if method == "huber" else np.inf
     null, free, warnings = _point_fits(runs, names, codes, law, held, method, delta, n_starts, seed)
-    x0, x1 = null.starts[0], free.starts[-1]
-    parallel = {"n_jobs": n_jobs, "backend": backend, "scheduler": scheduler}
-
-    phi_draws = np.full((0, len(names)), np.nan)
-    reasons: dict[str, int] = {}
-    n_failed = 0
-    if n_boot:
-        # from its estimate, then from the one-phi solution
-        starts = (x1, free.starts[0])
-        phi_draws, reasons = _cell_bootstrap(runs, codes, free, starts, delta, n_boot, seed, parallel)
-        n_failed = int(sum(reasons.values()))
-        warnings += failed_refit_cautions(SOURCE, "free multipliers", "m_r", n_failed, n_boot, reasons)
-    withheld = not n_boot or intervals_withheld(n_failed, n_boot)
-    phi_ci = []
-    for g in range(len(names)):
-        iv = bootstrap_interval(phi_draws[:, g], level=level, mc_seed=seed) if not withheld else None
-        phi_ci.append([None, None] if iv is None else [float(iv.lo), float(iv.hi)])
-    m_ci = [[None if e is None else float(v**e) for e in pair] for v, pair in zip(values, phi_ci)]
-
-    y = runs.log_loss
-    y0 = null.model(x0[None, :])[0][0]
-    statistic = float(
-        loss_terms(y0 - y, delta).sum() - loss_terms(free.model(x1[None, :])[0][0] - y, delta).sum()
+    weights, ident = (
+        _cell_draws(runs, codes, len(names), n_boot, seed)
+        if n_boot
+        else (np.zeros((0, len(runs))), np.zeros(0, dtype=bool))
     )
-    statistic = max(statistic, 0.0)
-    wild = None
-    if n_wild:
-        wild = _wild_test(runs, y, y0, null, free, delta, statistic, n_wild, seed, parallel, wild_stop)
-        warnings += [
-            caution(SOURCE, w.kind, w.message, level=w.level, **dict(w.values)) for w in wild.warnings
-        ]
-    phis = [float(v) for v in x1[-len(names) :]]
-    mult = [float(v**p) for v, p in zip(values, phis)]
-    phi = float(x0[-1])
-    full = free.model.full(x1)[:5]
-    natural = {
-        THETA_TO_PARAM[c]: float(np.exp(v) if c in ("a", "b", "e") else v) for c, v in zip(THETA_NAMES, full)
-    }
-    return MultiplierFit(
-        r=list(values),
-        phi_r=phis,
-        multiplier=mult,
-        phi_r_ci=phi_ci,
-        multiplier_ci=m_ci,
-        phi=phi,
-        free_params={k: v for k, v in natural.items() if law is None or k not in law.fixed},
-        statistic=statistic,
-        wild=wild,
-        n_boot=int(n_boot),
-        n_failed=n_failed,
-        failure_reasons=reasons,
-        level=float(level),
-        n_runs=len(runs),
-        testable=True,
-        reason="",
-        verdict=_verdict(values, mult, phi, wild),
-        seed=int(seed),
+    return MultiplierSetup(
+        runs=runs,
+        values=list(values),
+        law_fixed=None if law is None else tuple(law.fixed),
+        delta=delta,
+        null=null,
+        free=free,
         warnings=warnings,
+        weights=weights,
+        ident=ident,
+        n_boot=n_boot,
+        n_wild=n_wild,
+        seed=seed,
+        level=level,
+        wild_stop=wild_stop,
+    )
+
+
+def _statistic(setup: MultiplierSetup) -> float:
+    """T = F_one_phi - F_free at the two point fits (0 at least)."""
+    y, delta = setup.runs.log_loss, setup.delta
+    null, free = setup.null, setup.free
+    y0 = null.model(null.starts[0][None, :])[0][0]
+    y1 = free.model(free.starts[-1][None, :])[0][0]
+    return max(float(loss_terms(y0 - y, delta).sum() - loss_terms(y1 - y, delta).sum()), 0.0)
+
+
+def multiplier_wild_test(setup: MultiplierSetup, parallel: dict[str, Any] | None = None) -> WildTest:
+    """The restricted wild cluster bootstrap of one phi against one phi per r of a
+    :class:`MultiplierSetup` (its ``n_wild`` replicates, its stop rule), refits on ``parallel``
+    (keywords of :func:`phifit.fitters.parallel.parallel_map`; None: in this process)."""
+    y = setup.runs.log_loss
+    y0 = setup.null.model(setup.null.starts[0][None, :])[0][0]
+    return _wild_test(
+        setup.runs,
+        y,
+        y0,
+        setup.null,
+        setup.free,
+        setup.delta,
+        _statistic(setup),
+        setup.n_wild,
+        setup.seed,
+        parallel or {"n_jobs": 1},
+        setup.wild_stop,
     )
 
 
@@ -440,19 +592,11 @@ def _verdict(values: Sequence[float], mult: Sequence[float], phi: float, wild: W
 
 
 # -- the cell bootstrap ------------------------------------------------------------------------
-def _cell_bootstrap(
-    runs: RunTable,
-    codes: np.ndarray,
-    free: Refit,
-    starts: tuple[np.ndarray, ...],
-    delta: float,
-    n_boot: int,
-    seed: int,
-    parallel: dict[str, Any],
-) -> tuple[np.ndarray, dict[str, int]]:
-    """(n_boot, G) phi_r per replicate (NaN where it failed) and the failures by reason; the
-    free-multiplier law ``free`` (its model and box) is refitted from ``starts``."""
-    n_groups = len(free.model.recipes)
+def _cell_draws(
+    runs: RunTable, codes: np.ndarray, n_groups: int, n_boot: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The cell bootstrap's (n_boot, n_runs) weights and which replicates identify every m_r
+    (runs at r = 1, and runs of every looped r)."""
     cells, _ = runs.cells(None)
     # the block bootstrap's first stream: the same resampled tables as the law's bootstrap
     stream = np.random.SeedSequence(seed).spawn(3)[0]
@@ -463,12 +607,14 @@ def _cell_bootstrap(
     ident = present[:, base].any(axis=1)
     for g in range(n_groups):
         ident &= present[:, looped & (codes == g)].any(axis=1)
-    rows = np.flatnonzero(ident)
-    y = runs.log_loss
-    chunks = [rows[i : i + CHUNK] for i in range(0, len(rows), CHUNK)]
-    tasks = ((free.model, free.lower, free.upper, starts, y, weights[ch], delta) for ch in chunks)
-    done = list(parallel_map(refit_weighted_rows, tasks, **parallel)) if chunks else []
-    k = len(free.lower)
+    return weights, ident
+
+
+def _boot_draws(
+    ident: np.ndarray, chunks: list[np.ndarray], done: list[tuple], n_boot: int, k: int, n_groups: int
+) -> tuple[np.ndarray, dict[str, int]]:
+    """(n_boot, G) phi_r per replicate (NaN where it failed) and the failures by reason, from the
+    chunks' refits ``done`` (x, objective, converged per chunk) of a law of ``k`` coordinates."""
     x = np.full((n_boot, k), np.nan)
     obj = np.full(n_boot, np.nan)
     conv = np.zeros(n_boot, dtype=bool)
@@ -485,7 +631,7 @@ def _cell_bootstrap(
         failed |= mask
     phis = x[:, k - n_groups :].copy()
     phis[failed] = np.nan
-    return phis, {k: int(v.sum()) for k, v in failure.items() if v.any()}
+    return phis, {key: int(v.sum()) for key, v in failure.items() if v.any()}
 
 
 def refit_weighted_rows(
@@ -584,7 +730,11 @@ def _wild_test(
 __all__ = [
     "GroupedModel",
     "MultiplierFit",
+    "MultiplierSetup",
+    "finish_multipliers",
     "fit_multipliers",
+    "multiplier_wild_test",
+    "setup_multipliers",
     "held_coordinates",
     "r_groups",
     "refit_weighted_rows",

@@ -10,6 +10,11 @@ so a table gets the same checks, or the same absence of them, from all three.  E
 when its guard says the check does not apply; a check that applies but cannot be read on the
 table (too few r, budgets, runs or cells) returns its result with ``testable`` False and the
 reason.
+
+:func:`multiplier_setup` and :func:`drift_setup` are their first parts (the same guards): the
+point fits and the bootstrap's weights, whose refits (the cell bootstrap's chunks and the wild
+test) a caller with workers runs as tasks of its own, as the report does; ``setup.finish``
+gathers them, with the numbers of the one-piece check.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ if TYPE_CHECKING:  # the checks' modules load when a check runs
     from .drift import DriftSetup
     from .drift_result import DriftFit
     from .multiplier_result import MultiplierFit
+    from .multipliers import MultiplierSetup
 
-__all__ = ["drift_check", "drift_setup", "multiplier_check"]
+__all__ = ["drift_check", "drift_setup", "multiplier_check", "multiplier_setup"]
 
 
 def multiplier_check(
@@ -66,16 +72,7 @@ def multiplier_check(
     ``progress`` receives one line when the check runs.  The other keywords are
     :func:`~phifit.diagnostics.multipliers.fit_multipliers`'.
     """
-    if not runs.phi_identifiable or "phi" in law.fixed:
-        return None
-    from .multipliers import fit_multipliers
-
-    if progress is not None:
-        progress(
-            f"free multipliers m_r against r^phi ({n_boot} cell-bootstrap replicates, "
-            f"{n_wild} wild replicates of the lack-of-fit test)"
-        )
-    return fit_multipliers(
+    setup = multiplier_setup(
         runs,
         law,
         method=method,
@@ -84,9 +81,54 @@ def multiplier_check(
         seed=seed,
         level=level,
         n_starts=n_starts,
-        n_jobs=n_jobs,
-        backend=backend,
-        scheduler=scheduler,
+        wild_stop=wild_stop,
+        progress=progress,
+    )
+    if setup is None:
+        return None
+    from .multipliers import MultiplierFit, finish_multipliers
+
+    if isinstance(setup, MultiplierFit):
+        return setup
+    return finish_multipliers(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
+
+
+def multiplier_setup(
+    runs: RunTable,
+    law: FitResult,
+    *,
+    method: str = "huber",
+    n_boot: int = defaults.N_BOOT,
+    n_wild: int = defaults.N_WILD,
+    seed: int = defaults.SEED,
+    level: float = defaults.LEVEL,
+    n_starts: int = defaults.N_STARTS,
+    wild_stop: StopRule | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> MultiplierSetup | MultiplierFit | None:
+    """The first part of :func:`multiplier_check` (same guard, same keywords): None when the
+    check does not apply; else :func:`phifit.diagnostics.multipliers.setup_multipliers`' point
+    fits and bootstrap weights (a :class:`~phifit.diagnostics.multipliers.MultiplierSetup`, whose
+    refits a caller with workers runs as tasks of its own), or the untestable
+    :class:`MultiplierFit`."""
+    if not runs.phi_identifiable or "phi" in law.fixed:
+        return None
+    from .multipliers import setup_multipliers
+
+    if progress is not None:
+        progress(
+            f"free multipliers m_r against r^phi ({n_boot} cell-bootstrap replicates, "
+            f"{n_wild} wild replicates of the lack-of-fit test)"
+        )
+    return setup_multipliers(
+        runs,
+        law,
+        method=method,
+        n_boot=n_boot,
+        n_wild=n_wild,
+        seed=seed,
+        level=level,
+        n_starts=n_starts,
         wild_stop=wild_stop,
     )
 

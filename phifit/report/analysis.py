@@ -34,10 +34,12 @@ is that list.  :mod:`phifit.report.write` renders an Analysis and computes nothi
 
 Each step is one function of :mod:`phifit.report.stages`; :func:`analyse` runs them in this
 order, except that with workers some run side by side: the block bootstrap starts on the
-workers right after the fit, while the comparison runs here; the diagnostics, then the free
-multipliers and the drift, start on the workers once the bootstrap is attached, while the
-derived quantities are computed here.  Every task is a pure function of its
-inputs and its own seeded draws, so the numbers do not depend on where or when it runs.
+workers right after the fit, while the comparison runs here; once the bootstrap is attached,
+the setups of the free multipliers and of the drift (their point fits) and the diagnostics start
+on the workers while the derived quantities are computed here, then the checks' refits (their
+wild tests and their cell bootstraps' chunks, a task each) follow on the workers while the
+figures are drawn here.  Every task is a pure function of its inputs and its own seeded draws,
+so the numbers do not depend on where or when it runs.
 """
 
 from __future__ import annotations
@@ -366,11 +368,12 @@ def analyse(
     boot = stages.finish_bootstrap(bootstrap, st)
     fit = free_fit if boot is None else boot.attach(free_fit)
     phi_inverted = stages.inverted_stage(main_runs, fit, boot, comparison, st)
-    # on the workers, while the next runs here; the diagnostics first (their figures are drawn
-    # while the checks of phi still run)
+    # on the workers, while the next runs here: the setups of the checks of phi, then the
+    # diagnostics, then the checks' refits (the diagnostics' figures are drawn while these run)
+    setups = stages.start_phi_checks(main_runs, free_fit, st)
     diagnostics = stages.start_diagnostics(main_runs, fit, st)
-    phi_checks = stages.start_phi_checks(main_runs, free_fit, st)
     derived = stages.derived_stage(main_runs, fit, boot, st)
+    phi_checks = stages.continue_phi_checks(setups, st)  # the checks' refits, behind the diagnostics
     on_diagnostics = None
     if while_checks is not None:  # the analysis so far: no checks, no cautions yet
         so_far = Analysis(

@@ -277,10 +277,11 @@ def _run_check(func: Callable, args: tuple, kwargs: dict[str, Any]) -> tuple[Any
 
 
 def checks_stage(runs: RunTable, free_fit: FitResult, fit: FitResult, st: Stages) -> tuple[Any, Any, Any]:
-    """:func:`start_phi_checks` and :func:`start_diagnostics`, then :func:`collect_checks`:
-    (free multipliers, drift of phi, diagnostics)."""
-    phi_checks = start_phi_checks(runs, free_fit, st)
-    return collect_checks(start_diagnostics(runs, fit, st), phi_checks, st)
+    """:func:`start_phi_checks`, :func:`start_diagnostics` and :func:`continue_phi_checks`, then
+    :func:`collect_checks`: (free multipliers, drift of phi, diagnostics)."""
+    setups = start_phi_checks(runs, free_fit, st)
+    diagnostics = start_diagnostics(runs, fit, st)
+    return collect_checks(diagnostics, continue_phi_checks(setups, st), st)
 
 
 @dataclass
@@ -288,15 +289,14 @@ class PendingChecks:
     """Checks' tasks (key, function, arguments, keywords), their results as
     :func:`phifit.fitters.parallel.parallel_map` yields them (already running on the workers),
     the plan of the phi profile whose two sides are among the tasks (None: no profile tasks), and
-    the drift of phi: its :class:`~phifit.diagnostics.drift.DriftSetup` whose test and bootstrap
-    chunks are among the tasks, or its result when nothing is left to run (None: the check does
-    not apply), with the seconds its setup took here."""
+    the checks of phi whose parts the tasks are, by key: each check's setup
+    (:func:`continue_phi_checks`), its result when nothing is left to run, or None when it does
+    not apply."""
 
     tasks: list[tuple[str, Callable, tuple, dict[str, Any]]]
     results: Any
     profile: ProfilePlan | None = None
-    drift: Any = None
-    drift_seconds: float = 0.0
+    setups: dict[str, Any] = field(default_factory=dict)
 
 
 def _start(tasks: list[tuple[str, Callable, tuple, dict[str, Any]]], st: Stages, what: str) -> Any:
@@ -317,44 +317,59 @@ def _start(tasks: list[tuple[str, Callable, tuple, dict[str, Any]]], st: Stages,
 
 
 def start_phi_checks(runs: RunTable, free_fit: FitResult, st: Stages) -> PendingChecks:
-    """Start the two checks of phi (:mod:`phifit.diagnostics.phi_checks`): the free multipliers
-    and the drift of phi, on the point fit.  :func:`phifit.report.analysis.analyse` starts them
-    after the diagnostics (:func:`start_diagnostics`), whose figures are then drawn while these
-    run.  Started right after the fit instead, beside the bootstrap and the comparison, they took
-    a 12-run table's report from 15.5 to 13.9 s but the study's from 7.68 to 8.20 s (paired
-    whole-process medians, 6 pairs), so they wait.
+    """Start the setups of the two checks of phi (:mod:`phifit.diagnostics.phi_checks`), the
+    free multipliers and the drift of phi, on the point fit: their point fits and bootstrap
+    weights, a task each (:func:`~phifit.diagnostics.phi_checks.multiplier_setup`,
+    :func:`~phifit.diagnostics.phi_checks.drift_setup`).  :func:`continue_phi_checks` then starts
+    their refits as tasks of their own, and :func:`collect_checks` gathers them.
 
-    The drift's point fits run here (:func:`phifit.diagnostics.phi_checks.drift_setup`); its
-    test and its cell bootstrap's chunks are tasks of their own, so that they spread over the
-    workers: in one piece, a 12-run table's drift (5.8 s, its refits crawling along flat
-    valleys) ran on one worker after the phi profile while the other sat idle, and its report
-    took 16.8 s; cut, 15.4 s (whole-process medians).  Each task is a pure function of the table,
-    the fit and its own seeded draws, so the numbers are those of the one-piece checks, one
-    after the other (which is what one worker does, when they are collected)."""
-    from ..diagnostics.drift import DriftSetup, drift_wild_test
-    from ..diagnostics.multipliers import refit_weighted_rows
-    from ..diagnostics.phi_checks import drift_setup, multiplier_check
+    :func:`phifit.report.analysis.analyse` starts them with the diagnostics
+    (:func:`start_diagnostics`), whose figures are then drawn while these run.  Started right
+    after the fit instead, beside the bootstrap and the comparison, they took a 12-run table's
+    report from 15.5 to 13.9 s but the study's from 7.68 to 8.20 s (paired whole-process
+    medians, 6 pairs), so they wait.
 
-    checks = {**st.check_options, "progress": None}
-    tasks: list[tuple[str, Callable, tuple, dict[str, Any]]] = [
-        ("multipliers", multiplier_check, (runs, free_fit), checks)
-    ]
-    t0 = time.perf_counter()
+    Why cut: in one piece, a 12-run table's drift (5.8 s, its refits crawling along flat
+    valleys) ran on one worker after the phi profile while the other sat idle, and the study's
+    free multipliers (3 s) did the same; cut into the setup, the wild test and the cell
+    bootstrap's chunks, they spread over the workers.  Each task is a pure function of the
+    table, the fit and its own seeded draws, so the numbers are those of the one-piece checks
+    (:func:`~phifit.diagnostics.phi_checks.multiplier_check`,
+    :func:`~phifit.diagnostics.phi_checks.drift_check`)."""
+    from ..diagnostics.phi_checks import drift_setup, multiplier_setup
+
     kw = {k: v for k, v in st.check_options.items() if k != "n_jobs"}
-    drift = drift_setup(runs, free_fit, **kw)
-    if isinstance(drift, DriftSetup):  # its refits as tasks: the test first, then the bootstrap's chunks
-        if drift.n_wild:
-            tasks.append((f"{DRIFT_PART}wild", drift_wild_test, (drift,), {}))
-        tasks += [
-            (f"{DRIFT_PART}boot_{i}", refit_weighted_rows, args, {})
-            for i, args in enumerate(drift.boot_tasks())
-        ]
+    tasks: list[tuple[str, Callable, tuple, dict[str, Any]]] = [
+        ("multipliers", multiplier_setup, (runs, free_fit), kw),
+        ("drift", drift_setup, (runs, free_fit), kw),
+    ]
     done = _start(tasks, st, "free multipliers m_r against r^phi and drift of phi with compute")
-    return PendingChecks(tasks=tasks, results=done, drift=drift, drift_seconds=time.perf_counter() - t0)
+    return PendingChecks(tasks=tasks, results=done)
 
 
-#: The prefix of the drift's tasks' keys (:func:`start_phi_checks`): its test and its bootstrap's chunks.
-DRIFT_PART = "drift_part_"
+def continue_phi_checks(setups: PendingChecks, st: Stages) -> PendingChecks:
+    """The setups :func:`start_phi_checks` started, once done, and their refits started: each
+    check's wild test and its cell bootstrap's chunks, a task each.  A check that does not apply
+    (None) or cannot be tested on the table (its result) has nothing left to run."""
+    from ..diagnostics.multipliers import refit_weighted_rows
+
+    outs = _collect(setups, st)
+    tasks: list[tuple[str, Callable, tuple, dict[str, Any]]] = []
+    for key, setup in outs.items():
+        if not hasattr(setup, "boot_tasks"):
+            continue
+        if setup.n_wild:
+            tasks.append((f"{key}{PART}wild", setup.wild_test, (), {}))
+        tasks += [
+            (f"{key}{PART}boot_{i}", refit_weighted_rows, args, {})
+            for i, args in enumerate(setup.boot_tasks())
+        ]
+    done = _start(tasks, st, "their refits (cell bootstraps and wild tests)") if tasks else iter(())
+    return PendingChecks(tasks=tasks, results=done, setups=outs)
+
+
+#: What separates a check's key from its parts' in the keys of :func:`continue_phi_checks`' tasks.
+PART = ":"
 
 
 def start_diagnostics(runs: RunTable, fit: FitResult, st: Stages) -> PendingChecks:
@@ -413,7 +428,7 @@ def collect_checks(
     on_diagnostics: Callable[[Any], None] | None = None,
 ) -> tuple[Any, Any, Any]:
     """(free multipliers, drift of phi, diagnostics) of :func:`start_diagnostics`' and
-    :func:`start_phi_checks`' tasks, once done (the diagnostics with their influence refits and
+    :func:`continue_phi_checks`' tasks, once done (the diagnostics with their influence refits and
     phi profile attached).  The diagnostics come first: ``on_diagnostics(diagnostics)`` is called
     as soon as they are complete, while the free multipliers and the drift may still be running."""
     from ..diagnostics.identifiability import attach_profile
@@ -426,26 +441,22 @@ def collect_checks(
         diag = dataclasses.replace(diag, identifiability=ident)
     if on_diagnostics is not None:
         on_diagnostics(diag)
-    checks = _collect(phi_checks, st)
-    return checks["multipliers"], _drift_from_parts(phi_checks, checks, st), diag
+    parts = _collect(phi_checks, st)
+    checks = {key: _finish_check(key, setup, parts, st) for key, setup in phi_checks.setups.items()}
+    return checks["multipliers"], checks["drift"], diag
 
 
-def _drift_from_parts(pending: PendingChecks, outs: dict[str, Any], st: Stages) -> Any:
-    """The drift of phi from :func:`start_phi_checks`' setup and its tasks' results (popped from
-    ``outs`` and from the timings: the timing of "drift" is its setup's and its tasks' seconds
-    together, the work of the one-piece check)."""
-    from ..diagnostics.drift import DriftSetup
-
-    parts = {key: outs.pop(key) for key in list(outs) if key.startswith(DRIFT_PART)}
-    seconds = pending.drift_seconds + sum(st.timings.pop(key, 0.0) for key in parts)
-    if not isinstance(pending.drift, DriftSetup):
-        if pending.drift is not None:
-            st.timings["drift"] = round(seconds, 3)
-        return pending.drift
-    chunks = [out for key, out in parts.items() if key != f"{DRIFT_PART}wild"]
-    drift = pending.drift.finish(chunks, parts.get(f"{DRIFT_PART}wild"))
-    st.timings["drift"] = round(seconds, 3)
-    return drift
+def _finish_check(key: str, setup: Any, parts: dict[str, Any], st: Stages) -> Any:
+    """The check ``key`` from its setup and its parts' results (:func:`continue_phi_checks`);
+    its timing is its setup's and its parts' seconds together, the work of the one-piece check
+    (the parts' own timings are dropped)."""
+    mine = {k: v for k, v in parts.items() if k.startswith(key + PART)}
+    seconds = sum(st.timings.pop(k, 0.0) for k in mine)
+    if not hasattr(setup, "boot_tasks"):
+        return setup
+    st.timings[key] = round(st.timings.get(key, 0.0) + seconds, 3)
+    chunks = [v for k, v in mine.items() if k != f"{key}{PART}wild"]
+    return setup.finish(chunks, mine.get(f"{key}{PART}wild"))
 
 
 def derived_stage(runs: RunTable, fit: FitResult, boot: Any, st: Stages) -> dict[str, Any]:
@@ -653,6 +664,7 @@ __all__ = [
     "derived_stage",
     "diagnostic_cautions",
     "checks_stage",
+    "continue_phi_checks",
     "fit_stage",
     "frontier_stage",
     "interval_and_tests_disagree",
