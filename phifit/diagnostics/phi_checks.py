@@ -20,7 +20,7 @@ gathers them, with the numbers of the one-piece check.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .. import defaults
 
@@ -33,7 +33,26 @@ if TYPE_CHECKING:  # the checks' modules load when a check runs
     from .multiplier_result import MultiplierFit
     from .multipliers import MultiplierSetup
 
-__all__ = ["drift_check", "drift_setup", "multiplier_check", "multiplier_setup"]
+__all__ = ["CheckSetup", "drift_check", "drift_setup", "multiplier_check", "multiplier_setup"]
+
+
+@runtime_checkable
+class CheckSetup(Protocol):
+    """What :func:`multiplier_setup` and :func:`drift_setup` return when the check can run
+    (:class:`~phifit.diagnostics.multipliers.MultiplierSetup`,
+    :class:`~phifit.diagnostics.drift.DriftSetup`): the point fits done, the refits still to run.
+    ``boot_tasks()``: the cell bootstrap's chunks, as argument tuples of
+    :func:`~phifit.diagnostics.multipliers.refit_weighted_rows`; ``wild_test()``: the test
+    (``n_wild`` replicates; none when 0); ``finish(chunks, wild)``: the check's result from their
+    results, those of the one-piece check."""
+
+    n_wild: int
+
+    def boot_tasks(self) -> list[tuple]: ...
+
+    def wild_test(self, parallel: dict[str, Any] | None = None) -> Any: ...
+
+    def finish(self, chunk_results: list[tuple], wild: Any) -> Any: ...
 
 
 def multiplier_check(

@@ -352,11 +352,12 @@ def continue_phi_checks(setups: PendingChecks, st: Stages) -> PendingChecks:
     check's wild test and its cell bootstrap's chunks, a task each.  A check that does not apply
     (None) or cannot be tested on the table (its result) has nothing left to run."""
     from ..diagnostics.multipliers import refit_weighted_rows
+    from ..diagnostics.phi_checks import CheckSetup
 
     outs = _collect(setups, st)
     tasks: list[tuple[str, Callable, tuple, dict[str, Any]]] = []
     for key, setup in outs.items():
-        if not hasattr(setup, "boot_tasks"):
+        if not isinstance(setup, CheckSetup):
             continue
         if setup.n_wild:
             tasks.append((f"{key}{PART}wild", setup.wild_test, (), {}))
@@ -450,9 +451,11 @@ def _finish_check(key: str, setup: Any, parts: dict[str, Any], st: Stages) -> An
     """The check ``key`` from its setup and its parts' results (:func:`continue_phi_checks`);
     its timing is its setup's and its parts' seconds together, the work of the one-piece check
     (the parts' own timings are dropped)."""
+    from ..diagnostics.phi_checks import CheckSetup
+
     mine = {k: v for k, v in parts.items() if k.startswith(key + PART)}
     seconds = sum(st.timings.pop(k, 0.0) for k in mine)
-    if not hasattr(setup, "boot_tasks"):
+    if not isinstance(setup, CheckSetup):
         return setup
     st.timings[key] = round(st.timings.get(key, 0.0) + seconds, 3)
     chunks = [v for k, v in mine.items() if k != f"{key}{PART}wild"]
