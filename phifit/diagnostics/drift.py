@@ -51,7 +51,7 @@ from ..bootstrap.wild import Refit, WildTest, wild_cluster_statistics, wild_test
 from ..cautions import Caution, caution
 from ..fitters.likelihood import SIGNIFICANCE, p_text
 from ..fitters.objective import DELTA, law_model, loss_terms, refit_settings
-from ..fitters.parallel import check_backend, parallel_map
+from ..fitters.parallel import check_backend
 from ..intervals import bootstrap_interval
 from ..law import DEFAULT_BOUNDS, THETA_NAMES, THETA_TO_PARAM, LawSpec
 from ..result import FitResult
@@ -66,7 +66,7 @@ from .drift_law import (
     multistart_fit,
 )
 from .drift_result import SOURCE, DriftFit
-from .multipliers import CHUNK, refit_weighted_rows
+from .multipliers import CHUNK, gather_refits, replicate_chunks
 
 METHODS = ("huber", "lsq")
 #: Trial drifts (per e-fold of C) the drift fit starts from, beside phi_1 = 0 and random starts.
@@ -137,21 +137,9 @@ def fit_drift(
     )
     if isinstance(setup, DriftFit):
         return setup
-    return finish_drift(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
+    from .phi_checks import finish_check
 
-
-def finish_drift(
-    setup: DriftSetup, *, n_jobs: int | None = None, backend: str | None = None, scheduler: str | None = None
-) -> DriftFit:
-    """The rest of :func:`fit_drift` after :func:`setup_drift`: the setup's bootstrap refits and
-    its test on ``n_jobs`` workers of ``backend`` (:mod:`phifit.fitters.parallel`), gathered by
-    :meth:`DriftSetup.finish`."""
-    check_backend(backend, scheduler)
-    parallel = {"n_jobs": n_jobs, "backend": backend, "scheduler": scheduler}
-    tasks = setup.boot_tasks()
-    chunks = list(parallel_map(refit_weighted_rows, tasks, **parallel)) if tasks else []
-    wild = drift_wild_test(setup, parallel) if setup.n_wild else None
-    return setup.finish(chunks, wild)
+    return finish_check(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
 
 
 @dataclass
@@ -190,11 +178,6 @@ class DriftSetup:
         """The test of this setup (:func:`drift_wild_test`)."""
         return drift_wild_test(self, parallel)
 
-    def chunks(self, size: int = CHUNK) -> list[np.ndarray]:
-        """The replicates refitted, in chunks of ``size``."""
-        rows = np.flatnonzero(self.ident)
-        return [rows[i : i + size] for i in range(0, len(rows), size)]
-
     def boot_tasks(self, size: int = CHUNK) -> list[tuple]:
         """The cell bootstrap's refits: one argument tuple of
         :func:`~phifit.diagnostics.multipliers.refit_weighted_rows` per chunk of ``size``
@@ -204,7 +187,7 @@ class DriftSetup:
         y = self.runs.log_loss
         return [
             (self.model1, lower, upper, (self.fit.x,), y, self.weights[ch], self.delta)
-            for ch in self.chunks(size)
+            for ch in replicate_chunks(self.ident, size)
         ]
 
     def finish(self, chunk_results: list[tuple], wild: WildTest | None, size: int = CHUNK) -> DriftFit:
@@ -219,7 +202,9 @@ class DriftSetup:
         reasons: dict[str, int] = {}
         n_failed = 0
         if n_boot:
-            draws, reasons = _boot_draws(self.ident, self.chunks(size), chunk_results, n_boot, len(lo1))
+            chunks = replicate_chunks(self.ident, size)
+            x, reasons = gather_refits(self.ident, chunks, chunk_results, len(lo1), UNIDENTIFIED)
+            draws = x[:, 5:7]
             n_failed = int(sum(reasons.values()))
             warnings += failed_refit_cautions(
                 SOURCE, "drift of phi", "phi_0 or phi_1", n_failed, n_boot, reasons
@@ -479,6 +464,10 @@ def _fit_cautions(x: np.ndarray, lower: np.ndarray, upper: np.ndarray, converged
 
 
 # -- the cell bootstrap ------------------------------------------------------------------------
+#: The failure of a drift bootstrap replicate whose table does not identify phi_1.
+UNIDENTIFIED = "phi_1 not identifiable in the resampled table (looped runs at one budget, or one r)"
+
+
 def _cell_draws(runs: RunTable, budget: np.ndarray, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The cell bootstrap's (n_boot, n_runs) weights and which replicates identify phi_1 (looped
     runs at two budgets or more, and two r or more)."""
@@ -492,30 +481,6 @@ def _cell_draws(runs: RunTable, budget: np.ndarray, n_boot: int, seed: int) -> t
     n_budgets = sum(present[:, looped & (budget == b)].any(axis=1).astype(int) for b in np.unique(budget))
     n_r = sum(present[:, r == v].any(axis=1).astype(int) for v in np.unique(r))
     return weights, np.asarray((n_budgets >= 2) & (n_r >= 2), dtype=bool).reshape(n_boot)
-
-
-def _boot_draws(
-    ident: np.ndarray, chunks: list[np.ndarray], done: list[tuple], n_boot: int, n_coords: int
-) -> tuple[np.ndarray, dict[str, int]]:
-    """(n_boot, 2) (phi_0, phi_1) per replicate (NaN where it failed) and the failures by reason,
-    from the chunks' refits ``done`` (x, objective, converged per chunk)."""
-    x = np.full((n_boot, n_coords), np.nan)
-    obj = np.full(n_boot, np.nan)
-    conv = np.zeros(n_boot, dtype=bool)
-    for ch, (xc, oc, cc) in zip(chunks, done):
-        x[ch], obj[ch], conv[ch] = xc, oc, cc
-    finite = np.isfinite(obj)
-    failure = {
-        "phi_1 not identifiable in the resampled table (looped runs at one budget, or one r)": ~ident,
-        "objective not finite": ident & ~finite,
-        "did not converge": ident & finite & ~conv,
-    }
-    failed = np.zeros(n_boot, dtype=bool)
-    for mask in failure.values():
-        failed |= mask
-    phis = x[:, 5:7].copy()
-    phis[failed] = np.nan
-    return phis, {k: int(v.sum()) for k, v in failure.items() if v.any()}
 
 
 # -- the test of phi_1 = 0 ---------------------------------------------------------------------
@@ -566,7 +531,6 @@ __all__ = [
     "DriftSetup",
     "drift_reason",
     "drift_wild_test",
-    "finish_drift",
     "fit_drift",
     "setup_drift",
 ]

@@ -64,7 +64,7 @@ from ..cautions import Caution, caution
 from ..fitters.likelihood import SIGNIFICANCE, p_text
 from ..fitters.lm import best_of_starts, finish_lm
 from ..fitters.objective import DELTA, loss_terms
-from ..fitters.parallel import check_backend, parallel_map
+from ..fitters.parallel import check_backend
 from ..fitters.per_recipe_phi import GroupedLaw, JointOptions, fit_joint
 from ..fitters.polish import polish_residuals
 from ..intervals import bootstrap_interval
@@ -211,25 +211,9 @@ def fit_multipliers(
     )
     if isinstance(setup, MultiplierFit):
         return setup
-    return finish_multipliers(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
+    from .phi_checks import finish_check
 
-
-def finish_multipliers(
-    setup: MultiplierSetup,
-    *,
-    n_jobs: int | None = None,
-    backend: str | None = None,
-    scheduler: str | None = None,
-) -> MultiplierFit:
-    """The rest of :func:`fit_multipliers` after :func:`setup_multipliers`: the setup's bootstrap
-    refits and its test on ``n_jobs`` workers of ``backend`` (:mod:`phifit.fitters.parallel`),
-    gathered by :meth:`MultiplierSetup.finish`."""
-    check_backend(backend, scheduler)
-    parallel = {"n_jobs": n_jobs, "backend": backend, "scheduler": scheduler}
-    tasks = setup.boot_tasks()
-    chunks = list(parallel_map(refit_weighted_rows, tasks, **parallel)) if tasks else []
-    wild = multiplier_wild_test(setup, parallel) if setup.n_wild else None
-    return setup.finish(chunks, wild)
+    return finish_check(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
 
 
 @dataclass
@@ -263,11 +247,6 @@ class MultiplierSetup:
         """The test of this setup (:func:`multiplier_wild_test`)."""
         return multiplier_wild_test(self, parallel)
 
-    def chunks(self, size: int = CHUNK) -> list[np.ndarray]:
-        """The replicates refitted, in chunks of ``size``."""
-        rows = np.flatnonzero(self.ident)
-        return [rows[i : i + size] for i in range(0, len(rows), size)]
-
     def boot_tasks(self, size: int = CHUNK) -> list[tuple]:
         """The cell bootstrap's refits: one argument tuple of :func:`refit_weighted_rows` per
         chunk of ``size`` replicates, each started from the free law's estimate, then from the
@@ -278,7 +257,7 @@ class MultiplierSetup:
         y = self.runs.log_loss
         return [
             (free.model, free.lower, free.upper, starts, y, self.weights[ch], self.delta)
-            for ch in self.chunks(size)
+            for ch in replicate_chunks(self.ident, size)
         ]
 
     def finish(self, chunk_results: list[tuple], wild: WildTest | None, size: int = CHUNK) -> MultiplierFit:
@@ -293,9 +272,9 @@ class MultiplierSetup:
         n_failed = 0
         if n_boot:
             k = len(free.lower)
-            phi_draws, reasons = _boot_draws(
-                self.ident, self.chunks(size), chunk_results, n_boot, k, n_groups
-            )
+            chunks = replicate_chunks(self.ident, size)
+            x, reasons = gather_refits(self.ident, chunks, chunk_results, k, UNIDENTIFIED)
+            phi_draws = x[:, k - n_groups :]
             n_failed = int(sum(reasons.values()))
             warnings += failed_refit_cautions(SOURCE, "free multipliers", "m_r", n_failed, n_boot, reasons)
         withheld = not n_boot or intervals_withheld(n_failed, n_boot)
@@ -592,6 +571,10 @@ def _verdict(values: Sequence[float], mult: Sequence[float], phi: float, wild: W
 
 
 # -- the cell bootstrap ------------------------------------------------------------------------
+#: The failure of a multipliers' bootstrap replicate whose table does not identify every m_r.
+UNIDENTIFIED = "m_r not identifiable in the resampled table (no r = 1 runs, or no runs of some r)"
+
+
 def _cell_draws(
     runs: RunTable, codes: np.ndarray, n_groups: int, n_boot: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -610,11 +593,22 @@ def _cell_draws(
     return weights, ident
 
 
-def _boot_draws(
-    ident: np.ndarray, chunks: list[np.ndarray], done: list[tuple], n_boot: int, k: int, n_groups: int
+def replicate_chunks(ident: np.ndarray, size: int = CHUNK) -> list[np.ndarray]:
+    """The replicates a check's cell bootstrap refits (those ``ident`` marks), in chunks of
+    ``size``: the tasks of :func:`refit_weighted_rows` (each replicate's refit is its own, so any
+    ``size`` gives the same numbers)."""
+    rows = np.flatnonzero(ident)
+    return [rows[i : i + size] for i in range(0, len(rows), size)]
+
+
+def gather_refits(
+    ident: np.ndarray, chunks: list[np.ndarray], done: list[tuple], k: int, unidentified: str
 ) -> tuple[np.ndarray, dict[str, int]]:
-    """(n_boot, G) phi_r per replicate (NaN where it failed) and the failures by reason, from the
-    chunks' refits ``done`` (x, objective, converged per chunk) of a law of ``k`` coordinates."""
+    """The cell bootstrap's estimates from its chunks' refits ``done`` (x, objective, converged
+    of each chunk of :func:`replicate_chunks`): x (n_boot, k), NaN in every failed replicate,
+    and the failures counted by reason: ``unidentified`` (the replicate's table does not
+    identify what the check estimates: not refitted), an objective not finite, no convergence."""
+    n_boot = len(ident)
     x = np.full((n_boot, k), np.nan)
     obj = np.full(n_boot, np.nan)
     conv = np.zeros(n_boot, dtype=bool)
@@ -622,16 +616,15 @@ def _boot_draws(
         x[ch], obj[ch], conv[ch] = xc, oc, cc
     finite = np.isfinite(obj)
     failure = {
-        "m_r not identifiable in the resampled table (no r = 1 runs, or no runs of some r)": ~ident,
+        unidentified: ~ident,
         "objective not finite": ident & ~finite,
         "did not converge": ident & finite & ~conv,
     }
     failed = np.zeros(n_boot, dtype=bool)
     for mask in failure.values():
         failed |= mask
-    phis = x[:, k - n_groups :].copy()
-    phis[failed] = np.nan
-    return phis, {key: int(v.sum()) for key, v in failure.items() if v.any()}
+    x[failed] = np.nan
+    return x, {key: int(v.sum()) for key, v in failure.items() if v.any()}
 
 
 def refit_weighted_rows(
@@ -731,9 +724,10 @@ __all__ = [
     "GroupedModel",
     "MultiplierFit",
     "MultiplierSetup",
-    "finish_multipliers",
     "fit_multipliers",
+    "gather_refits",
     "multiplier_wild_test",
+    "replicate_chunks",
     "setup_multipliers",
     "held_coordinates",
     "r_groups",
