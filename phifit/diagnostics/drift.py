@@ -66,7 +66,7 @@ from .drift_law import (
     multistart_fit,
 )
 from .drift_result import SOURCE, DriftFit
-from .multipliers import CHUNK, gather_refits, replicate_chunks
+from .multipliers import CHUNK, finish_check, gather_refits, replicate_chunks
 
 METHODS = ("huber", "lsq")
 #: Trial drifts (per e-fold of C) the drift fit starts from, beside phi_1 = 0 and random starts.
@@ -137,8 +137,6 @@ def fit_drift(
     )
     if isinstance(setup, DriftFit):
         return setup
-    from .phi_checks import finish_check
-
     return finish_check(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
 
 

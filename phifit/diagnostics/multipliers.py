@@ -64,7 +64,7 @@ from ..cautions import Caution, caution
 from ..fitters.likelihood import SIGNIFICANCE, p_text
 from ..fitters.lm import best_of_starts, finish_lm
 from ..fitters.objective import DELTA, loss_terms
-from ..fitters.parallel import check_backend
+from ..fitters.parallel import check_backend, parallel_map
 from ..fitters.per_recipe_phi import GroupedLaw, JointOptions, fit_joint
 from ..fitters.polish import polish_residuals
 from ..intervals import bootstrap_interval
@@ -211,8 +211,6 @@ def fit_multipliers(
     )
     if isinstance(setup, MultiplierFit):
         return setup
-    from .phi_checks import finish_check
-
     return finish_check(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
 
 
@@ -593,6 +591,25 @@ def _cell_draws(
     return weights, ident
 
 
+def finish_check(
+    setup: Any,
+    *,
+    n_jobs: int | None = None,
+    backend: str | None = None,
+    scheduler: str | None = None,
+) -> Any:
+    """The rest of a check after its setup (a :class:`~phifit.diagnostics.phi_checks.CheckSetup`:
+    :class:`MultiplierSetup` or :class:`~phifit.diagnostics.drift.DriftSetup`), in one call: the
+    cell bootstrap's chunks (:func:`refit_weighted_rows`) and the wild test on ``n_jobs`` workers
+    of ``backend`` (:mod:`phifit.fitters.parallel`), gathered by ``setup.finish``."""
+    check_backend(backend, scheduler)
+    parallel = {"n_jobs": n_jobs, "backend": backend, "scheduler": scheduler}
+    tasks = setup.boot_tasks()
+    chunks = list(parallel_map(refit_weighted_rows, tasks, **parallel)) if tasks else []
+    wild = setup.wild_test(parallel) if setup.n_wild else None
+    return setup.finish(chunks, wild)
+
+
 def replicate_chunks(ident: np.ndarray, size: int = CHUNK) -> list[np.ndarray]:
     """The replicates a check's cell bootstrap refits (those ``ident`` marks), in chunks of
     ``size``: the tasks of :func:`refit_weighted_rows` (each replicate's refit is its own, so any
@@ -724,6 +741,7 @@ __all__ = [
     "GroupedModel",
     "MultiplierFit",
     "MultiplierSetup",
+    "finish_check",
     "fit_multipliers",
     "gather_refits",
     "multiplier_wild_test",

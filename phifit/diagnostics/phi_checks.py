@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the checks' modules load when a check runs
     from .multiplier_result import MultiplierFit
     from .multipliers import MultiplierSetup
 
-__all__ = ["CheckSetup", "drift_check", "finish_check", "drift_setup", "multiplier_check", "multiplier_setup"]
+__all__ = ["CheckSetup", "drift_check", "drift_setup", "multiplier_check", "multiplier_setup"]
 
 
 @runtime_checkable
@@ -44,7 +44,8 @@ class CheckSetup(Protocol):
     ``boot_tasks()``: the cell bootstrap's chunks, as argument tuples of
     :func:`~phifit.diagnostics.multipliers.refit_weighted_rows`; ``wild_test()``: the test
     (``n_wild`` replicates; none when 0); ``finish(chunks, wild)``: the check's result from their
-    results, those of the one-piece check."""
+    results, those of the one-piece check.
+    :func:`~phifit.diagnostics.multipliers.finish_check` runs the rest in one call."""
 
     n_wild: int
 
@@ -53,27 +54,6 @@ class CheckSetup(Protocol):
     def wild_test(self, parallel: dict[str, Any] | None = None) -> Any: ...
 
     def finish(self, chunk_results: list[tuple], wild: Any) -> Any: ...
-
-
-def finish_check(
-    setup: CheckSetup,
-    *,
-    n_jobs: int | None = None,
-    backend: str | None = None,
-    scheduler: str | None = None,
-) -> Any:
-    """The rest of a check after its setup, in one call: the cell bootstrap's chunks
-    (:func:`~phifit.diagnostics.multipliers.refit_weighted_rows`) and the wild test on ``n_jobs``
-    workers of ``backend`` (:mod:`phifit.fitters.parallel`), gathered by ``setup.finish``."""
-    from ..fitters.parallel import check_backend, parallel_map
-    from .multipliers import refit_weighted_rows
-
-    check_backend(backend, scheduler)
-    parallel = {"n_jobs": n_jobs, "backend": backend, "scheduler": scheduler}
-    tasks = setup.boot_tasks()
-    chunks = list(parallel_map(refit_weighted_rows, tasks, **parallel)) if tasks else []
-    wild = setup.wild_test(parallel) if setup.n_wild else None
-    return setup.finish(chunks, wild)
 
 
 def multiplier_check(
@@ -126,7 +106,7 @@ def multiplier_check(
     )
     if setup is None:
         return None
-    from .multipliers import MultiplierFit
+    from .multipliers import MultiplierFit, finish_check
 
     if isinstance(setup, MultiplierFit):
         return setup
@@ -220,6 +200,7 @@ def drift_check(
     if setup is None:
         return None
     from .drift import DriftFit
+    from .multipliers import finish_check
 
     if isinstance(setup, DriftFit):
         return setup
