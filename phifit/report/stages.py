@@ -343,7 +343,7 @@ def start_phi_checks(runs: RunTable, free_fit: FitResult, st: Stages) -> Pending
         ("multipliers", multiplier_setup, (runs, free_fit), kw),
         ("drift", drift_setup, (runs, free_fit), kw),
     ]
-    done = _start(tasks, st, "free multipliers m_r against r^phi and drift of phi with compute")
+    done = _start(tasks, st, "point fits of the free multipliers m_r against r^phi and of the drift of phi")
     return PendingChecks(tasks=tasks, results=done)
 
 
@@ -365,7 +365,11 @@ def continue_phi_checks(setups: PendingChecks, st: Stages) -> PendingChecks:
             (f"{key}{PART}boot_{i}", refit_weighted_rows, args, {})
             for i, args in enumerate(setup.boot_tasks())
         ]
-    done = _start(tasks, st, "their refits (cell bootstraps and wild tests)") if tasks else iter(())
+    done = (
+        _start(tasks, st, "refits of the free multipliers and the drift (cell bootstraps, wild tests)")
+        if tasks
+        else iter(())
+    )
     return PendingChecks(tasks=tasks, results=done, setups=outs)
 
 
