@@ -56,6 +56,17 @@ class CheckSetup(Protocol):
     def finish(self, chunk_results: list[tuple], wild: Any) -> Any: ...
 
 
+def _finished(setup: Any, **where: Any) -> Any:
+    """A check's result from what its setup returned: None (the check does not apply) and a
+    result (untestable on the table) as they are; a :class:`CheckSetup` run to its end by
+    :func:`~phifit.diagnostics.multipliers.finish_check` on ``where`` (n_jobs, backend, scheduler)."""
+    if not isinstance(setup, CheckSetup):
+        return setup
+    from .multipliers import finish_check
+
+    return finish_check(setup, **where)
+
+
 def multiplier_check(
     runs: RunTable,
     law: FitResult,
@@ -104,13 +115,7 @@ def multiplier_check(
         wild_stop=wild_stop,
         progress=progress,
     )
-    if setup is None:
-        return None
-    from .multipliers import MultiplierFit, finish_check
-
-    if isinstance(setup, MultiplierFit):
-        return setup
-    return finish_check(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
+    return _finished(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
 
 
 def multiplier_setup(
@@ -197,14 +202,7 @@ def drift_check(
         wild_stop=wild_stop,
         progress=progress,
     )
-    if setup is None:
-        return None
-    from .drift import DriftFit
-    from .multipliers import finish_check
-
-    if isinstance(setup, DriftFit):
-        return setup
-    return finish_check(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
+    return _finished(setup, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
 
 
 def drift_setup(
