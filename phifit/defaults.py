@@ -25,7 +25,8 @@ sees one number and changes it in one place.
   (smaller than an analysis's: many tables are analysed, and only their spread is read);
 - ``HUBER_DELTA = 1e-3``: the Huber threshold on log-loss residuals of the reference objective
   (the study's delta; :data:`phifit.fitters.objective.DELTA` is the same number);
-- ``BACKEND = "loky"``: the joblib backend that runs refits in worker processes;
+- ``BACKEND = "fork"``: refits run in worker processes forked from this one (joblib's loky
+  processes where fork is unavailable or other threads run: :mod:`phifit.fitters.parallel`);
 - :func:`workers`: the worker processes parallel work uses by default, the cores this process
   may run on (``os.sched_getaffinity`` where the platform has it, else ``os.cpu_count()``).
 """
@@ -50,9 +51,9 @@ PLAN_TABLES = 100
 PLAN_N_BOOT = 100
 PLAN_N_WILD = 39
 PLAN_N_STARTS = 200
-BACKEND = "loky"
-#: joblib backends phifit accepts (``dask`` needs ``dask.distributed`` and a running cluster)
-BACKENDS = ("loky", "threading", "sequential", "dask")
+BACKEND = "fork"
+#: the backends phifit accepts (``dask`` needs ``dask.distributed`` and a running cluster)
+BACKENDS = ("fork", "loky", "threading", "sequential", "dask")
 
 
 def workers() -> int:

@@ -1,9 +1,12 @@
 """Where parallel work runs (phifit.fitters.parallel): every backend gives the same numbers.
 
 The bootstrap on the study's digitised table (116 runs, 24 (budget, r) cells) is run with the
-default backend (joblib's worker processes), with threads, in this process alone, and on a
-Dask cluster of two worker processes started here; its replicates, jackknife and intervals must
-be bit-identical.  So must the wild cluster test and the planner's simulated tables.
+default backend (worker processes forked from this one), with joblib's fresh worker processes,
+with threads, in this process alone, and on a Dask cluster of two worker processes started
+here; its replicates, jackknife and intervals must be bit-identical.  So must the wild cluster
+test and the planner's simulated tables.  The fork backend's own promises are checked too: its
+workers are forks (they hold a module only this process imported), it runs as loky while
+another thread runs, and a ``shared_workers`` block serves every call from one set of workers.
 """
 
 from __future__ import annotations
@@ -55,18 +58,106 @@ def assert_same_bootstrap(a, b) -> None:
     assert (a.n_failed, a.n_switched, a.n_polished) == (b.n_failed, b.n_switched, b.n_polished)
 
 
-def test_the_default_backend_is_loky_in_worker_processes(reference, study):
+def test_the_default_backend_forks_worker_processes(reference, study):
     runs, fit = study
-    assert defaults.BACKEND == "loky" and check_backend(None) == "loky"
-    explicit = block_bootstrap(runs, fit, backend="loky", **BOOT)
+    assert defaults.BACKEND == "fork" and check_backend(None) == "fork"
+    explicit = block_bootstrap(runs, fit, backend="fork", **BOOT)
     assert_same_bootstrap(reference, explicit)
     assert np.isfinite(reference.ci["phi"]).all() and reference.n_failed < BOOT["n_boot"]
 
 
-@pytest.mark.parametrize("backend", ["sequential", "threading"])
-def test_local_backends_give_bit_identical_intervals(reference, study, backend):
+@pytest.mark.parametrize("backend", ["loky", "sequential", "threading"])
+def test_other_local_backends_give_bit_identical_intervals(reference, study, backend):
     runs, fit = study
     assert_same_bootstrap(reference, block_bootstrap(runs, fit, backend=backend, **BOOT))
+
+
+#: Run in a fresh interpreter (this one may hold a Dask client's or loky's threads, which turn
+#: the fork backend into loky): the fork backend's promises, each printed as a check's outcome.
+FORK_CHECKS = """
+import json, os, sys, threading
+sys.path.insert(0, sys.argv[1])
+import only_here  # a module this process alone imports: forks hold it, fresh workers do not
+import phifit.fitters.parallel as parallel
+from phifit.fitters.parallel import can_fork, parallel_map, shared_workers
+
+def facts(module):
+    return os.getpid(), module in sys.modules
+
+out = {"can_fork": can_fork()}
+tasks = [("only_here",)] * 6
+forked = list(parallel_map(facts, tasks, n_jobs=2))
+out["default_forks"] = all(pid != os.getpid() and held for pid, held in forked)
+out["fork_pids"] = len({pid for pid, _ in forked})
+out["can_fork_after_call"] = can_fork()
+fresh = list(parallel_map(facts, tasks, n_jobs=2, backend="loky"))
+out["loky_fresh"] = all(pid != os.getpid() and not held for pid, held in fresh)
+from joblib.externals.loky import get_reusable_executor
+get_reusable_executor().shutdown(wait=True)  # loky's threads gone again
+release = threading.Event()
+other = threading.Thread(target=release.wait)
+other.start()
+out["can_fork_with_thread"] = can_fork()
+beside = list(parallel_map(facts, tasks, n_jobs=2, backend="fork"))
+out["thread_runs_as_loky"] = not any(held for _, held in beside)
+release.set()
+other.join()
+get_reusable_executor().shutdown(wait=True)
+with shared_workers(n_jobs=2):
+    first = list(parallel_map(facts, tasks, n_jobs=2))
+    second = list(parallel_map(facts, tasks, n_jobs=2, backend="fork"))
+    block = {pid for pid, _ in first + second}
+    out["block_pids"] = len(block)
+    out["block_forks"] = all(held for _, held in first + second)
+    with shared_workers(n_jobs=2):
+        out["nested_same"] = {pid for pid, _ in parallel_map(facts, tasks, n_jobs=2)} <= block
+    out["other_count_loky"] = not any(held for _, held in parallel_map(facts, tasks, n_jobs=3))
+get_reusable_executor().shutdown(wait=True)
+out["block_ended"] = parallel._shared is None and can_fork()
+out["after_block_new"] = not ({pid for pid, _ in parallel_map(facts, tasks, n_jobs=2)} & block)
+try:
+    list(parallel_map(divmod, [(1, 1), (1, 0), (2, 1)], n_jobs=2))
+    out["error"] = "none"
+except ZeroDivisionError:
+    out["error"] = "ZeroDivisionError"
+out["can_fork_after_error"] = can_fork()
+print(json.dumps(out))
+"""
+
+
+def test_the_fork_backend_keeps_its_promises(tmp_path):
+    """Forked workers hold this process's modules (loky's fresh ones do not); while another
+    thread runs, fork runs as loky; a shared_workers block serves its calls from one pair of
+    workers (a nested block adds nothing, another worker count is not served), which end with
+    it; a task's error reaches the caller; after each call no worker thread is left behind."""
+    import json
+    import subprocess
+
+    if "fork" not in __import__("multiprocessing").get_all_start_methods():
+        pytest.skip("this platform cannot fork")
+    (tmp_path / "only_here.py").write_text("VALUE = 1\n")
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_CHECKS, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {
+        "can_fork": True,
+        "default_forks": True,
+        "fork_pids": 2,
+        "can_fork_after_call": True,
+        "loky_fresh": True,
+        "can_fork_with_thread": False,
+        "thread_runs_as_loky": True,
+        "block_pids": 2,
+        "block_forks": True,
+        "nested_same": True,
+        "other_count_loky": True,
+        "block_ended": True,
+        "after_block_new": True,
+        "error": "ZeroDivisionError",
+        "can_fork_after_error": True,
+    }
 
 
 def test_dask_cluster_gives_bit_identical_bootstrap_intervals(reference, study, cluster):
@@ -124,13 +215,13 @@ def test_an_unknown_backend_is_refused_listing_the_valid_ones(study, entry):
         "wild_cluster_test": lambda: wild_cluster_test(runs, fit, fit, backend="spark"),
     }
     with pytest.raises(
-        ValueError, match="unknown backend 'spark'; expected one of loky, threading, sequential, dask"
+        ValueError, match="unknown backend 'spark'; expected one of fork, loky, threading, sequential, dask"
     ):
         calls[entry]()
 
 
 def test_a_scheduler_needs_the_dask_backend():
-    with pytest.raises(ValueError, match="scheduler address needs backend 'dask', not 'loky'"):
+    with pytest.raises(ValueError, match="scheduler address needs backend 'dask', not 'fork'"):
         check_backend(None, "tcp://127.0.0.1:8786")
 
 

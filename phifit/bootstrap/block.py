@@ -134,8 +134,9 @@ def block_bootstrap(
         Worker processes for the refits (None: the cores this process may use,
         :func:`phifit.defaults.workers`); 1 refits in this process.
     backend, scheduler
-        Where the refits run (:mod:`phifit.fitters.parallel`): ``"loky"`` (default, worker
-        processes kept for later calls), ``"threading"``, ``"sequential"`` or ``"dask"``
+        Where the refits run (:mod:`phifit.fitters.parallel`): ``"fork"`` (default, worker
+        processes forked from this one), ``"loky"`` (fresh worker processes kept for later
+        calls), ``"threading"``, ``"sequential"`` or ``"dask"``
         (the cluster whose scheduler listens at ``scheduler``, e.g. ``"tcp://host:8786"``).
     progress
         Show a tqdm bar on stderr (only when stderr is a terminal).

@@ -179,9 +179,10 @@ def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
         "--backend",
         choices=BACKENDS,
         default=None,
-        help=f"where parallel work runs (default {BACKEND}): loky = joblib's worker processes, "
-        "threading = threads, sequential = this process alone, dask = a Dask cluster (--scheduler); "
-        "the numbers do not depend on it",
+        help=f"where parallel work runs (default {BACKEND}): fork = worker processes forked from this "
+        "one (loky where fork is unavailable), loky = joblib's fresh worker processes, threading = "
+        "threads, sequential = this process alone, dask = a Dask cluster (--scheduler); the numbers "
+        "do not depend on it",
     )
     parser.add_argument(
         "--scheduler",

@@ -17,12 +17,13 @@ weights: a resampled table) or left out (w_i = 0); its refit minimises the objec
    least-squares polish of :mod:`phifit.fitters.polish` as the fallback).
 
 Weightings are cut into chunks of ``chunk_size`` rows, refitted by :func:`refit_chunk` in worker
-processes (joblib's ``loky`` by default) or wherever :mod:`phifit.fitters.parallel` sends them.
+processes (forked from this one by default) or wherever :mod:`phifit.fitters.parallel` sends them.
 Chunks and starts do not depend on the workers or the backend, so neither do the results.
 :func:`identifiable_rows` says which weightings still identify phi.
 
-This module and what it imports leave pandas and scipy.optimize out of the worker processes
-(their start-up would cost ~1.5 s per worker on 2 cores).
+This module and what it imports leave pandas and scipy.optimize out of fresh worker processes
+(loky's: their start-up would cost ~1.5 s per worker on 2 cores; a forked worker has them
+already).
 """
 
 from __future__ import annotations

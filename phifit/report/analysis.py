@@ -33,7 +33,9 @@ notes on what it skipped) is gathered once, in order and without repeats, in
 is that list.  :mod:`phifit.report.write` renders an Analysis and computes nothing.
 
 Each step is one function of :mod:`phifit.report.stages`; :func:`analyse` runs them in this
-order, except that with workers some run side by side: the block bootstrap starts on the
+order, except that with workers (forked once for the whole analysis by default,
+:func:`phifit.fitters.parallel.shared_workers`, and ended before the Bayesian fit) some run side
+by side: the block bootstrap starts on the
 workers right after the fit, while the comparison runs here; once the bootstrap is attached,
 the setups of the free multipliers and of the drift (their point fits) and the diagnostics start
 on the workers while the derived quantities are computed here, then the checks' refits (their
@@ -56,7 +58,7 @@ from ..bootstrap.sequential import DEFAULT_RULE, StopRule
 from ..cautions import Caution, collect
 from ..diagnostics.suite import Diagnostics
 from ..equivalence import Equivalence, EquivalenceTable
-from ..fitters.parallel import check_backend
+from ..fitters.parallel import check_backend, shared_workers
 from ..frontier import Allocation, Frontier, IsoflopCurves, non_looped
 from ..isoflop import ParabolaMinima
 from ..result import GENERATOR, FitResult
@@ -96,8 +98,9 @@ class AnalysisOptions(JsonIO):
     the asymptotic prediction only); plan_misfit (default True): the plan carries the table's
     (budget, r) cell-mean residuals, the law's misfit (``phifit plan --misfit``).  backend,
     scheduler: where the bootstrap, the wild tests and the plan's simulated tables run
-    (:mod:`phifit.fitters.parallel`; None: joblib's worker processes; "dask" with the
-    scheduler's address for a cluster).  rounds: the round log of an adaptive sweep to show
+    (:mod:`phifit.fitters.parallel`; None: worker processes forked once for the whole analysis,
+    :func:`~phifit.fitters.parallel.shared_workers`, or joblib's where fork is unavailable;
+    "dask" with the scheduler's address for a cluster).  rounds: the round log of an adaptive sweep to show
     (None: the log beside the table, ``RUNS.csv.d/adaptive.jsonl``, when there is one).
     """
 
@@ -360,41 +363,44 @@ def analyse(
     share)."""
     runs = as_runs(runs)
     st = stages.Stages(options=options or AnalysisOptions(), say=progress or (lambda _msg: None))
-    main_runs, recipes = stages.recipes_stage(runs, st)
-    free_fit = stages.fit_stage(main_runs, st)  # the point estimate, without the bootstrap's intervals
-    # the comparison needs only the point fit: it runs here and on the workers beside the bootstrap
-    bootstrap = stages.start_bootstrap(main_runs, free_fit, st)
-    comparison = stages.comparison_stage(main_runs, free_fit, st)
-    boot = stages.finish_bootstrap(bootstrap, st)
-    fit = free_fit if boot is None else boot.attach(free_fit)
-    phi_inverted = stages.inverted_stage(main_runs, fit, boot, comparison, st)
-    # on the workers, while the next runs here: the setups of the checks of phi, then the
-    # diagnostics, then the checks' refits (the diagnostics' figures are drawn while these run)
-    setups = stages.start_phi_checks(main_runs, free_fit, st)
-    diagnostics = stages.start_diagnostics(main_runs, fit, st)
-    derived = stages.derived_stage(main_runs, fit, boot, st)
-    phi_checks = stages.continue_phi_checks(setups, st)  # the checks' refits, behind the diagnostics
-    on_diagnostics = None
-    if while_checks is not None:  # the analysis so far: no checks, no cautions yet
-        so_far = Analysis(
-            table=runs,
-            runs=main_runs,
-            options=st.options,
-            fit=fit,
-            diagnostics=None,  # type: ignore[arg-type]  # still running: see the docstring
-            bootstrap=boot,
-            comparison=comparison,
-            recipes=recipes,
-            **derived,
-            phi_inverted=phi_inverted,
+    # one set of forked workers for every parallel step (phifit.fitters.parallel.shared_workers),
+    # ended before the Bayesian fit, whose sampler runs its own
+    with shared_workers(**st.options.parallel):
+        main_runs, recipes = stages.recipes_stage(runs, st)
+        free_fit = stages.fit_stage(main_runs, st)  # the point estimate, without the bootstrap's intervals
+        # the comparison needs only the point fit: it runs here and on the workers beside the bootstrap
+        bootstrap = stages.start_bootstrap(main_runs, free_fit, st)
+        comparison = stages.comparison_stage(main_runs, free_fit, st)
+        boot = stages.finish_bootstrap(bootstrap, st)
+        fit = free_fit if boot is None else boot.attach(free_fit)
+        phi_inverted = stages.inverted_stage(main_runs, fit, boot, comparison, st)
+        # on the workers, while the next runs here: the setups of the checks of phi, then the
+        # diagnostics, then the checks' refits (the diagnostics' figures are drawn while these run)
+        setups = stages.start_phi_checks(main_runs, free_fit, st)
+        diagnostics = stages.start_diagnostics(main_runs, fit, st)
+        derived = stages.derived_stage(main_runs, fit, boot, st)
+        phi_checks = stages.continue_phi_checks(setups, st)  # the checks' refits, behind the diagnostics
+        on_diagnostics = None
+        if while_checks is not None:  # the analysis so far: no checks, no cautions yet
+            so_far = Analysis(
+                table=runs,
+                runs=main_runs,
+                options=st.options,
+                fit=fit,
+                diagnostics=None,  # type: ignore[arg-type]  # still running: see the docstring
+                bootstrap=boot,
+                comparison=comparison,
+                recipes=recipes,
+                **derived,
+                phi_inverted=phi_inverted,
+            )
+            while_checks(so_far)
+            on_diagnostics = _with_diagnostics(while_checks, so_far)
+        multipliers, drift, diag = stages.collect_checks(
+            diagnostics, phi_checks, st, on_diagnostics=on_diagnostics
         )
-        while_checks(so_far)
-        on_diagnostics = _with_diagnostics(while_checks, so_far)
-    multipliers, drift, diag = stages.collect_checks(
-        diagnostics, phi_checks, st, on_diagnostics=on_diagnostics
-    )
-    plan = stages.plan_stage(main_runs, fit, st)
-    adaptive = stages.rounds_stage(runs, st)
+        plan = stages.plan_stage(main_runs, fit, st)
+        adaptive = stages.rounds_stage(runs, st)
     bayes, bayes_draws, idata = stages.bayes_stage(main_runs, st)
     points = stages.points_stage(main_runs, st)
     cautions = collect(
