@@ -180,7 +180,7 @@ def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
         choices=BACKENDS,
         default=None,
         help=f"where parallel work runs (default {BACKEND}): fork = worker processes forked from this "
-        "one (loky where fork is unavailable), loky = joblib's fresh worker processes, threading = "
+        "one (loky off Linux or beside other threads), loky = joblib's fresh worker processes, threading = "
         "threads, sequential = this process alone, dask = a Dask cluster (--scheduler); the numbers "
         "do not depend on it",
     )

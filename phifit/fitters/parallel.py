@@ -12,10 +12,11 @@ The setting is a worker count and a backend:
     about 1 s of CPU per worker, which on 2 cores the analysis pays in wall time).  Inside
     :func:`shared_workers` (a whole report's analysis) the workers are forked once, at its first
     parallel call, and serve every call until it ends; outside it each call forks its own and
-    ends them once its results are read.  Where fork is not available (Windows), or while this
-    process runs other Python threads (a notebook's kernel, a Dask client: fork copies only the
-    calling thread, and a lock another thread holds would stay held in the worker), it runs
-    as ``"loky"``, with the same numbers;
+    ends them once its results are read.  Off Linux (Windows has no fork; on macOS a forked
+    child may not call the system's BLAS safely), or while this process runs other Python
+    threads (a notebook's kernel, a Dask client: fork copies only the calling thread, and a lock
+    another thread holds would stay held in the worker), it runs as ``"loky"``, with the same
+    numbers;
   - ``"loky"``: joblib's worker processes (fresh interpreters, kept between calls).  Processes,
     not threads: the LM's many small NumPy calls hold the GIL, so threads barely overlap (CPU
     baseline, 1,000 replicates, 2 idle cores: threads 5.0 s, worker processes 3.6 s with their
@@ -37,6 +38,7 @@ results in task order.
 from __future__ import annotations
 
 import multiprocessing
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -127,9 +129,15 @@ def parallel_map(
 
 
 def can_fork() -> bool:
-    """Whether the ``"fork"`` backend forks here: the platform has fork and this process runs
-    no other Python thread (module docstring)."""
-    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+    """Whether the ``"fork"`` backend forks here: on Linux (macOS has fork, but its system
+    libraries, Accelerate's BLAS among them, are not safe in a forked child, which is why Python
+    starts processes there by spawning them) and while this process runs no other Python thread
+    (module docstring)."""
+    return (
+        sys.platform.startswith("linux")
+        and "fork" in multiprocessing.get_all_start_methods()
+        and threading.active_count() == 1
+    )
 
 
 #: The workers of the :func:`shared_workers` block running now: (count, executor), or None.
