@@ -41,7 +41,7 @@ import multiprocessing
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -162,13 +162,19 @@ def shared_workers(
     if name != "fork" or workers == 1 or _shared is not None or not can_fork():
         yield
         return
-    executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+    executor = _forked(workers)
     _shared = (workers, executor)
     try:
         yield
     finally:
         _shared = None
         executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _forked(workers: int) -> ProcessPoolExecutor:
+    """An executor of ``workers`` forked processes (forked at its first task, all at once: before
+    its manager thread starts, so no fork happens beside a thread of its own)."""
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
 
 
 def _call_pickled(blob: bytes) -> bytes:
@@ -180,26 +186,19 @@ def _call_pickled(blob: bytes) -> bytes:
     return cloudpickle.dumps(fn(*task))
 
 
-def _submit(executor: ProcessPoolExecutor, fn: Callable[..., Any], tasks: list[tuple]) -> list[Future]:
-    import cloudpickle
-
-    return [executor.submit(_call_pickled, cloudpickle.dumps((fn, task))) for task in tasks]
-
-
 def _results(executor: ProcessPoolExecutor, fn: Callable[..., T], tasks: list[tuple]) -> Iterator[T]:
-    """Submit every task now, then yield their results in task order."""
+    """Submit every task now (cloudpickled, as :func:`_call_pickled` reads them), then yield
+    their results in task order."""
     import cloudpickle
 
-    futures = _submit(executor, fn, tasks)
+    futures = [executor.submit(_call_pickled, cloudpickle.dumps((fn, task))) for task in tasks]
     return (cloudpickle.loads(future.result()) for future in futures)
 
 
 def _own_pool_map(fn: Callable[..., T], tasks: list[tuple], workers: int) -> Iterator[T]:
     """The tasks on ``workers`` processes forked for this call, ended once the results are read
     (or the generator is closed)."""
-    executor = ProcessPoolExecutor(
-        max_workers=min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork")
-    )
+    executor = _forked(min(workers, len(tasks)))
     try:
         results = _results(executor, fn, tasks)
     except BaseException:
