@@ -20,6 +20,11 @@ from functools import lru_cache
 
 import numpy as np
 
+try:  # the gufunc np.linalg.solve calls (numpy 1.x and 2.x keep it here)
+    from numpy.linalg._umath_linalg import solve as _lapack_solve
+except ImportError:  # pragma: no cover - another numpy layout: the public function
+    _lapack_solve = None
+
 from .objective import DELTA, irls_weights, loss_terms
 
 #: Jacobian bytes per block of rows in :func:`batched_weighted_lm`: about one core's L2
@@ -166,7 +171,9 @@ class _Evaluation:
         """:meth:`derivatives` and the weights w_i omega_i of H (the geodesic acceleration's)."""
         psi, omega = irls_weights(res, self.delta, curv)
         grad = np.matmul(jac_t, (ws * psi)[..., None])[..., 0]
-        wo = np.broadcast_to(ws * omega, res.shape)
+        wo = ws * omega
+        if wo.shape != res.shape:  # least squares: omega = 1 and ws shared
+            wo = np.broadcast_to(wo, res.shape)
         scaled = np.multiply(jac_t, wo[..., None, :], out=self.buffer(1, len(jac_t)))
         hess = np.matmul(scaled, np.swapaxes(jac_t, -1, -2))
         return grad, hess, wo
@@ -265,6 +272,31 @@ def _eye(k: int) -> np.ndarray:
     return eye
 
 
+def stacked_solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.linalg.solve(a, b)`` for float stacks a (s, k, k) and b (s, k, 1): the same LAPACK
+    gufunc, called without the public function's per-call checks and error-state block, which
+    cost about as much as a small system's solve (a crawling row of a small table pays them three
+    times per iteration).  Where some result is not finite (a singular system, or non-finite
+    input) the public function runs instead, so its ``LinAlgError`` and its numbers are kept."""
+    if _lapack_solve is not None and a.dtype == b.dtype == np.float64:
+        with np.errstate(all="ignore"):
+            out = _lapack_solve(a, b, signature="dd->d")
+        if np.isfinite(out).all():
+            return out
+    return np.linalg.solve(a, b)
+
+
+def clip_to_box(x: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """``np.clip(x, lower, upper)`` as two ufunc calls: the same numbers (NaN stays NaN), without
+    ``np.clip``'s dispatch through the array method."""
+    return np.minimum(np.maximum(x, lower), upper)
+
+
+def row_norms(v: np.ndarray) -> np.ndarray:
+    """``np.linalg.norm(v, axis=1)`` of a real (s, k) array: sqrt(sum_j v_j^2), the same reduction."""
+    return np.sqrt(np.add.reduce(v * v, axis=1))
+
+
 def newton_decrement(gp: np.ndarray, hess: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row |g_p^T (H + reg)^-1 g_p| / 2, reg = (1e-12 max diag H + 1e-300) I, and whether
     its system is singular (the decrement is NaN then)."""
@@ -272,7 +304,7 @@ def newton_decrement(gp: np.ndarray, hess: np.ndarray) -> tuple[np.ndarray, np.n
     reg = hess + (1e-12 * diag.max(-1) + 1e-300)[:, None, None] * _eye(hess.shape[-1])
     singular = np.zeros(len(gp), dtype=bool)
     try:
-        sol = np.linalg.solve(reg, gp[..., None])[..., 0]
+        sol = stacked_solve(reg, gp[..., None])[..., 0]
     except np.linalg.LinAlgError:
         # which rows: each system alone (LAPACK solves every matrix of a stack separately)
         sol = np.full(gp.shape, np.nan)
@@ -328,6 +360,7 @@ def geodesic_correction(
     lower: np.ndarray,
     upper: np.ndarray,
     frozen: np.ndarray | None,
+    system: DampedSystem | None = None,
 ) -> np.ndarray:
     """Half the geodesic acceleration a of the LM step v = ``step`` per row (Transtrum, Machta &
     Sethna 2011, Phys. Rev. E 83, 036701; Transtrum & Sethna 2012, arXiv:1201.5885): the
@@ -342,8 +375,11 @@ def geodesic_correction(
     correction is used only where 2 |a|_D / |v|_D <= ``GEODESIC_ALPHA`` (|u|_D^2 = sum_j D_j
     u_j^2): beyond it the second-order model of the path is not trusted and the row takes v
     alone.  Coordinates ``frozen`` (the active set: at a bound, pushed out of the box) get no
-    correction."""
-    x_h = np.clip(rows.x + GEODESIC_H * step, lower, upper)
+    correction.  ``system``: the step's own :func:`damped_system` (the correction solves the
+    same matrix; made here when not given)."""
+    if system is None:
+        system = damped_system(hess, rows.damping)
+    x_h = clip_to_box(rows.x + GEODESIC_H * step, lower, upper)
     pred_h, _ = ev.forward(x_h)
     moved = (x_h - rows.x) / GEODESIC_H
     along = np.matmul(np.swapaxes(rows.jac, -1, -2), moved[..., None])[..., 0]
@@ -351,18 +387,29 @@ def geodesic_correction(
     pull = np.matmul(rows.jac, (rows.wo * second)[..., None])[..., 0]
     if frozen is not None:
         pull = np.where(frozen, 0.0, pull)
-    accel = damped_step(pull, hess, rows.damping)
-    scale = np.sqrt(damping_scale(np.einsum("skk->sk", hess)))
+    accel = solve_damped(system, pull)
+    floored = system.scale if system.finite else damping_scale(np.einsum("skk->sk", hess))
+    scale = np.sqrt(floored)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = 2.0 * np.linalg.norm(accel * scale, axis=1) / np.linalg.norm(step * scale, axis=1)
+        ratio = 2.0 * row_norms(accel * scale) / row_norms(step * scale)
     use = np.isfinite(ratio) & (ratio <= GEODESIC_ALPHA) & np.isfinite(accel).all(-1)
     return np.where(use[:, None], 0.5 * accel, 0.0)
 
 
-def damped_step(grad: np.ndarray, hess: np.ndarray, damping: np.ndarray) -> np.ndarray:
-    """The LM step solving (H + lambda D + 1e-300 I) step = -g per row, D the floored diagonal of
-    H (:func:`damping_scale`); where the stacked solve fails (a singular system),
-    step = -g / D for every row; non-finite components 0."""
+@dataclass(frozen=True)
+class DampedSystem:
+    """The matrices H + lambda D + 1e-300 I of a batch of LM steps (:func:`damped_system`):
+    ``matrix`` (s, k, k); ``scale`` (s, k) D, the floored diagonal of H (its raw diagonal where
+    some entry is not finite: ``finite`` False), which a failed solve divides by."""
+
+    matrix: np.ndarray
+    scale: np.ndarray
+    finite: bool
+
+
+def damped_system(hess: np.ndarray, damping: np.ndarray) -> DampedSystem:
+    """H + lambda D + 1e-300 I per row, D the floored diagonal of H (:func:`damping_scale`), or
+    D = diag(H) where some diagonal entry is not finite."""
     k = hess.shape[-1]
     diag = np.einsum("skk->sk", hess)
     if np.isfinite(diag).all():
@@ -373,15 +420,27 @@ def damped_step(grad: np.ndarray, hess: np.ndarray, damping: np.ndarray) -> np.n
         on_diag = damped.reshape(len(damped), k * k)[:, :: k + 1]
         on_diag += damping[:, None] * scale
         on_diag += 1e-300
-    else:
-        scale = diag
-        eye = _eye(k)
-        damped = hess + damping[:, None, None] * (diag[:, :, None] * eye) + 1e-300 * eye
+        return DampedSystem(damped, scale, True)
+    eye = _eye(k)
+    damped = hess + damping[:, None, None] * (diag[:, :, None] * eye) + 1e-300 * eye
+    return DampedSystem(damped, diag, False)
+
+
+def solve_damped(system: DampedSystem, grad: np.ndarray) -> np.ndarray:
+    """The step solving ``system`` step = -g per row; where the stacked solve fails (a singular
+    system), step = -g / D for every row; non-finite components 0."""
     try:
-        step = np.linalg.solve(damped, -grad[..., None])[..., 0]
+        step = stacked_solve(system.matrix, -grad[..., None])[..., 0]
     except np.linalg.LinAlgError:
-        step = -grad / np.maximum(scale, 1e-300)
+        step = -grad / np.maximum(system.scale, 1e-300)
     return np.where(np.isfinite(step), step, 0.0)
+
+
+def damped_step(grad: np.ndarray, hess: np.ndarray, damping: np.ndarray) -> np.ndarray:
+    """The LM step solving (H + lambda D + 1e-300 I) step = -g per row, D the floored diagonal of
+    H (:func:`damping_scale`); where the stacked solve fails (a singular system),
+    step = -g / D for every row; non-finite components 0."""
+    return solve_damped(damped_system(hess, damping), grad)
 
 
 def checked_rows(
@@ -559,7 +618,9 @@ def batched_weighted_lm(
                 rows = rows.take(keep)
         if active_set:
             gp_all, hp_all = projected(rows.x, rows.grad, rows.hess, lower, upper, True)
-            if rows.stale.any():
+            if rows.stale.all():
+                rows.decrement, rows.singular = newton_decrement(gp_all, hp_all)
+            elif rows.stale.any():
                 st = rows.stale
                 rows.decrement[st], rows.singular[st] = newton_decrement(gp_all[st], hp_all[st])
         elif rows.stale.all():
@@ -614,11 +675,12 @@ def batched_weighted_lm(
             if active_set:
                 gp_all, hp_all = projected(rows.x, rows.grad, rows.hess, lower, upper, True)
         g_step, h_step = (gp_all, hp_all) if active_set else (rows.grad, rows.hess)
-        step = damped_step(g_step, h_step, rows.damping)
+        system = damped_system(h_step, rows.damping)
+        step = solve_damped(system, g_step)
         if geodesic:
             frozen = (g_step == 0.0) & (rows.grad != 0.0) if active_set else None
-            step = step + geodesic_correction(ev, rows, step, h_step, lower, upper, frozen)
-        x_new = np.clip(rows.x + step, lower, upper)
+            step = step + geodesic_correction(ev, rows, step, h_step, lower, upper, frozen, system)
+        x_new = clip_to_box(rows.x + step, lower, upper)
         obj_new, better = ev.trial(x_new, rows)
         rows.x[better], rows.objective[better] = x_new[better], obj_new[better]
         rows.stale |= better
@@ -714,8 +776,12 @@ __all__ = [
     "batched_weighted_lm",
     "best_of_starts",
     "checked_rows",
+    "clip_to_box",
     "damped_step",
+    "damped_system",
     "finish_lm",
     "geodesic_correction",
     "newton_decrement",
+    "solve_damped",
+    "stacked_solve",
 ]
