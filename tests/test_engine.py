@@ -373,6 +373,53 @@ def test_the_geodesic_correction_is_the_second_order_term_of_the_path():
     assert np.all(geodesic_correction(ev, rows, 1e3 * step, hess, lo, hi, None)[0] == 0.0)
 
 
+def test_the_engines_shortcuts_give_numpys_numbers():
+    """The solve without ``np.linalg.solve``'s wrapper, the box clip and the row norms give
+    NumPy's own numbers bit for bit, a singular system still raises ``LinAlgError``, and a
+    geodesic correction given the step's damped system equals one that builds it."""
+    from phifit.fitters.lm import (
+        LMRows,
+        _Evaluation,
+        clip_to_box,
+        damped_system,
+        geodesic_correction,
+        row_norms,
+        stacked_solve,
+    )
+
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(50, 6, 6))
+    a = a @ np.swapaxes(a, 1, 2) + 1e-3 * np.eye(6)
+    b = rng.normal(size=(50, 6, 1))
+    assert np.array_equal(stacked_solve(a, b), np.linalg.solve(a, b))
+    singular = a.copy()
+    singular[7] = 0.0
+    with pytest.raises(np.linalg.LinAlgError):
+        stacked_solve(singular, b)
+    x = rng.normal(size=(40, 6)) * 3
+    x[0, 0] = np.nan
+    lo, hi = np.full(6, -2.0), np.full(6, 2.5)
+    assert np.array_equal(clip_to_box(x, lo, hi), np.clip(x, lo, hi), equal_nan=True)
+    assert np.array_equal(row_norms(x[1:]), np.linalg.norm(x[1:], axis=1))
+
+    xs = np.array([[-1.0, 1.0], [0.2, 0.5]])
+    y = np.zeros(2)
+    ev = _Evaluation(_valley, np.inf, 2, 2, 2**20)
+    obj, grad, hess = ev.evaluate(xs, np.ones((2, 2)), y, np.ones(2))
+    pred, jac_t, wo = ev.local(xs, np.ones((2, 2)), y, np.ones(2))
+    damping = np.array([1e-3, 0.5])
+    rows = LMRows(
+        index=np.arange(2), x=xs, weights=np.ones((2, 2)), y=y, objective=obj, grad=grad, hess=hess,
+        damping=damping, curvature=np.ones(2), floor=np.zeros(2), decrement=np.zeros(2),
+        singular=np.zeros(2, dtype=bool), stale=np.ones(2, dtype=bool), pred=pred, jac=jac_t, wo=wo,
+    )  # fmt: skip
+    step = np.array([[0.05, -0.02], [0.01, 0.03]])
+    box = np.full(2, -5.0), np.full(2, 5.0)
+    alone = geodesic_correction(ev, rows, step, hess, *box, None)
+    shared = geodesic_correction(ev, rows, step, hess, *box, None, damped_system(hess, damping))
+    assert np.array_equal(alone, shared) and np.any(alone != 0.0)
+
+
 def test_geodesic_steps_follow_a_curved_valley_in_fewer_iterations():
     """From points on the floor of the curved valley, with Huber's small delta (the second
     residual, 1 - x1, stays in the linear zone: the objective is nearly linear along the floor),

@@ -782,6 +782,7 @@ __all__ = [
     "finish_lm",
     "geodesic_correction",
     "newton_decrement",
+    "row_norms",
     "solve_damped",
     "stacked_solve",
 ]
