@@ -348,8 +348,9 @@ def _valley(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def test_the_geodesic_correction_is_the_second_order_term_of_the_path():
     """The valley's residuals are quadratic in x, so the finite difference of the correction is
     exact: r''_1 = -20 v_1^2 along v, r''_2 = 0, and the correction is half of
-    a = -(H + lam D)^-1 sum_i w_i omega_i r''_i J_i (least squares: omega = 1)."""
-    from phifit.fitters.lm import LMRows, _Evaluation, damped_step, geodesic_correction
+    a = -(H + lam D)^-1 sum_i w_i omega_i r''_i J_i (least squares: omega = 1); given the step's
+    own damped system, it is the same to the bit."""
+    from phifit.fitters.lm import LMRows, _Evaluation, damped_step, damped_system, geodesic_correction
 
     x = np.array([[-1.0, 1.0], [0.2, 0.5]])
     y = np.zeros(2)
@@ -369,23 +370,16 @@ def test_the_geodesic_correction_is_the_second_order_term_of_the_path():
     lo, hi = np.full(2, -5.0), np.full(2, 5.0)
     got = geodesic_correction(ev, rows, step, hess, lo, hi, None)
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-12)
+    shared = geodesic_correction(ev, rows, step, hess, lo, hi, None, damped_system(hess, damping))
+    assert np.array_equal(shared, got)
     # a step whose correction is larger than its alpha bound takes none
     assert np.all(geodesic_correction(ev, rows, 1e3 * step, hess, lo, hi, None)[0] == 0.0)
 
 
 def test_the_engines_shortcuts_give_numpys_numbers():
     """The solve without ``np.linalg.solve``'s wrapper, the box clip and the row norms give
-    NumPy's own numbers bit for bit, a singular system still raises ``LinAlgError``, and a
-    geodesic correction given the step's damped system equals one that builds it."""
-    from phifit.fitters.lm import (
-        LMRows,
-        _Evaluation,
-        clip_to_box,
-        damped_system,
-        geodesic_correction,
-        row_norms,
-        stacked_solve,
-    )
+    NumPy's own numbers bit for bit, and a singular system still raises ``LinAlgError``."""
+    from phifit.fitters.lm import clip_to_box, row_norms, stacked_solve
 
     rng = np.random.default_rng(3)
     a = rng.normal(size=(50, 6, 6))
@@ -401,23 +395,6 @@ def test_the_engines_shortcuts_give_numpys_numbers():
     lo, hi = np.full(6, -2.0), np.full(6, 2.5)
     assert np.array_equal(clip_to_box(x, lo, hi), np.clip(x, lo, hi), equal_nan=True)
     assert np.array_equal(row_norms(x[1:]), np.linalg.norm(x[1:], axis=1))
-
-    xs = np.array([[-1.0, 1.0], [0.2, 0.5]])
-    y = np.zeros(2)
-    ev = _Evaluation(_valley, np.inf, 2, 2, 2**20)
-    obj, grad, hess = ev.evaluate(xs, np.ones((2, 2)), y, np.ones(2))
-    pred, jac_t, wo = ev.local(xs, np.ones((2, 2)), y, np.ones(2))
-    damping = np.array([1e-3, 0.5])
-    rows = LMRows(
-        index=np.arange(2), x=xs, weights=np.ones((2, 2)), y=y, objective=obj, grad=grad, hess=hess,
-        damping=damping, curvature=np.ones(2), floor=np.zeros(2), decrement=np.zeros(2),
-        singular=np.zeros(2, dtype=bool), stale=np.ones(2, dtype=bool), pred=pred, jac=jac_t, wo=wo,
-    )  # fmt: skip
-    step = np.array([[0.05, -0.02], [0.01, 0.03]])
-    box = np.full(2, -5.0), np.full(2, 5.0)
-    alone = geodesic_correction(ev, rows, step, hess, *box, None)
-    shared = geodesic_correction(ev, rows, step, hess, *box, None, damped_system(hess, damping))
-    assert np.array_equal(alone, shared) and np.any(alone != 0.0)
 
 
 def test_geodesic_steps_follow_a_curved_valley_in_fewer_iterations():
