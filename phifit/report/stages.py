@@ -355,16 +355,17 @@ def continue_phi_checks(setups: PendingChecks, st: Stages) -> PendingChecks:
     from ..diagnostics.phi_checks import CheckSetup
 
     outs = _collect(setups, st)
-    tasks: list[tuple[str, Callable, tuple, dict[str, Any]]] = []
-    for key, setup in outs.items():
-        if not isinstance(setup, CheckSetup):
-            continue
-        if setup.n_wild:
-            tasks.append((f"{key}{PART}wild", setup.wild_test, (), {}))
-        tasks += [
-            (f"{key}{PART}boot_{i}", refit_weighted_rows, args, {})
-            for i, args in enumerate(setup.boot_tasks())
-        ]
+    checks = {key: setup for key, setup in outs.items() if isinstance(setup, CheckSetup)}
+    # every check's wild test first: they are the longest tasks, and the bootstrap's chunks
+    # after them even out the two workers' ends
+    tasks: list[tuple[str, Callable, tuple, dict[str, Any]]] = [
+        (f"{key}{PART}wild", setup.wild_test, (), {}) for key, setup in checks.items() if setup.n_wild
+    ]
+    tasks += [
+        (f"{key}{PART}boot_{i}", refit_weighted_rows, args, {})
+        for key, setup in checks.items()
+        for i, args in enumerate(setup.boot_tasks())
+    ]
     done = (
         _start(tasks, st, "refits of the free multipliers and the drift (cell bootstraps, wild tests)")
         if tasks
