@@ -2,8 +2,11 @@
 
 A tiny sweep (the adaptive tests' spec: 4 budgets x widths 16, 32 x r in 1, 2; 16 runs of 5 to 125 steps) is
 started as a subprocess, killed with SIGKILL (no chance to clean up) after a random delay, checked, and
-started again, until it finishes; then the same for ``--adaptive`` (pilot, rounds of 2 runs, 20 bootstrap
-replicates, ``--max-rounds 3``). After every kill the study checks what a user would lose:
+started again; then the same for ``--adaptive`` (pilot, rounds of 2 runs, 20 bootstrap replicates,
+``--max-rounds 3``). The delays are drawn from 0.3 s to the length of one uninterrupted run, measured
+first, so a kill can fall anywhere from start-up to the last run; a table that finishes before its kill
+is checked and the campaign goes on with a fresh one until it has its kills. After every kill the study
+checks what a user would lose:
 
 - the run table parses; every line is whole (ends with a newline; every row has a run id, a loss and a
   finish time); no run id appears twice; no finished run is lost (the rows after a kill include every row
@@ -12,8 +15,8 @@ replicates, ``--max-rounds 3``). After every kill the study checks what a user w
   line would raise); at most one decision, one outcome and one stop per round, in order; every run an
   outcome lists as trained is in the table.
 
-At the end both tables hold each planned (sweep) or picked (adaptive) run exactly once. Counts are printed;
-the docs quote them (docs/run-tables.md).
+At the end every table holds each planned (sweep) or picked (adaptive) run exactly once. Counts are printed;
+the trainer's docs quote them (trainers/README.md).
 
     python benchmarks/trainer_fault_study.py --kills 20 --seed 0
 """
@@ -28,6 +31,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from phifit.plan.rounds import read_records, rounds_path
@@ -105,26 +109,17 @@ def check_rounds(out: Path, ids: set[str]) -> int:
     return len(records)
 
 
-def campaign(cmd: list[str], out: Path, kills: int, rng: random.Random, adaptive: bool) -> dict[str, int]:
-    """Kill ``cmd`` ``kills`` times at random moments, checking after each; then let it finish."""
-    stats = {"kills": 0, "killed_mid_run": 0, "rows_before_last": 0, "checks": 0, "records": 0}
-    before: set[str] = set()
-    while stats["kills"] < kills:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(1.0, 15.0))  # from start-up (imports, ~3 s) to several runs in
-        if proc.poll() is not None:  # finished before the kill: start again from scratch is not needed
-            break
-        proc.kill()
-        proc.wait()
-        stats["kills"] += 1
-        rows = table_rows(out)
-        ids = {r["run_id"] for r in rows}
-        if not before <= ids:
-            raise AssertionError(f"finished runs lost: {sorted(before - ids)}")
-        stats["killed_mid_run"] += any(out.parent.glob(f"{out.name}.d/**/*.pt")) or 0
-        stats["records"] = check_rounds(out, ids) if adaptive else 0
-        stats["checks"] += 1
-        before = ids
+def timed_run(cmd: list[str]) -> float:
+    """Seconds of one uninterrupted run of ``cmd`` (its table written to a scratch path)."""
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise AssertionError(f"the uninterrupted run failed: {done.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def finish(cmd: list[str], out: Path, before: set[str], adaptive: bool) -> tuple[list[dict[str, str]], int]:
+    """Run ``cmd`` to its end (resuming ``out``) and check it: its rows and round-log records."""
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise AssertionError(f"the resumed run failed: {done.stderr[-2000:]}")
@@ -132,9 +127,51 @@ def campaign(cmd: list[str], out: Path, kills: int, rng: random.Random, adaptive
     ids = {r["run_id"] for r in rows}
     if not before <= ids:
         raise AssertionError(f"finished runs lost: {sorted(before - ids)}")
-    stats["records"] = check_rounds(out, ids) if adaptive else 0
-    stats["rows"] = len(rows)
-    return stats
+    return rows, check_rounds(out, ids) if adaptive else 0
+
+
+def campaign(
+    make_cmd: Callable[[Path], list[str]],
+    folder: Path,
+    name: str,
+    kills: int,
+    rng: random.Random,
+    adaptive: bool,
+) -> tuple[dict[str, int], list[Path]]:
+    """Kill the command ``kills`` times at random moments, checking after each, resuming after each.
+
+    A kill comes after a delay drawn uniformly from 0.3 s to the length of one uninterrupted run
+    (measured first, on a scratch table): from start-up (imports) to its last run.  A table that
+    finishes before its kill is run once more to its end, checked, and the campaign goes on with a
+    fresh table, until ``kills`` kills.  Returns the counts and the finished tables."""
+    full = timed_run(make_cmd(folder / f"{name}_scratch.csv"))
+    stats = {"kills": 0, "killed_mid_run": 0, "checks": 0, "tables": 0}
+    stats["seconds_uninterrupted"] = round(full, 1)
+    tables: list[Path] = []
+    while stats["kills"] < kills:
+        out = folder / f"{name}_{len(tables)}.csv"
+        cmd = make_cmd(out)
+        before: set[str] = set()
+        while stats["kills"] < kills:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0.3, full))
+            if proc.poll() is not None:  # this table finished before the kill
+                break
+            proc.kill()
+            proc.wait()
+            stats["kills"] += 1
+            rows = table_rows(out)
+            ids = {r["run_id"] for r in rows}
+            if not before <= ids:
+                raise AssertionError(f"finished runs lost: {sorted(before - ids)}")
+            stats["killed_mid_run"] += any(out.parent.glob(f"{out.name}.d/**/*.pt")) or 0
+            check_rounds(out, ids) if adaptive else 0
+            stats["checks"] += 1
+            before = ids
+        finish(cmd, out, before, adaptive)
+        tables.append(out)
+    stats["tables"] = len(tables)
+    return stats, tables
 
 
 def main() -> None:
@@ -150,29 +187,36 @@ def main() -> None:
         planned = {r.run_id for r in plan(load_spec(str(spec)))}
         base = [sys.executable, "-m", "phifit.trainers.cli", "sweep", str(spec)]
 
-        out = folder / "sweep.csv"
-        s = campaign([*base, "--out", str(out)], out, args.kills, rng, adaptive=False)
-        ids = [r["run_id"] for r in table_rows(out)]
-        ok = sorted(ids) == sorted(planned)
+        s, tables = campaign(
+            lambda out: [*base, "--out", str(out)], folder, "sweep", args.kills, rng, adaptive=False
+        )
+        complete = sum(sorted(r["run_id"] for r in table_rows(t)) == sorted(planned) for t in tables)
         print(
-            f"sweep: {s['kills']} kills, {s['checks']} checks, {s['killed_mid_run']} with a run in progress; "
-            f"final table {s['rows']} rows for {len(planned)} planned, each once: {ok}; torn or duplicated "
-            "rows 0, finished runs lost 0"
+            f"sweep ({s['seconds_uninterrupted']} s uninterrupted): {s['kills']} kills, "
+            f"{s['checks']} checks, {s['killed_mid_run']} with a run in progress, over {s['tables']} "
+            f"table(s); tables holding their {len(planned)} planned runs each once: {complete} of "
+            f"{len(tables)}; torn or duplicated rows 0, finished runs lost 0"
         )
 
-        out = folder / "adaptive.csv"
-        cmd = [*base, "--out", str(out), "--adaptive", "--batch", "2", "--bootstrap", "20", "--jobs", "1",
-               "--max-rounds", "3"]  # fmt: skip
-        a = campaign(cmd, out, args.kills, rng, adaptive=True)
-        records, _ = read_records(rounds_path(out))
-        stops = [r for r in records if r["event"] == "stop"]
-        picked = {p["run_id"] for r in records if r["event"] == "decision" for p in r.get("picks", [])}
-        ids = {r["run_id"] for r in table_rows(out)}
+        def adaptive_cmd(out: Path) -> list[str]:
+            settings = ["--batch", "2", "--bootstrap", "20", "--jobs", "1", "--max-rounds", "3"]
+            return [*base, "--out", str(out), "--adaptive", *settings]
+
+        a, tables = campaign(adaptive_cmd, folder, "adaptive", args.kills, rng, adaptive=True)
+        for out in tables:
+            records, _ = read_records(rounds_path(out))
+            stops = [r for r in records if r["event"] == "stop"]
+            picked = {p["run_id"] for r in records if r["event"] == "decision" for p in r.get("picks", [])}
+            ids = {r["run_id"] for r in table_rows(out)}
+            print(
+                f"adaptive table {out.name}: {len(ids)} rows, round log {len(records)} records, "
+                f"{len(stops)} stop ({stops[-1]['reason'] if stops else 'none'}); every picked run in "
+                f"the table: {picked <= ids}"
+            )
         print(
-            f"adaptive: {a['kills']} kills, {a['checks']} checks; final table {a['rows']} rows, round log "
-            f"{len(records)} records, {len(stops)} stop ({stops[-1]['reason'] if stops else 'none'}); every "
-            f"picked run in the table: {picked <= ids}; torn lines 0, duplicated records 0, "
-            "finished runs lost 0"
+            f"adaptive ({a['seconds_uninterrupted']} s uninterrupted): {a['kills']} kills, "
+            f"{a['checks']} checks, {a['killed_mid_run']} with a run in progress, over {a['tables']} "
+            "table(s); torn lines 0, duplicated records 0, finished runs lost 0"
         )
 
 
