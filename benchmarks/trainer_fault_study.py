@@ -118,16 +118,16 @@ def timed_run(cmd: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def finish(cmd: list[str], out: Path, before: set[str], adaptive: bool) -> tuple[list[dict[str, str]], int]:
-    """Run ``cmd`` to its end (resuming ``out``) and check it: its rows and round-log records."""
+def finish(cmd: list[str], out: Path, before: set[str], adaptive: bool) -> None:
+    """Run ``cmd`` to its end (resuming ``out``) and check its rows and round log."""
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise AssertionError(f"the resumed run failed: {done.stderr[-2000:]}")
-    rows = table_rows(out)
-    ids = {r["run_id"] for r in rows}
+    ids = {r["run_id"] for r in table_rows(out)}
     if not before <= ids:
         raise AssertionError(f"finished runs lost: {sorted(before - ids)}")
-    return rows, check_rounds(out, ids) if adaptive else 0
+    if adaptive:
+        check_rounds(out, ids)
 
 
 def campaign(
@@ -165,7 +165,8 @@ def campaign(
             if not before <= ids:
                 raise AssertionError(f"finished runs lost: {sorted(before - ids)}")
             stats["killed_mid_run"] += any(out.parent.glob(f"{out.name}.d/**/*.pt")) or 0
-            check_rounds(out, ids) if adaptive else 0
+            if adaptive:
+                check_rounds(out, ids)
             stats["checks"] += 1
             before = ids
         finish(cmd, out, before, adaptive)
