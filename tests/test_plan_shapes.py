@@ -144,10 +144,56 @@ def test_the_plan_command_carries_shapes_only_with_a_pilot_and_the_misfit(capsys
 
     study = str(Path(__file__).resolve().parents[1] / "data" / "looped_study_runs_digitized.csv")
     assert main(["plan", "--pilot", study, "--no-misfit", "--misfit-shape", "--simulate", "0"]) == 2
-    assert "--misfit-shape needs --pilot and the misfit carried" in capsys.readouterr().err
+    assert "--misfit-model shape needs --pilot and the misfit carried" in capsys.readouterr().err
     assert (
         main(["plan", "--pilot", study, "--misfit-shape", "--simulate", "2", "--boot", "20", "--wild", "20"])
         == 0
     )
     out = capsys.readouterr().out
     assert "misfit carried with its shape" in out and "97% of their within-cell sum of squares" in out
+
+
+def test_auto_carries_the_curves_only_where_they_cover_every_planned_run():
+    """--misfit-model auto: the pilot's own design takes its cell curves; a design with one run below
+    its cell's sizes, or in a cell the pilot never ran, takes a level per cell, and says why."""
+    from pathlib import Path
+
+    from phifit.fitters.huber import fit_huber
+    from phifit.plan.inputs import design_from_table, design_misfit, uncovered_runs
+    from phifit.runs.table import load_runs
+
+    study = load_runs(str(Path(__file__).resolve().parents[1] / "data" / "looped_study_runs_digitized.csv"))
+    fit = fit_huber(study)
+    own = design_from_table(study).frame
+    noise, curves = design_misfit(study, fit, own)
+    assert curves is not None and curves.shapes and "cover every planned run" in curves.choice
+    assert uncovered_runs(curves, own) == 0
+
+    smallest = own.loc[[own["n_rec"].idxmin()]]
+    below = pd.concat([own, smallest.assign(n_once=smallest["n_once"] / 2, n_rec=smallest["n_rec"] / 2)])
+    unseen = pd.concat([own, own.iloc[[0]].assign(budget=1e22)])
+    for design in (below, unseen):
+        assert uncovered_runs(curves, design) == 1
+        noise_level, level = design_misfit(study, fit, design)
+        assert level is not None and not level.shapes
+        assert f"1 of {len(design)} planned runs lie outside" in level.choice
+        assert noise_level == noise  # the plan's noise does not depend on the model
+    asked = design_misfit(study, fit, own, model="level")[1]
+    assert asked is not None and not asked.shapes and asked.choice == ""
+    assert Misfit.from_dict(curves.to_dict()).choice == curves.choice
+    with pytest.raises(ValueError, match="misfit model must be one of auto, level, shape"):
+        design_misfit(study, fit, own, model="curves")
+
+
+def test_a_plan_whose_law_sits_on_the_box_says_its_width_is_not_a_precision():
+    from phifit.plan.design import plan_design
+    from phifit.plan.inputs import NoiseModel, design_from_paper
+    from phifit.study import REFERENCE_PARAMS
+
+    noise = NoiseModel(0.005, 0.0, "t")
+    on_box = plan_design(design_from_paper(), params={**REFERENCE_PARAMS, "phi": -3.0}, noise=noise)
+    kinds = [c.kind for c in on_box.warnings]
+    assert kinds.count("law_at_box") == 1
+    assert "phi = -3 lies on the end of its box [-3, 3]" in on_box.summary()
+    inside = plan_design(design_from_paper(), params=dict(REFERENCE_PARAMS), noise=noise)
+    assert "law_at_box" not in [c.kind for c in inside.warnings]

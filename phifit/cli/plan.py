@@ -76,13 +76,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--no-misfit: the noise of the pilot's residuals alone",
     )
     p.add_argument(
+        "--misfit-model",
+        choices=("auto", "level", "shape"),
+        default="auto",
+        dest="misfit_model",
+        help="with the misfit carried, how: 'shape' carries each pilot cell's curve in model size "
+        "(level, slope and curvature of its residuals along the isoFLOP curve; the simulated tables "
+        "take each seen cell's curve at the planned sizes and draw unseen cells' curves from the "
+        "pilot's spread), 'level' a level per cell, 'auto' (the default) the curves when they cover "
+        "every planned run (a cell the pilot ran, a size within its runs'), else the level; with "
+        "--optimize, auto is the level (see docs/planning.md)",
+    )
+    p.add_argument(
         "--misfit-shape",
         action="store_true",
         dest="misfit_shape",
-        help="with the misfit carried: carry each pilot cell's curve in model size (level, slope and "
-        "curvature of its residuals along the isoFLOP curve), not only its level; the simulated tables "
-        "take each seen cell's curve at the planned sizes and draw unseen cells' curves from the "
-        "pilot's spread (see docs/planning.md)",
+        help="the same as --misfit-model shape",
     )
     p.add_argument(
         "--boot",
@@ -161,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
     check_jobs(args.n_jobs)
     from ..plan.design import (
         NoiseModel,
+        design_misfit,
         pilot_noise,
         plan_design,
         resolve_design,
@@ -188,8 +198,10 @@ def run(args: argparse.Namespace) -> int:
         print("phifit plan: --misfit needs --pilot (whose residuals it carries)", file=sys.stderr)
         return 2
     args.misfit = args.misfit is not False
-    if args.misfit_shape and not (args.pilot and args.misfit):
-        print("phifit plan: --misfit-shape needs --pilot and the misfit carried", file=sys.stderr)
+    if args.misfit_shape:
+        args.misfit_model = "shape"
+    if args.misfit_model == "shape" and not (args.pilot and args.misfit):
+        print("phifit plan: --misfit-model shape needs --pilot and the misfit carried", file=sys.stderr)
         return 2
     if args.law_uncertainty and not (args.pilot and n_tables):
         print(
@@ -215,9 +227,12 @@ def run(args: argparse.Namespace) -> int:
                 f"simulates tables from all six parameters: {'; '.join(why)}"
             )
         law_source = f"Huber fit of the pilot {pilot.source}"
-        noise, misfit = pilot_noise(
-            pilot, fit, cell_noise=args.cell_noise, misfit=args.misfit, shape=args.misfit_shape
-        )
+        if args.misfit:
+            model = "level" if args.optimize and args.misfit_model == "auto" else args.misfit_model
+            frame = resolve_design(args.design, pilot).frame
+            noise, misfit = design_misfit(pilot, fit, frame, model=model, cell_noise=args.cell_noise)
+        else:
+            noise, misfit = pilot_noise(pilot, fit, cell_noise=args.cell_noise, misfit=False)
         if args.law_uncertainty:
             laws, laws_source = _pilot_law_draws(pilot, fit, args, n_tables)
     if args.phi is not None:

@@ -59,6 +59,7 @@ import pandas as pd
 from .. import defaults
 from ..cautions import Caution, caution
 from ..law import (
+    DEFAULT_BOUNDS,
     Design,
     log_loss,
     params_to_theta,
@@ -75,6 +76,7 @@ from .inputs import (
     design_from_paper,
     design_from_spec,
     design_from_table,
+    design_misfit,
     noise_from_pilot,
     pilot_noise,
     resolve_design,
@@ -367,6 +369,7 @@ class PlanResult(JsonIO):
                     else ""
                 )
                 + f"; the asymptotic mode sees a cell term of sd {m['tau']:.3g} (levels only)"
+                + (f"; carried as {m['choice']}" if m.get("choice") else "")
             )
         elif s is not None and s.misfit:
             m = s.misfit
@@ -381,6 +384,7 @@ class PlanResult(JsonIO):
                     else ""
                 )
                 + f"; the asymptotic mode sees them as a cell term of sd {m.get('tau', 0.0):.3g}"
+                + (f"; carried as {m['choice']}" if m.get("choice") else "")
                 + " (--no-misfit: the noise alone)"
             )
         return lines
@@ -488,6 +492,31 @@ def agreement(asym: AsymptoticPlan, sim: SimulatedPlan) -> list[Caution]:
     return out
 
 
+def law_at_box(params: Mapping[str, float], sim: SimulatedPlan | None) -> list[Caution]:
+    """A caution when the planning law's phi sits on an end of phi's box: every table simulated
+    from it is fitted near that end, so its interval is cut by the box and a predicted width says
+    how far intervals reach into the box, not how precisely the design measures phi (the realised
+    width can be anything up to the box's)."""
+    lo, hi = DEFAULT_BOUNDS["phi"]
+    phi = float(params["phi"])
+    if not (phi <= lo + 1e-6 or phi >= hi - 1e-6):
+        return []
+    reach = "" if sim is None else f" (P(box) {sim.p_box:.2f} in the simulation)"
+    return [
+        caution(
+            "plan",
+            "law_at_box",
+            f"the planning law's phi = {phi:g} lies on the end of its box [{lo:g}, {hi:g}]: the tables "
+            f"simulated from it are fitted near that end and their intervals cut by the box{reach}, so "
+            f"the predicted width is not a precision of phi and the realised one can be anything up to "
+            f"the box's {hi - lo:g}; read P(box), or plan with a phi inside the box (--phi)",
+            phi=phi,
+            lo=lo,
+            hi=hi,
+        )
+    ]
+
+
 def plan_design(
     design: PlanDesign,
     *,
@@ -538,7 +567,7 @@ def plan_design(
         )
     brackets = bracketing(design, p)
     cond = conditioning(design, p, law_source=law_source)
-    warnings = list(cond.warnings)
+    warnings = list(cond.warnings) + law_at_box(p, sim)
     if sim is not None:
         warnings += agreement(asym, sim)
     elif not asym.trusted:
@@ -590,17 +619,24 @@ def plan_from_fit(
     misfit: bool = True,
     tests: bool = True,
     misfit_shape: bool = False,
+    misfit_model: str = "auto",
 ) -> PlanResult:
     """Plan ``design`` (default: the runs' own) with a fitted table as the pilot: the fit's
     law and the noise of its residuals (:func:`noise_from_pilot`), as ``phifit plan --pilot``
     does; with ``misfit`` (the default) the plan carries the runs' cell-mean residuals
-    (:func:`pilot_noise`; ``misfit=False`` is ``--no-misfit``), and with ``misfit_shape``
-    (``--misfit-shape``) each cell's curve in model size (:mod:`phifit.plan.cell_shapes`).
+    (:func:`pilot_noise`; ``misfit=False`` is ``--no-misfit``), as ``misfit_model``
+    (``--misfit-model``, :func:`phifit.plan.inputs.design_misfit`): ``auto`` each cell's curve in
+    model size (:mod:`phifit.plan.cell_shapes`) where the curves cover every planned run, else a
+    level per cell; ``misfit_shape=True`` is ``misfit_model="shape"``.
     ``n_jobs``, ``backend``, ``scheduler``: where the simulated tables run (:func:`plan_design`).
     What ``phifit report --plan`` adds to a report."""
     runs = as_runs(runs)
     planned = resolve_design(design, runs)
-    noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=misfit, shape=misfit_shape)
+    if misfit:
+        model = "shape" if misfit_shape else misfit_model
+        noise, carried = design_misfit(runs, fit, planned.frame, model=model, cell_noise=cell_noise)
+    else:
+        noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=False)
     return plan_design(
         planned,
         params=dict(fit.params),
