@@ -49,7 +49,14 @@ Pools:
   pool's FLOPs.  The rest of the two budgets stays in the pool.
 - ``study-sim``: the study's 116 runs with simulated losses (:func:`simulated_study_pool`: its
   Huber fit, a level per cell and per-run noise of the study's sizes); pilots as ``study``'s.  A
-  pool where the policies can be ranked against a known phi.
+  pool where the policies can be ranked against a known phi.  ``study-sim:SEED`` is another
+  realisation of it (``study-sim`` is seed 1), and ``--sim-seeds N`` runs realisations 1..N and
+  pools their (realisation, pilot) pairs.  ``--truth N`` also reads every trajectory on such a
+  pool with *true* widths: 2 x 1.96 x the sd of phi's Huber estimate over N fresh realisations
+  of the state's runs (:func:`truth`, the same realisations for every state), against 1.1 x the
+  full pool's true width.  A cell bootstrap of one realisation estimates that width with a bias
+  that depends on the design (few cells, or cells of one run, absorb or inflate it), so the two
+  readings can rank policies differently; the truth is what a design's precision is.
 - ``cpu``: the baseline-recipe runs of ``data/cpu_small_runs.csv`` and all of
   ``data/cpu_planned_runs.csv`` as one pool of 132 runs (3 budgets).  20 configurations appear
   in both tables (same ``run_id``, trained twice, bit-identical losses); both rows are kept as
@@ -67,6 +74,7 @@ bootstrap in its pilot's process.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import time
@@ -109,41 +117,56 @@ def cpu_pool() -> pd.DataFrame:
     return pool
 
 
-def simulated_study_pool() -> pd.DataFrame:
+def simulated_study_pool(seed: int = 1) -> pd.DataFrame:
     """The study's 116 runs (design, budgets and FLOPs) with losses simulated from the Huber fit
     of its digitized runs, a level per (budget, r) cell (sd tau) and per-run noise (sd sigma),
     both read off the study's residuals as the planner reads a pilot's
-    (:func:`phifit.plan.inputs.pilot_noise`: tau 0.0020, sigma 0.0034), seed 1: a pool whose
-    phi is known (0.431; the whole simulated pool fits 0.441) and whose whole table measures it."""
+    (:func:`phifit.plan.inputs.pilot_noise`: tau 0.0020, sigma 0.0034): a pool whose phi is
+    known (0.431) and whose whole table measures it.  ``seed`` picks the realisation (the
+    ``study-sim:SEED`` pool; ``study-sim`` is seed 1, whose whole pool fits phi = 0.441): one
+    realisation's cell levels are fixed for every policy, so a ranking on one realisation is
+    partly that realisation's luck, and ``--sim-seeds`` averages over several."""
+    from phifit.simulation import simulate
+
+    params, per_run, cell = study_law()
+    frame = pd.read_csv(STUDY)
+    design = frame.drop(columns=["loss"])
+    simulated = simulate(design, params=params, noise=per_run, cell_noise=cell, seed=seed)
+    return frame.assign(loss=simulated["loss"].to_numpy())
+
+
+@functools.cache
+def study_law() -> tuple[dict[str, float], float, float]:
+    """The simulated pools' truth: the Huber fit of the study's digitized runs, and the per-run
+    and per-cell noise sds the planner reads off its residuals."""
     from phifit.fitters.huber import fit_huber
     from phifit.plan.inputs import pilot_noise
     from phifit.runs.table import load_runs
-    from phifit.simulation import simulate
 
     study = load_runs(STUDY)
     fit = fit_huber(study)
     noise, _ = pilot_noise(study, fit)
-    frame = pd.read_csv(STUDY)
-    simulated = simulate(
-        frame.drop(columns=["loss"]),
-        params=dict(fit.params),
-        noise=noise.per_run,
-        cell_noise=noise.cell,
-        seed=1,
-    )
-    return frame.assign(loss=simulated["loss"].to_numpy())
+    return dict(fit.params), noise.per_run, noise.cell
+
+
+def pool_kind(name: str) -> str:
+    """The kind of a pool name: ``study-sim:SEED`` is a ``study-sim`` realisation."""
+    return name.split(":", 1)[0]
 
 
 def load_pool(name: str) -> pd.DataFrame:
-    """A pool by name (``study``, ``study-sim`` or ``cpu``), index 0..n-1 in file order; empty
-    free-text cells (``note``, ``notes``) as empty strings, as a CSV file gives them to
-    ``load_runs``."""
+    """A pool by name (``study``, ``study-sim``, ``study-sim:SEED`` or ``cpu``), index 0..n-1 in
+    file order; empty free-text cells (``note``, ``notes``) as empty strings, as a CSV file gives
+    them to ``load_runs``."""
     pools: dict[str, Callable[[], pd.DataFrame]] = {
         "study": study_pool,
         "study-sim": simulated_study_pool,
         "cpu": cpu_pool,
     }
-    pool = pools[name]().reset_index(drop=True)
+    kind, _, seed = name.partition(":")
+    if kind not in pools or (seed and kind != "study-sim"):
+        raise ValueError(f"unknown pool {name!r}; expected study, study-sim, study-sim:SEED or cpu")
+    pool = (simulated_study_pool(int(seed)) if seed else pools[kind]()).reset_index(drop=True)
     for col in ("note", "notes"):
         if col in pool:
             pool[col] = pool[col].astype(object).fillna("").astype(str)
@@ -452,6 +475,93 @@ def remeasure(
 
 
 # ---------------------------------------------------------------------------------------------
+# the true width, on a simulated pool
+
+#: Seeds of the fresh realisations that measure a state's true width (far from the pools' own).
+TRUTH_SEED = 10_000
+
+
+def truth_losses(n: int) -> np.ndarray:
+    """(n, runs) losses of ``n`` fresh realisations of the simulated study pool (seeds
+    TRUTH_SEED + 1 ... + n): the same law and noise, new cell levels and per-run noise."""
+    return np.stack([simulated_study_pool(TRUTH_SEED + i)["loss"].to_numpy() for i in range(1, n + 1)])
+
+
+def true_width(pool: pd.DataFrame, rows: Sequence[int], losses: np.ndarray) -> float:
+    """2 x 1.96 x the sd of phi's Huber estimate over the realisations ``losses`` of the rows: the
+    width a design's interval should have, where a cell bootstrap of one realisation only
+    estimates it (inf when a fit fails in more than 5% of the realisations)."""
+    from phifit.fitters.huber import fit_huber
+
+    warnings.simplefilter("ignore")
+    rows = sorted(int(i) for i in rows)
+    phis = []
+    for loss in losses:
+        try:
+            phi = fit_huber(table(pool.assign(loss=loss), rows)).params.get("phi")
+        except Exception:  # a failed fit counts against the design
+            phi = None
+        phis.append(math.nan if phi is None else float(phi))
+    x = np.array(phis)
+    ok = np.isfinite(x)
+    if ok.mean() < 0.95:
+        return math.inf
+    return float(2 * 1.959964 * x[ok].std(ddof=1))
+
+
+def truth(
+    pool: pd.DataFrame,
+    pilots: Sequence[Sequence[int]],
+    trajectories: dict[str, list[list[dict[str, Any]]]],
+    *,
+    realisations: int,
+    n_jobs: int = 1,
+) -> dict[str, Any]:
+    """The benchmark read with true widths (:func:`true_width` over ``realisations`` fresh
+    realisations, the same ones for every state: common random numbers): the full pool's true
+    width, the target (1.1 x it), and per trajectory the states walked in order until one is
+    within the target (its share to target; not reached when none is).  Per policy the share to
+    target over the pilots and phifit's paired wins, as with the bootstrap widths."""
+    from joblib import Parallel, delayed
+
+    losses = truth_losses(realisations)
+    full = true_width(pool, range(len(pool)), losses)
+    target = TARGET_FACTOR * full
+    widths: dict[frozenset, float] = {}
+    walks = {p: [[] for _ in runs] for p, runs in trajectories.items()}
+    items = [
+        (p, i, list(zip(state_rows(pilot, states), states)))
+        for p, runs in trajectories.items()
+        for i, (pilot, states) in enumerate(zip(pilots, runs))
+    ]
+    while True:
+        pending = []
+        for p, i, item in items:
+            walk = walks[p][i]
+            if len(walk) == len(item) or (walk and walk[-1]["width"] <= target):
+                continue
+            pending.append((p, i, item[len(walk)]))
+        if not pending:
+            break
+        todo = list(dict.fromkeys(frozenset(r) for _, _, (r, _) in pending if frozenset(r) not in widths))
+        got = Parallel(n_jobs=n_jobs)(delayed(true_width)(pool, sorted(key), losses) for key in todo)
+        widths.update(zip(todo, got))
+        for p, i, (r, st) in pending:
+            walks[p][i].append({"share": st["share"], "width": widths[frozenset(r)]})
+    to_target = {p: [share_to_target(w, target) for w in ws] for p, ws in walks.items()}
+    return {
+        "realisations": realisations,
+        "full_width": full,
+        "target": target,
+        "to_target": {p: quantiles(v) for p, v in to_target.items()},
+        "to_target_per_pilot": to_target,
+        "phifit_vs": paired_wins(walks, target) if "phifit" in walks else {},
+        "walks": walks,
+        "states_measured": len(widths),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
 # running
 
 
@@ -502,6 +612,7 @@ def run_pool(
     max_rounds: int | None = None,
     max_share: float = 1.0,
     previous: dict[str, Any] | None = None,
+    truth_realisations: int = 0,
 ) -> dict[str, Any]:
     """The benchmark on one pool: reference width, pilots, every trajectory (replayed, or taken
     from ``previous``, an earlier result of this pool), the precise widths, the summary."""
@@ -509,7 +620,7 @@ def run_pool(
 
     t0 = time.perf_counter()
     pool = load_pool(name)
-    pilots = draw_pilots(pool, PILOT_BUDGETS[name], n_pilots, seed)
+    pilots = draw_pilots(pool, PILOT_BUDGETS[pool_kind(name)], n_pilots, seed)
     if previous is None:
         full_quick = measure(pool, range(len(pool)), n_boot, n_jobs=n_jobs)["width"]
         kwargs = dict(policies=policies, k=k, n_boot=n_boot, target=TARGET_FACTOR * full_quick, seed=seed)
@@ -530,7 +641,11 @@ def run_pool(
     full = [measure(pool, every, n_boot_final, n_jobs=n_jobs, seed=i)["width"] for i in range(target_seeds)]
     target = TARGET_FACTOR * float(np.mean(full))
     n_sets = remeasure(pool, pilots, trajectories, n_boot=n_boot_final, target=target, n_jobs=n_jobs)
+    true = None
+    if truth_realisations and pool_kind(name) == "study-sim":
+        true = truth(pool, pilots, trajectories, realisations=truth_realisations, n_jobs=n_jobs)
     return {
+        "truth": true,
         "pool": name,
         "n_runs": len(pool),
         "total_flops": float(pool["flops"].sum()),
@@ -550,6 +665,91 @@ def run_pool(
         "seconds_policies": replayed,
         "seconds": time.perf_counter() - t0,
     }
+
+
+def format_truth(true: dict[str, Any]) -> str:
+    """A readable table of :func:`truth` (or its pooled form)."""
+    lines = [
+        f"true widths (2 x 1.96 sd of phi over {true['realisations']} fresh realisations): full pool "
+        f"{true['full_width']:.4f}, target {true['target']:.4f}",
+        f"{'policy':12} {'% FLOPs to target, median [10%, 90%]':>38} {'n/r':>4}",
+    ]
+    for policy, t in true["to_target"].items():
+        cells = f"{_pct(t['median'])} [{_pct(t['q10'])}, {_pct(t['q90'])}]"
+        lines.append(f"{policy:12} {cells:>38} {t['n_none']:>4}")
+    if true["phifit_vs"]:
+        lines.append(
+            "phifit vs each policy, by true width (less / same / more compute to the target): "
+            + "; ".join(f"{o} {v['less']}/{v['same']}/{v['more']}" for o, v in true["phifit_vs"].items())
+        )
+    return "\n".join(lines)
+
+
+def _pooled_wins(tallies: Sequence[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+    wins: dict[str, dict[str, int]] = {}
+    for tally in tallies:
+        for other, v in tally.items():
+            total = wins.setdefault(other, {"less": 0, "same": 0, "more": 0})
+            for key in total:
+                total[key] += v[key]
+    return wins
+
+
+def over_realisations(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The benchmark pooled over several realisations of a simulated pool: per policy, the share
+    of FLOPs to the target over every (realisation, pilot) pair (each against its realisation's
+    own target; :func:`quantiles`), and phifit's paired wins summed over the pairs."""
+    shares: dict[str, list[float | None]] = {}
+    for result in results:
+        for policy, s in result["summary"].items():
+            shares.setdefault(policy, []).extend(s["to_target_per_pilot"])
+    out = {
+        "pools": [r["pool"] for r in results],
+        "pairs": len(next(iter(shares.values()))) if shares else 0,
+        "to_target": {p: quantiles(v) for p, v in shares.items()},
+        "to_target_mean": {
+            p: float(np.mean([math.inf if x is None else x for x in v])) for p, v in shares.items()
+        },
+        "phifit_vs": _pooled_wins([r["phifit_vs"] for r in results]),
+        "truth": None,
+    }
+    trues = [r["truth"] for r in results if r.get("truth")]
+    if trues and len(trues) == len(results):
+        true_shares: dict[str, list[float | None]] = {}
+        for t in trues:
+            for policy, v in t["to_target_per_pilot"].items():
+                true_shares.setdefault(policy, []).extend(v)
+        out["truth"] = {
+            "realisations": trues[0]["realisations"],
+            "full_width": float(np.mean([t["full_width"] for t in trues])),
+            "target": float(np.mean([t["target"] for t in trues])),
+            "to_target": {p: quantiles(v) for p, v in true_shares.items()},
+            "phifit_vs": _pooled_wins([t["phifit_vs"] for t in trues]),
+        }
+    return out
+
+
+def format_realisations(pooled: dict[str, Any]) -> str:
+    """A readable table of :func:`over_realisations`."""
+    lines = [
+        f"over {len(pooled['pools'])} realisations ({', '.join(pooled['pools'])}), "
+        f"{pooled['pairs']} (realisation, pilot) pairs:",
+        f"{'policy':12} {'% FLOPs to target, median [10%, 90%]':>38} {'mean':>6} {'n/r':>4}",
+    ]
+    for policy, t in pooled["to_target"].items():
+        mean = pooled["to_target_mean"][policy]
+        lines.append(
+            f"{policy:12} {_pct(t['median']) + ' [' + _pct(t['q10']) + ', ' + _pct(t['q90']) + ']':>38} "
+            f"{_pct(mean):>6} {t['n_none']:>4}"
+        )
+    if pooled["phifit_vs"]:
+        lines.append(
+            "phifit vs each policy, per pair (less / same / more compute to the target): "
+            + "; ".join(f"{o} {v['less']}/{v['same']}/{v['more']}" for o, v in pooled["phifit_vs"].items())
+        )
+    if pooled.get("truth"):
+        lines += ["", format_truth(pooled["truth"]) + " (full pool and target: means over the realisations)"]
+    return "\n".join(lines)
 
 
 def fit_phi(pool: pd.DataFrame) -> float:
@@ -596,6 +796,9 @@ def format_pool(result: dict[str, Any]) -> str:
             "phifit vs each policy, per pilot (less / same / more compute to the target): "
             + "; ".join(f"{o} {v['less']}/{v['same']}/{v['more']}" for o, v in result["phifit_vs"].items())
         )
+    true = result.get("truth")
+    if true:
+        lines += ["", format_truth(true)]
     lines.append(
         f"({result['seconds']:.0f} s: policies {result['seconds_policies']:.0f} s, "
         f"{result['states_measured']} sets of runs measured at {result['n_boot_final']} replicates)"
@@ -605,7 +808,20 @@ def format_pool(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pools", nargs="+", choices=sorted(PILOT_BUDGETS), default=["study", "cpu"])
+    ap.add_argument(
+        "--pools",
+        nargs="+",
+        default=["study", "cpu"],
+        help="study, study-sim (one realisation, seed 1), study-sim:SEED, cpu",
+    )
+    ap.add_argument(
+        "--sim-seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run study-sim as its realisations 1..N and pool them (a ranking on one realisation "
+        "is partly its luck)",
+    )
     ap.add_argument("--pilots", type=int, default=20, help="pilots per pool")
     ap.add_argument("--k", type=int, default=4, help="runs added per round")
     ap.add_argument("--boot", type=int, default=400, help="replicates of the quick widths (early stop)")
@@ -621,11 +837,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument(
         "--max-share", type=float, default=1.0, help="stop each trajectory at this share of FLOPs"
     )
+    ap.add_argument(
+        "--truth",
+        type=int,
+        default=0,
+        metavar="N",
+        help="on study-sim pools, also read every trajectory with true widths: the sd of phi over N "
+        "fresh realisations of each state's runs (the simulated pool's known law and noise)",
+    )
     ap.add_argument("--max-rounds", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    if args.sim_seeds:
+        expanded = [f"study-sim:{i}" for i in range(1, args.sim_seeds + 1)]
+        args.pools = [q for p in args.pools for q in (expanded if p == "study-sim" else [p])]
+    for name in args.pools:
+        if pool_kind(name) not in PILOT_BUDGETS:
+            ap.error(f"--pools: unknown pool {name!r}; expected study, study-sim, study-sim:SEED or cpu")
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
     out = {"args": vars(args), "pools": {}}
@@ -651,9 +881,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             max_rounds=args.max_rounds,
             max_share=args.max_share,
             previous=None if previous is None else previous["pools"][name],
+            truth_realisations=args.truth,
         )
         out["pools"][name] = result
         print(format_pool(result) + "\n", flush=True)
+    realisations = [r for n, r in out["pools"].items() if ":" in n]
+    if len(realisations) > 1:
+        out["over_realisations"] = over_realisations(realisations)
+        print(format_realisations(out["over_realisations"]) + "\n", flush=True)
     out["seconds"] = time.perf_counter() - t0
     print(f"total {out['seconds']:.0f} s")
     if args.json:

@@ -131,6 +131,67 @@ def test_metrics_on_a_hand_made_trajectory():
     assert wins == {"b": {"less": 1, "same": 1, "more": 0}}
 
 
+def test_simulated_realisations_share_the_design_and_pool_their_pairs():
+    """study-sim:SEED is the study's design with another draw of the losses (study-sim is seed 1),
+    and the pooled summary counts every (realisation, pilot) pair against its own target."""
+    one, again, two = sd.load_pool("study-sim"), sd.load_pool("study-sim:1"), sd.load_pool("study-sim:2")
+    assert one.equals(again)
+    assert one.drop(columns="loss").equals(two.drop(columns="loss"))
+    assert not np.allclose(one["loss"], two["loss"])
+    # same noise model: the two draws' log-loss differences are a few thousandths, not zero
+    diff = np.log(one["loss"]) - np.log(two["loss"])
+    assert 0.002 < float(diff.std()) < 0.01
+    with pytest.raises(ValueError, match="unknown pool 'cpu:2'"):
+        sd.load_pool("cpu:2")
+
+    fast = [{"share": 0.1, "width": 0.09}]
+    slow = [{"share": 0.1, "width": 0.5}, {"share": 0.3, "width": 0.09}]
+    results = [
+        {"pool": f"study-sim:{i}", **sd_result}
+        for i, sd_result in enumerate(
+            [
+                {"summary": sd.summarise({"phifit": [fast, slow], "b": [slow, slow]}, 0.1)},
+                {"summary": sd.summarise({"phifit": [slow, slow], "b": [fast, slow]}, 0.1)},
+            ],
+            start=1,
+        )
+    ]
+    results[0]["phifit_vs"] = sd.paired_wins({"phifit": [fast, slow], "b": [slow, slow]}, 0.1)
+    results[1]["phifit_vs"] = sd.paired_wins({"phifit": [slow, slow], "b": [fast, slow]}, 0.1)
+    pooled = sd.over_realisations(results)
+    assert pooled["pairs"] == 4
+    assert pooled["phifit_vs"] == {"b": {"less": 1, "same": 2, "more": 1}}
+    assert pooled["to_target_mean"]["phifit"] == pytest.approx((0.1 + 0.3 * 3) / 4)
+    assert pooled["to_target"]["b"]["median"] == 0.3
+    assert "4 (realisation, pilot) pairs" in sd.format_realisations(pooled)
+
+
+def test_true_widths_walk_each_trajectory_until_the_target():
+    """On a simulated pool the truth reads each state's width as the sd of phi over fresh
+    realisations (the same for every state) and walks a trajectory only until the target."""
+    sim = sd.load_pool("study-sim")
+    pilot = sd.draw_pilots(sim, 2, 1, seed=0)[0]
+    left = [i for i in range(len(sim)) if i not in set(pilot.tolist())]
+    order = sd.static_order("study-order", sim, left, None)
+    total = sim["flops"].sum()
+    states, rows = [{"share": sim.loc[pilot, "flops"].sum() / total, "added": []}], list(pilot)
+    for batch in (order[:30], order[30:60], order[60:]):
+        rows += batch
+        states.append({"share": sim.loc[rows, "flops"].sum() / total, "added": batch})
+    losses = sd.truth_losses(4)
+    assert losses.shape == (4, len(sim)) and not np.allclose(losses[0], losses[1])
+    full = sd.true_width(sim, range(len(sim)), losses)
+    assert 0.02 < full < 0.3
+    assert sd.true_width(sim, list(reversed(range(len(sim)))), losses) == full  # rows in any order
+    true = sd.truth(sim, [pilot], {"study-order": [states]}, realisations=4)
+    assert true["full_width"] == full and true["target"] == pytest.approx(1.1 * full)
+    walk = true["walks"]["study-order"][0]
+    reached = [w["width"] <= true["target"] for w in walk]
+    assert reached[-1] or len(walk) == len(states)  # walked until within the target, or to the end
+    assert not any(reached[:-1])
+    assert true["to_target_per_pilot"]["study-order"] == [sd.share_to_target(walk, true["target"])]
+
+
 def test_remeasure_reads_the_metrics_off_precise_widths(runs, pilots, pool):
     """The second stage: every state within 50% gets a fresh width (rows in pool order, seed 0),
     the quick one is kept, and the metrics then read the fresh one."""
