@@ -23,6 +23,9 @@ sees one number and changes it in one place.
 - ``PLAN_TABLES = 100``, ``PLAN_N_BOOT = 100``, ``PLAN_N_WILD = 39``, ``PLAN_N_STARTS = 200``: a
   planner simulation's tables, and each table's bootstrap replicates, wild replicates and starts
   (smaller than an analysis's: many tables are analysed, and only their spread is read);
+- ``PLAN_MISFIT_MODEL = "auto"``: how a plan carries a pilot's misfit (one of
+  ``PLAN_MISFIT_MODELS``): the pilot's cell curves in model size where they cover every planned
+  run, else a level per (budget, r) cell (:func:`phifit.plan.inputs.design_misfit`);
 - ``HUBER_DELTA = 1e-3``: the Huber threshold on log-loss residuals of the reference objective
   (the study's delta; :data:`phifit.fitters.objective.DELTA` is the same number);
 - ``BACKEND = "fork"``: refits run in worker processes forked from this one (joblib's loky
@@ -51,6 +54,8 @@ PLAN_TABLES = 100
 PLAN_N_BOOT = 100
 PLAN_N_WILD = 39
 PLAN_N_STARTS = 200
+PLAN_MISFIT_MODEL = "auto"
+PLAN_MISFIT_MODELS = ("auto", "level", "shape")
 BACKEND = "fork"
 #: the backends phifit accepts (``dask`` needs ``dask.distributed`` and a running cluster)
 BACKENDS = ("fork", "loky", "threading", "sequential", "dask")

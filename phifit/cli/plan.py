@@ -77,8 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--misfit-model",
-        choices=("auto", "level", "shape"),
-        default="auto",
+        choices=defaults.PLAN_MISFIT_MODELS,
+        default=defaults.PLAN_MISFIT_MODEL,
         dest="misfit_model",
         help="with the misfit carried, how: 'shape' carries each pilot cell's curve in model size "
         "(level, slope and curvature of its residuals along the isoFLOP curve; the simulated tables "

@@ -619,7 +619,7 @@ def plan_from_fit(
     misfit: bool = True,
     tests: bool = True,
     misfit_shape: bool = False,
-    misfit_model: str = "auto",
+    misfit_model: str = defaults.PLAN_MISFIT_MODEL,
 ) -> PlanResult:
     """Plan ``design`` (default: the runs' own) with a fitted table as the pilot: the fit's
     law and the noise of its residuals (:func:`noise_from_pilot`), as ``phifit plan --pilot``

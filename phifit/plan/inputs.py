@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from .. import defaults
 from ..law import (
     log_loss,
 )
@@ -592,7 +593,7 @@ def pilot_noise(
 #: How a pilot's misfit is carried into a plan (``phifit plan --misfit-model``): ``level`` a level per
 #: (budget, r) cell, ``shape`` each cell's curve in model size, ``auto`` (the default) the curves
 #: where they cover every planned run (:func:`uncovered_runs`), else the level.
-MISFIT_MODELS = ("auto", "level", "shape")
+MISFIT_MODELS = defaults.PLAN_MISFIT_MODELS
 
 
 def uncovered_runs(misfit: Misfit, frame: pd.DataFrame) -> int:
@@ -615,7 +616,7 @@ def design_misfit(
     fit: Any,
     frame: pd.DataFrame,
     *,
-    model: str = "auto",
+    model: str = defaults.PLAN_MISFIT_MODEL,
     cell_noise: float | None = None,
 ) -> tuple[NoiseModel, Misfit | None]:
     """The noise and misfit a pilot carries into the plan of the design ``frame``
