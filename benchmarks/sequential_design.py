@@ -667,6 +667,13 @@ def run_pool(
     }
 
 
+def wins_line(reading: str, wins: dict[str, dict[str, int]]) -> str:
+    """phifit's paired wins against each policy as one line (``reading``: per what they were counted)."""
+    return f"phifit vs each policy, {reading} (less / same / more compute to the target): " + "; ".join(
+        f"{o} {v['less']}/{v['same']}/{v['more']}" for o, v in wins.items()
+    )
+
+
 def format_truth(true: dict[str, Any]) -> str:
     """A readable table of :func:`truth` (or its pooled form)."""
     lines = [
@@ -678,10 +685,7 @@ def format_truth(true: dict[str, Any]) -> str:
         cells = f"{_pct(t['median'])} [{_pct(t['q10'])}, {_pct(t['q90'])}]"
         lines.append(f"{policy:12} {cells:>38} {t['n_none']:>4}")
     if true["phifit_vs"]:
-        lines.append(
-            "phifit vs each policy, by true width (less / same / more compute to the target): "
-            + "; ".join(f"{o} {v['less']}/{v['same']}/{v['more']}" for o, v in true["phifit_vs"].items())
-        )
+        lines.append(wins_line("by true width", true["phifit_vs"]))
     return "\n".join(lines)
 
 
@@ -695,14 +699,22 @@ def _pooled_wins(tallies: Sequence[dict[str, dict[str, int]]]) -> dict[str, dict
     return wins
 
 
+def _pooled_shares(per_pilot: Sequence[dict[str, list[float | None]]]) -> dict[str, list[float | None]]:
+    """Each policy's shares to the target, one per pilot, concatenated over the results."""
+    shares: dict[str, list[float | None]] = {}
+    for result in per_pilot:
+        for policy, values in result.items():
+            shares.setdefault(policy, []).extend(values)
+    return shares
+
+
 def over_realisations(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The benchmark pooled over several realisations of a simulated pool: per policy, the share
     of FLOPs to the target over every (realisation, pilot) pair (each against its realisation's
     own target; :func:`quantiles`), and phifit's paired wins summed over the pairs."""
-    shares: dict[str, list[float | None]] = {}
-    for result in results:
-        for policy, s in result["summary"].items():
-            shares.setdefault(policy, []).extend(s["to_target_per_pilot"])
+    shares = _pooled_shares(
+        [{p: v["to_target_per_pilot"] for p, v in result["summary"].items()} for result in results]
+    )
     out = {
         "pools": [r["pool"] for r in results],
         "pairs": len(next(iter(shares.values()))) if shares else 0,
@@ -715,10 +727,7 @@ def over_realisations(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
     trues = [r["truth"] for r in results if r.get("truth")]
     if trues and len(trues) == len(results):
-        true_shares: dict[str, list[float | None]] = {}
-        for t in trues:
-            for policy, v in t["to_target_per_pilot"].items():
-                true_shares.setdefault(policy, []).extend(v)
+        true_shares = _pooled_shares([t["to_target_per_pilot"] for t in trues])
         out["truth"] = {
             "realisations": trues[0]["realisations"],
             "full_width": float(np.mean([t["full_width"] for t in trues])),
@@ -743,10 +752,7 @@ def format_realisations(pooled: dict[str, Any]) -> str:
             f"{_pct(mean):>6} {t['n_none']:>4}"
         )
     if pooled["phifit_vs"]:
-        lines.append(
-            "phifit vs each policy, per pair (less / same / more compute to the target): "
-            + "; ".join(f"{o} {v['less']}/{v['same']}/{v['more']}" for o, v in pooled["phifit_vs"].items())
-        )
+        lines.append(wins_line("per pair", pooled["phifit_vs"]))
     if pooled.get("truth"):
         lines += ["", format_truth(pooled["truth"]) + " (full pool and target: means over the realisations)"]
     return "\n".join(lines)
@@ -791,11 +797,7 @@ def format_pool(result: dict[str, Any]) -> str:
             line += f" {_w(w['median']) + ' [' + _w(w['q10']) + ', ' + _w(w['q90']) + ']':>24}"
         lines.append(line)
     if result["phifit_vs"]:
-        lines.append("")
-        lines.append(
-            "phifit vs each policy, per pilot (less / same / more compute to the target): "
-            + "; ".join(f"{o} {v['less']}/{v['same']}/{v['more']}" for o, v in result["phifit_vs"].items())
-        )
+        lines += ["", wins_line("per pilot", result["phifit_vs"])]
     true = result.get("truth")
     if true:
         lines += ["", format_truth(true)]
