@@ -682,8 +682,7 @@ def format_truth(true: dict[str, Any]) -> str:
         f"{'policy':12} {'% FLOPs to target, median [10%, 90%]':>38} {'n/r':>4}",
     ]
     for policy, t in true["to_target"].items():
-        cells = f"{_pct(t['median'])} [{_pct(t['q10'])}, {_pct(t['q90'])}]"
-        lines.append(f"{policy:12} {cells:>38} {t['n_none']:>4}")
+        lines.append(f"{policy:12} {_share_cell(t):>38} {t['n_none']:>4}")
     if true["phifit_vs"]:
         lines.append(wins_line("by true width", true["phifit_vs"]))
     return "\n".join(lines)
@@ -747,10 +746,7 @@ def format_realisations(pooled: dict[str, Any]) -> str:
     ]
     for policy, t in pooled["to_target"].items():
         mean = pooled["to_target_mean"][policy]
-        lines.append(
-            f"{policy:12} {_pct(t['median']) + ' [' + _pct(t['q10']) + ', ' + _pct(t['q90']) + ']':>38} "
-            f"{_pct(mean):>6} {t['n_none']:>4}"
-        )
+        lines.append(f"{policy:12} {_share_cell(t):>38} {_pct(mean):>6} {t['n_none']:>4}")
     if pooled["phifit_vs"]:
         lines.append(wins_line("per pair", pooled["phifit_vs"]))
     if pooled.get("truth"):
@@ -767,6 +763,11 @@ def fit_phi(pool: pd.DataFrame) -> float:
 
 def _pct(v: float) -> str:
     return "  n/r" if not math.isfinite(v) else f"{100 * v:5.1f}"
+
+
+def _share_cell(t: dict[str, Any]) -> str:
+    """A share-to-target summary (:func:`quantiles`) as "median [10%, 90%]" in per cent."""
+    return f"{_pct(t['median'])} [{_pct(t['q10'])}, {_pct(t['q90'])}]"
 
 
 def _w(v: float) -> str:
@@ -790,8 +791,7 @@ def format_pool(result: dict[str, Any]) -> str:
     ]
     for policy, s in result["summary"].items():
         t = s["to_target"]
-        cells = f"{_pct(t['median'])} [{_pct(t['q10'])}, {_pct(t['q90'])}]"
-        line = f"{policy:12} {cells:>24} {s['not_reached']:>4}"
+        line = f"{policy:12} {_share_cell(t):>24} {s['not_reached']:>4}"
         for share in SHARES:
             w = s["width_at"][f"{share:g}"]
             line += f" {_w(w['median']) + ' [' + _w(w['q10']) + ', ' + _w(w['q90']) + ']':>24}"
