@@ -9,8 +9,9 @@ plans it by default (misfit carried as ``--misfit-model auto`` chooses,
   over ``--tables`` simulated tables (the pilot's law, its cell offsets or curves copied where
   it saw the cell and drawn from their spread where it did not, and the per-run noise they
   leave), the asymptotic width (the cluster sandwich with the offsets' random-effects sd), and
-  P(interval reaches the box); a case whose plan cautions that the pilot's phi lies on the
-  box's end (the predicted width is then not a precision) is marked;
+  P(interval reaches the box); a case whose pilot's phi lies on the box's end is one where the
+  plan declines to predict a width (``PlanResult.width_is_precision`` is false: the simulated
+  tables' intervals are cut by the box), and is counted apart;
 - **realised**: the sub-design's own runs fitted and cell-bootstrapped as ``phifit fit
   --bootstrap`` does (1000 replicates); the width is the mean over ``--boot-seeds`` bootstrap
   seeds (its spread across seeds is printed: a percentile interval from 1000 replicates
@@ -166,7 +167,7 @@ def plan_case(pilot, design_runs, tables: int, seed: int, n_jobs: int, variant: 
         "noise": noise.to_dict(),
         "misfit_carried": misfit is not None,
         "misfit_model": None if misfit is None else ("shape" if misfit.shapes else "level"),
-        "declined": [c.message for c in plan.warnings if c.kind == "law_at_box"],
+        "declined": not plan.width_is_precision,
         "cells_unseen": None if misfit is None else misfit.missing(design_from_table(design_runs).frame),
         "n_failed": s.n_failed,
         "seconds": time.perf_counter() - t0,
@@ -259,24 +260,35 @@ def main() -> None:
                 f"{pred['asymptotic_width']:>10.3g} {realised_text:>17} {ratio:>6.2f} "
                 f"{row['ratio_asymptotic']:>6.2f} {pred['p_box']:>6.2f} "
                 f"{'yes' if real['at_box'] else 'no':>4} {pred['misfit_model'] or '-':>5}"
-                + ("  (plan: law at the box)" if pred["declined"] else ""),
+                + ("  (declined: the pilot's phi on the box)" if pred["declined"] else ""),
                 flush=True,
             )
     for variant in variants:
         mine = [r for r in rows if r["misfit"] == variant]
         ratios = np.array([r["ratio"] for r in mine])
         if len(ratios):
-            kept = np.array([r["ratio"] for r in mine if not r["predicted"]["declined"]])
-            misses = [f"{r['case']} {r['ratio']:.2f}" for r in mine if abs(r["ratio"] - 1) > 0.2]
+            predicted = [r for r in mine if not r["predicted"]["declined"]]
+            kept = np.array([r["ratio"] for r in predicted])
+            misses = [f"{r['case']} {r['ratio']:.2f}" for r in predicted if abs(r["ratio"] - 1) > 0.2]
+            declined = [
+                f"{r['case']} (its simulated tables read {r['ratio']:.2f})"
+                for r in mine
+                if r not in predicted
+            ]
             print(
-                f"\n{variant}: {len(ratios)} cases: ratio predicted/realised median {np.median(ratios):.2f}, "
-                f"within +-20%: {int(np.sum(np.abs(ratios - 1) <= 0.2))}, within +-35%: "
-                f"{int(np.sum(np.abs(ratios - 1) <= 0.35))}, "
-                f"worst {ratios[np.argmax(np.abs(ratios - 1))]:.2f}; "
-                f"{len(ratios) - len(kept)} where the plan cautions that the law's phi is on the box "
-                f"(without them: median {np.median(kept):.2f}, within +-20%: "
-                f"{int(np.sum(np.abs(kept - 1) <= 0.2))} of {len(kept)})"
+                f"\n{variant}: {len(ratios)} cases; the plan predicts a width in {len(kept)}: ratio "
+                f"predicted/realised median {np.median(kept):.2f}, within +-20%: "
+                f"{int(np.sum(np.abs(kept - 1) <= 0.2))} of {len(kept)}, within +-35%: "
+                f"{int(np.sum(np.abs(kept - 1) <= 0.35))}, worst {kept[np.argmax(np.abs(kept - 1))]:.2f}"
                 + (f"\n  outside +-20%: {'; '.join(misses)}" if misses else "")
+                + (
+                    f"\n  declined (the pilot's phi on the box, PlanResult.width_is_precision false): "
+                    f"{'; '.join(declined)}"
+                    if declined
+                    else ""
+                )
+                + f"\n  all {len(ratios)} read as predictions: median {np.median(ratios):.2f}, within +-20%: "
+                f"{int(np.sum(np.abs(ratios - 1) <= 0.2))}"
             )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

@@ -3,6 +3,8 @@ known bends, a plan's simulated tables carry them at the planned sizes, and they
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -197,3 +199,25 @@ def test_a_plan_whose_law_sits_on_the_box_says_its_width_is_not_a_precision():
     assert "phi = -3 lies on the end of its box [-3, 3]" in on_box.summary()
     inside = plan_design(design_from_paper(), params=dict(REFERENCE_PARAMS), noise=noise)
     assert "law_at_box" not in [c.kind for c in inside.warnings]
+    # the plan declines the width, in the summary and in the JSON, and only on the box
+    assert not on_box.width_is_precision and inside.width_is_precision
+    assert "(box) no width predicted" in on_box.summary()
+    assert "no width predicted" not in inside.summary()
+    assert type(on_box).from_json(on_box.to_json()).to_dict()["width_is_precision"] is False
+    assert inside.to_dict()["width_is_precision"] is True
+    moved = {"line": "x", "width_before": 1.0, "width_after": 0.5, "flops_before": 2.0, "flops_after": 1.0}
+    assert "compared truncated widths" in dataclasses.replace(on_box, optimized=moved).summary()
+    assert "compared truncated widths" not in dataclasses.replace(inside, optimized=moved).summary()
+
+
+def test_on_the_box_the_two_modes_widths_are_not_compared():
+    from types import SimpleNamespace
+
+    from phifit.plan.design import agreement
+
+    asym = SimpleNamespace(width=2.0, power={"phi=0": 1.0}, trusted=False)
+    sim = SimpleNamespace(width_median=1.0, n_tables=40, n_failed=0, power={"phi=0": 0.5})
+    both = [c.message for c in agreement(asym, sim)]
+    assert any("width" in m for m in both) and any("power" in m for m in both)
+    powers_only = [c.message for c in agreement(asym, sim, widths=False)]
+    assert powers_only and not any("width" in m for m in powers_only)

@@ -46,7 +46,7 @@ from phifit.frontier import Frontier, IsoflopCurves, TableFamily, frontier, isof
 from phifit.intervals import Interval
 from phifit.isoflop import ParabolaMinima, parabola_minima, table_budgets
 from phifit.law import REFERENCE_PARAMS, LawSpec
-from phifit.plan.design import PlanResult, plan_design
+from phifit.plan.design import PlanResult, phi_on_box, plan_design
 from phifit.plan.inputs import Misfit, NoiseModel, design_from_table, misfit_from_pilot, noise_from_pilot
 from phifit.plan.modes import AsymptoticPlan, SimulatedPlan
 from phifit.plan.rounds import AdaptiveRounds, RoundRow, append_record, load_rounds
@@ -374,6 +374,8 @@ def test_shipped_results_reload_as_an_analysis(folder, tmp_path):
         expected["plan"] = None  # a file written before the report planned
     if expected["plan"] is not None:
         expected["plan"].setdefault("conditioning", None)  # written before plans checked the design
+        # written before plans declined a width on the box: derived from the law planned under
+        expected["plan"].setdefault("width_is_precision", not phi_on_box(expected["plan"]["law"]))
     sim = (expected["plan"] or {}).get("simulation")
     if sim is not None:
         sim.setdefault("tests", True)  # written before simulations could skip the wild tests

@@ -254,8 +254,16 @@ class PlanResult(JsonIO):
                 "warnings": [c.to_dict() for c in self.warnings],
                 "optimized": self.optimized,
                 "conditioning": None if self.conditioning is None else self.conditioning.to_dict(),
+                "width_is_precision": self.width_is_precision,
             }
         )
+
+    @property
+    def width_is_precision(self) -> bool:
+        """False when the law planned under has phi on an end of its box (:func:`law_at_box`): the
+        predicted widths are then cut by the box and say nothing of how precisely the design
+        measures phi, so the plan gives them as what the tables did, not as a prediction."""
+        return not phi_on_box(self.law)
 
     def summary(self) -> str:
         """The plan as text: design and cost, both predictions, bracketing, reasons, cautions."""
@@ -305,7 +313,15 @@ class PlanResult(JsonIO):
             else ("n/a" if s is not None else "-")
         )
         trust = "" if a.trusted else " (!)"
-        lines.append(f"{'95% interval width':28} {a.width:>14.3g}{trust:<4} {sim_w:>20}")
+        label = "95% interval width" if self.width_is_precision else "95% interval width (box)"
+        lines.append(f"{label:28} {a.width:>14.3g}{trust:<4} {sim_w:>20}")
+        if not self.width_is_precision:
+            lo, hi = DEFAULT_BOUNDS["phi"]
+            lines.append(
+                f"(box) no width predicted: the law's phi = {self.law['phi']:g} is on the end of its box "
+                f"[{lo:g}, {hi:g}], so these widths are cut by the box, not phi's precision; the realised "
+                f"width can be anything up to {hi - lo:g} (caution law_at_box)"
+            )
         lines.append(
             f"{'P(interval reaches box)':28} {a.p_box:>14.2f}     "
             f"{(f'{s.p_box:.2f}' if s and np.isfinite(s.p_box) else ('n/a' if s else '-')):>20}"
@@ -405,6 +421,11 @@ class PlanResult(JsonIO):
         and simulated when it was simulated) and the spec written."""
         o = self.optimized
         lines = ["[[Optimised design]]", o["line"]]
+        if not self.width_is_precision:
+            lines.append(
+                "(box) the law's phi is on the end of its box: the widths below are cut by the box, so "
+                "the optimiser compared truncated widths, not phi's precision"
+            )
         lines.append(
             f"predicted width (asymptotic) {o['width_before']:.3g} -> {o['width_after']:.3g}; "
             f"cost {o['flops_before']:.3g} -> {o['flops_after']:.3g} FLOPs"
@@ -442,10 +463,11 @@ SIM_FAILED_SHARE = 0.10
 SIM_MIN_TABLES = 10
 
 
-def agreement(asym: AsymptoticPlan, sim: SimulatedPlan) -> list[Caution]:
+def agreement(asym: AsymptoticPlan, sim: SimulatedPlan, *, widths: bool = True) -> list[Caution]:
     """Cautions where the asymptotic and simulated predictions disagree (width by more than
     25% relative, a power by more than 0.15); when more than :data:`SIM_FAILED_SHARE` of the
-    simulated tables failed, a caution saying so instead."""
+    simulated tables failed, a caution saying so instead.  ``widths=False`` (the law's phi on
+    its box, :func:`law_at_box`) compares the powers only: neither width is then a precision."""
     out = []
     n_done = sim.n_tables - sim.n_failed
     if sim.n_failed > SIM_FAILED_SHARE * sim.n_tables:
@@ -466,7 +488,7 @@ def agreement(asym: AsymptoticPlan, sim: SimulatedPlan) -> list[Caution]:
             )
         )
         return out  # the simulation is not the one to trust here
-    if np.isfinite(sim.width_median) and sim.width_median > 0:
+    if widths and np.isfinite(sim.width_median) and sim.width_median > 0:
         ratio = asym.width / sim.width_median
         if abs(ratio - 1) > AGREE_WIDTH_RTOL:
             out.append(
@@ -492,14 +514,24 @@ def agreement(asym: AsymptoticPlan, sim: SimulatedPlan) -> list[Caution]:
     return out
 
 
+def phi_on_box(params: Mapping[str, float]) -> bool:
+    """Whether the law's phi lies on an end of phi's box (:data:`~phifit.law.DEFAULT_BOUNDS`)."""
+    lo, hi = DEFAULT_BOUNDS["phi"]
+    phi = float(params["phi"])
+    return bool(phi <= lo + 1e-6 or phi >= hi - 1e-6)
+
+
 def law_at_box(params: Mapping[str, float], sim: SimulatedPlan | None) -> list[Caution]:
     """A caution when the planning law's phi sits on an end of phi's box: every table simulated
     from it is fitted near that end, so its interval is cut by the box and a predicted width says
     how far intervals reach into the box, not how precisely the design measures phi (the realised
-    width can be anything up to the box's)."""
+    width can be anything up to the box's).  Simulating from an estimate on the boundary of its
+    parameter space is the case where the parametric bootstrap is inconsistent (Andrews 2000,
+    Econometrica 68, 399-405), so the plan declines to read its width as a precision
+    (:attr:`PlanResult.width_is_precision`)."""
     lo, hi = DEFAULT_BOUNDS["phi"]
     phi = float(params["phi"])
-    if not (phi <= lo + 1e-6 or phi >= hi - 1e-6):
+    if not phi_on_box(params):
         return []
     reach = "" if sim is None else f" (P(box) {sim.p_box:.2f} in the simulation)"
     return [
@@ -508,8 +540,9 @@ def law_at_box(params: Mapping[str, float], sim: SimulatedPlan | None) -> list[C
             "law_at_box",
             f"the planning law's phi = {phi:g} lies on the end of its box [{lo:g}, {hi:g}]: the tables "
             f"simulated from it are fitted near that end and their intervals cut by the box{reach}, so "
-            f"the predicted width is not a precision of phi and the realised one can be anything up to "
-            f"the box's {hi - lo:g}; read P(box), or plan with a phi inside the box (--phi)",
+            f"the simulated width is not a prediction of phi's precision (a bootstrap from a law on the "
+            f"box's end is inconsistent) and the realised one can be anything up to the box's {hi - lo:g}; "
+            f"read P(box), or plan with a phi inside the box (--phi)",
             phi=phi,
             lo=lo,
             hi=hi,
@@ -569,7 +602,7 @@ def plan_design(
     cond = conditioning(design, p, law_source=law_source)
     warnings = list(cond.warnings) + law_at_box(p, sim)
     if sim is not None:
-        warnings += agreement(asym, sim)
+        warnings += agreement(asym, sim, widths=not phi_on_box(p))
     elif not asym.trusted:
         warnings.append(
             caution(
@@ -668,7 +701,10 @@ def plan_figure(result: PlanResult) -> Any:
     ax1.axvline(
         a.width, color="#D55E00", label=f"asymptotic {a.width:.3g}" + ("" if a.trusted else " (untrusted)")
     )
-    ax1.set_xlabel("width of phi's 95% interval")
+    ax1.set_xlabel(
+        "width of phi's 95% interval"
+        + ("" if result.width_is_precision else " (cut by phi's box: not a precision)")
+    )
     ax1.set_ylabel("tables")
     ax1.legend(fontsize=7)
     keys = list(a.power)

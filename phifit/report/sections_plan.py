@@ -26,9 +26,10 @@ _POWER_LABELS = {
 def _prediction_rows(plan) -> list[list[str]]:
     a, s = plan.asymptotic, plan.simulation
     mark = "" if a.trusted else " (untrusted)"
+    box = "" if plan.width_is_precision else " (cut by the box: not a precision of φ)"
     rows = [
         [
-            "width of φ's 95% interval",
+            "width of φ's 95% interval" + box,
             T.num(a.width, 3) + mark,
             "–"
             if s is None
@@ -65,7 +66,13 @@ def _realised(a: Analysis) -> str:
         + ".</p>"
     )
     s = a.plan.simulation
-    if s is not None and math.isfinite(s.width_q10):
+    if not a.plan.width_is_precision:
+        text += (
+            f"<p>No width was predicted: the law's φ = {T.num(a.plan.law['phi'], 3)} lies on the end of "
+            "its search box, so the simulated tables' intervals are cut by the box and their widths "
+            "are not a precision of φ.</p>"
+        )
+    elif s is not None and math.isfinite(s.width_q10):
         inside = s.width_q10 <= width <= s.width_q90
         text += (
             f"<p>The realised width is {'inside' if inside else 'outside'} the predicted 10–90% range "
