@@ -254,24 +254,32 @@ def static_order(policy: str, pool: pd.DataFrame, left: Sequence[int], rng: np.r
     return frame.sort_values(key, kind="stable").index.astype(int).tolist()
 
 
-def planner_batch(
-    pool: pd.DataFrame, rows: Sequence[int], k: int, fit: Any, misfit: bool
-) -> tuple[list[int], int, float | None]:
-    """Up to ``k`` new pool rows from :func:`choose_next` for the runs ``rows`` (at their fit),
-    topped up cheapest-first when it picks fewer; how many were topped up; and the planner's
-    predicted (asymptotic) width with its picks (None when it failed)."""
+def planner_picks(
+    runs: Any, candidates: pd.DataFrame, k: int, fit: Any, misfit: bool
+) -> tuple[list[dict], float]:
+    """phifit's policy (``misfit``) or the noise-only planner: :func:`choose_next`'s picks of the
+    ``candidates`` for ``runs`` (at their ``fit``), and its predicted width with them."""
     from phifit.plan.next_runs import choose_next
 
+    nxt = choose_next(runs, candidates, k, fit=fit, misfit=misfit)
+    return nxt.picks, float(nxt.width_after)
+
+
+def planner_batch(
+    pool: pd.DataFrame, rows: Sequence[int], k: int, fit: Any, misfit: bool, picker: Callable = planner_picks
+) -> tuple[list[int], int, float | None]:
+    """Up to ``k`` new pool rows from ``picker`` (:func:`planner_picks`: :func:`choose_next`) for the
+    runs ``rows`` (at their fit), topped up cheapest-first when it picks fewer; how many were topped
+    up; and the planner's predicted (asymptotic) width with its picks (None when it failed)."""
     left = [i for i in range(len(pool)) if i not in set(rows)]
     picks: list[int] = []
     predicted = None
     try:
-        nxt = choose_next(table(pool, rows), pool.loc[left], k, fit=fit, misfit=misfit)
+        chosen, predicted = picker(table(pool, rows), pool.loc[left], k, fit, misfit)
         index = {rid: i for i, rid in zip(left, pool.loc[left, "run_id"].astype(str))}
-        picks = [index[str(p["run_id"])] for p in nxt.picks]
-        predicted = float(nxt.width_after)
+        picks = [index[str(p["run_id"])] for p in chosen]
     except Exception:  # noqa: BLE001 - a planner failure is topped up like an early stop
-        picks = []
+        picks, predicted = [], None
     rest = [i for i in static_order("cheapest", pool, left, np.random.default_rng(0)) if i not in picks]
     filled = max(0, min(k, len(left)) - len(picks))
     return picks + rest[:filled], filled, predicted

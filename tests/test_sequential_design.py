@@ -241,3 +241,69 @@ def test_remeasure_goes_past_the_largest_share_only_until_the_target():
     sd.remeasure(pool, [pilot], {"study-order": [states]}, n_boot=60, target=0.0)
     assert all(s["width"] is not None for s in states)  # never reached: measured to the end
     assert [s["width_quick"] for s in states] == [1.0] * 4
+
+
+# -- ideas for the policy (benchmarks/sequential_variants.py) -------------------------------------
+def _variants():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import sequential_variants
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return sequential_variants
+
+
+def test_variant_names_and_the_spread_order():
+    sv = _variants()
+    assert sv.parse_variant("current") == ("current", None)
+    assert sv.parse_variant("cell-noise:0.003") == ("cell-noise", 0.003)
+    for bad in ("cell-noise:0", "cell-noise:x", "noise", "cell-noise"):
+        with pytest.raises(ValueError, match="expected current, spread, curves or cell-noise:SD"):
+            sv.parse_variant(bad)
+    picks = [("a", 1), ("b", 1), ("c", 2), ("d", 1), ("e", 3)]
+    assert sv.spread_over_cells(picks, 3) == ["a", "c", "e"]
+    assert sv.spread_over_cells(picks, 5) == ["a", "c", "e", "b", "d"]
+
+
+def test_a_picker_that_fails_or_picks_nothing_is_topped_up_cheapest_first(pool, pilots):
+    from phifit.fitters.huber import fit_huber
+
+    rows = list(pilots[0])
+    fit = fit_huber(sd.table(pool, rows))
+    left = [i for i in range(len(pool)) if i not in set(rows)]
+    cheapest = sd.static_order("cheapest", pool, left, np.random.default_rng(0))[:K]
+
+    def nothing(*args):
+        return [], math.nan
+
+    def fails(*args):
+        raise RuntimeError("no plan")
+
+    for picker in (nothing, fails):
+        batch, filled, _ = sd.planner_batch(pool, rows, K, fit, True, picker=picker)
+        assert batch == cheapest and filled == K
+    shipped = sd.planner_batch(pool, rows, K, fit, True)
+    spread = sd.planner_batch(pool, rows, K, fit, True, picker=_variants().variant_picker("spread", None))
+    assert shipped[1] == spread[1] == 0 and len(set(spread[0])) == K
+    cells = {(pool.loc[i, "budget"], pool.loc[i, "r"]) for i in spread[0]}
+    assert len(cells) == K  # four picks, four cells
+    shipped_cells = {(pool.loc[i, "budget"], pool.loc[i, "r"]) for i in shipped[0]}
+    assert len(shipped_cells) < K  # where the shipped batch doubles up
+
+
+def test_the_curves_variant_moves_the_bend_into_the_cell_term_only_inside_its_block(pool, pilots):
+    from phifit.fitters.huber import fit_huber
+    from phifit.plan import inputs
+
+    runs = sd.table(pool, list(pilots[0]))
+    fit = fit_huber(runs)
+    shipped = inputs.pilot_noise
+    before, _ = inputs.pilot_noise(runs, fit)
+    with _variants().bend_as_cell_noise():
+        inside, carried = inputs.pilot_noise(runs, fit)
+        curves = inputs.misfit_from_pilot(runs, fit, shape=True)
+    assert inputs.pilot_noise is shipped
+    assert inside.per_run == pytest.approx(curves.shape_sd) and inside.per_run < before.per_run
+    # the total variance a run sees is kept: the bend moves from the per-run part to the cell part
+    assert inside.per_run**2 + inside.cell**2 == pytest.approx(before.per_run**2 + before.cell**2, rel=1e-9)
+    assert carried is not None

@@ -809,7 +809,8 @@ def _check_loops(cells: _Cells, values: dict[str, np.ndarray], *, has_r: bool, h
                 f"{cells.at(i, 'n_rec')}: r = {raw['r'].iloc[i]} > 1 needs n_rec > 0 "
                 f"(the shared block's parameters), got {raw['n_rec'].iloc[i]!r}"
             )
-    total = values["n_once"] + values["n_rec"]
+    with np.errstate(over="ignore"):  # two counts near float's limit sum to inf, which is not 0
+        total = values["n_once"] + values["n_rec"]
     for i in np.flatnonzero(total == 0):
         cells.problems.append(
             f"{cells.at(i, 'n_once')}: n_once + n_rec must be > 0 (model has no parameters)"
