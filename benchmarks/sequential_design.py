@@ -682,15 +682,24 @@ def wins_line(reading: str, wins: dict[str, dict[str, int]]) -> str:
     )
 
 
+def _share_rows(to_target: dict[str, dict[str, Any]], means: dict[str, float] | None = None) -> list[str]:
+    """A header and one row per policy: its share of FLOPs to the target (:func:`_share_cell`), its
+    mean share when ``means`` are given, and how many pilots did not reach the target."""
+    mean_head = f" {'mean':>6}" if means is not None else ""
+    rows = [f"{'policy':12} {'% FLOPs to target, median [10%, 90%]':>38}{mean_head} {'n/r':>4}"]
+    for policy, t in to_target.items():
+        mean = f" {_pct(means[policy]):>6}" if means is not None else ""
+        rows.append(f"{policy:12} {_share_cell(t):>38}{mean} {t['n_none']:>4}")
+    return rows
+
+
 def format_truth(true: dict[str, Any]) -> str:
     """A readable table of :func:`truth` (or its pooled form)."""
     lines = [
         f"true widths (2 x 1.96 sd of phi over {true['realisations']} fresh realisations): full pool "
         f"{true['full_width']:.4f}, target {true['target']:.4f}",
-        f"{'policy':12} {'% FLOPs to target, median [10%, 90%]':>38} {'n/r':>4}",
+        *_share_rows(true["to_target"]),
     ]
-    for policy, t in true["to_target"].items():
-        lines.append(f"{policy:12} {_share_cell(t):>38} {t['n_none']:>4}")
     if true["phifit_vs"]:
         lines.append(wins_line("by true width", true["phifit_vs"]))
     return "\n".join(lines)
@@ -750,11 +759,8 @@ def format_realisations(pooled: dict[str, Any]) -> str:
     lines = [
         f"over {len(pooled['pools'])} realisations ({', '.join(pooled['pools'])}), "
         f"{pooled['pairs']} (realisation, pilot) pairs:",
-        f"{'policy':12} {'% FLOPs to target, median [10%, 90%]':>38} {'mean':>6} {'n/r':>4}",
+        *_share_rows(pooled["to_target"], pooled["to_target_mean"]),
     ]
-    for policy, t in pooled["to_target"].items():
-        mean = pooled["to_target_mean"][policy]
-        lines.append(f"{policy:12} {_share_cell(t):>38} {_pct(mean):>6} {t['n_none']:>4}")
     if pooled["phifit_vs"]:
         lines.append(wins_line("per pair", pooled["phifit_vs"]))
     if pooled.get("truth"):
