@@ -221,3 +221,32 @@ def test_on_the_box_the_two_modes_widths_are_not_compared():
     assert any("width" in m for m in both) and any("power" in m for m in both)
     powers_only = [c.message for c in agreement(asym, sim, widths=False)]
     assert powers_only and not any("width" in m for m in powers_only)
+
+
+def test_a_pilots_plan_at_an_assumed_phi_refits_the_other_parameters(tmp_path):
+    """--phi with a pilot plans under the pilot's fit with phi held there (its profile point), not the
+    free fit with phi swapped: the other five parameters then still fit the pilot."""
+    import json
+
+    from phifit.cli import main
+    from phifit.fitters.huber import fit_huber
+    from phifit.fitters.objective import loss_terms
+    from phifit.law import DEFAULT_BOUNDS, LawSpec, log_loss, params_to_theta
+    from phifit.runs.table import load_runs
+
+    path = "data/cpu_recipe_runs.csv"  # its free fit has phi on the box's end (-3)
+    out = tmp_path / "plan.json"
+    assert main(["plan", "--pilot", path, "--phi", "-1.5", "--simulate", "0", "--json", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    assert plan["law_source"].endswith("with phi held at -1.5") and plan["width_is_precision"] is True
+    pilot = load_runs(path)
+    free = fit_huber(pilot)
+    held = fit_huber(pilot, spec=LawSpec(fixed={"phi": -1.5}, bounds=DEFAULT_BOUNDS))
+    assert plan["law"] == pytest.approx({k: float(v) for k, v in held.params.items()}, rel=1e-9)
+    swapped = {**{k: float(v) for k, v in free.params.items()}, "phi": -1.5}
+
+    def misfit(law):  # the Huber objective of a law on the pilot's log-losses
+        return loss_terms(log_loss(params_to_theta(law), pilot.design) - pilot.log_loss).sum()
+
+    assert misfit(plan["law"]) < misfit(swapped)
+    assert "law_at_box" not in [w["kind"] for w in plan["warnings"]]

@@ -37,7 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--variant", default=None, help="recipe of the pilot table (default baseline)")
     add_table_options(p)
-    p.add_argument("--phi", type=float, default=None, help="assumed phi (default: the law's)")
+    p.add_argument(
+        "--phi",
+        type=float,
+        default=None,
+        help="assumed phi (default: the law's); with --pilot, the pilot's fit with phi held there",
+    )
     p.add_argument(
         "--delta-phi", type=float, default=None, dest="delta_phi", help="delta phi of a second recipe"
     )
@@ -227,6 +232,8 @@ def run(args: argparse.Namespace) -> int:
                 f"simulates tables from all six parameters: {'; '.join(why)}"
             )
         law_source = f"Huber fit of the pilot {pilot.source}"
+        if args.phi is not None and params.get("phi") is not None:
+            params, law_source = _law_with_phi_held(pilot, args.phi)
         if args.misfit:
             model = "level" if args.optimize and args.misfit_model == "auto" else args.misfit_model
             frame = resolve_design(args.design, pilot).frame
@@ -236,8 +243,9 @@ def run(args: argparse.Namespace) -> int:
         if args.law_uncertainty:
             laws, laws_source = _pilot_law_draws(pilot, fit, args, n_tables)
     if args.phi is not None:
-        params["phi"] = args.phi
-        law_source += f", phi set to {args.phi:g}"
+        if params.get("phi") != args.phi:  # no pilot, or one whose fit leaves phi unestimated
+            params["phi"] = args.phi
+            law_source += f", phi set to {args.phi:g}"
         if laws is not None:
             laws = [dict(law, phi=args.phi) for law in laws]
             laws_source += f", phi set to {args.phi:g}"
@@ -332,6 +340,17 @@ def _next(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, result.to_dict())
     return 0
+
+
+def _law_with_phi_held(pilot: Any, phi: float) -> tuple[dict[str, float], str]:
+    """The pilot's Huber fit with phi held at ``phi`` (its profile point there): the law a plan at an
+    assumed phi should simulate, since the other five parameters then still fit the pilot; the
+    noise and misfit stay those of the pilot's free fit."""
+    from ..fitters.huber import fit_huber
+    from ..law import DEFAULT_BOUNDS, LawSpec
+
+    held = fit_huber(pilot, spec=LawSpec(fixed={"phi": float(phi)}, bounds=DEFAULT_BOUNDS))
+    return dict(held.params), f"Huber fit of the pilot {pilot.source} with phi held at {phi:g}"
 
 
 def _pilot_law_draws(
