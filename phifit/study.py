@@ -161,15 +161,17 @@ def looped_param_counts(
     injection: str,
     r: int,
     lanes: int = 2,
+    recur_norm: bool = True,
 ) -> ParamCounts:
-    """Parameter split of a looped GPT (module docstring): blocks by part, n_i, 3 d norms, V d twice."""
+    """Parameter split of a looped GPT (module docstring): blocks by part, n_i, 3 d norms (2 d without the
+    shared ``norm_recur``), V d twice."""
     nb = block_params(d)
     return ParamCounts(
         prelude=n_prelude * nb,
         recur=n_recur * nb,
         coda=n_coda * nb,
         inject=inject_params(d, injection, r=r, lanes=lanes),
-        norms=3 * d,
+        norms=(3 if recur_norm else 2) * d,
         wte=vocab_padded * d,
         lm_head=vocab_padded * d,
     )

@@ -400,3 +400,35 @@ def test_loop_r1_control_is_the_looped_machinery_iterated_once():
     ).model
     assert (add.n_prelude, add.n_recur, add.injection) == (1, 8, "additive") and param_counts(add).inject == 0
     assert LoopedGPT(add).param_split() == param_counts(add)
+
+
+def test_control_without_recur_norm_is_the_plain_stack_less_one_norm():
+    """recur_norm=False leaves out the shared RMSNorm after each iteration: the additive control then computes
+    the plain stack's function (u = e, the same blocks in the same order) with one gain vector fewer; the
+    default keeps the run ids of every shipped table."""
+    from phifit.spec.run_config import make_run_id
+
+    kw = dict(depth=10, r=1, width=32, head_dim=16, seq_len=16, budget=1e10, loop_r1=True, variant="additive")
+    with_norm = make_train_config(**kw)
+    without = make_train_config(**kw, recur_norm=False)
+    assert make_run_id(make_train_config(**kw, recur_norm=True).identity()) == make_run_id(
+        with_norm.identity()
+    )
+    assert make_run_id(without.identity()) != make_run_id(with_norm.identity())
+    assert "recur_norm" not in with_norm.identity()["model"]  # ids from before the option are unchanged
+    pc, pc_norm = param_counts(without.model), param_counts(with_norm.model)
+    assert pc.norms == pc_norm.norms - 32 and pc.n_rec == pc_norm.n_rec
+    torch.manual_seed(0)
+    model = LoopedGPT(without.model)
+    assert model.norm_recur is None and model.param_split() == pc
+    # with the stack's blocks copied into a plain 10-layer model, both give the same logits up to the plain
+    # model's own norm_recur before norm_final (a gain of 1 at init, and RMSNorm(RMSNorm(x)) = RMSNorm(x))
+    plain = LoopedGPT(make_train_config(depth=10, r=1, width=32, head_dim=16, seq_len=16, budget=1e10).model)
+    blocks = list(model.prelude) + list(model.recur) + list(model.coda)
+    for dst, src in zip(plain.recur, blocks, strict=True):
+        dst.load_state_dict(src.state_dict())
+    for name in ("wte", "norm_emb", "norm_final", "lm_head"):
+        getattr(plain, name).load_state_dict(getattr(model, name).state_dict())
+    x = torch.randint(0, 256, (2, 16))
+    with torch.no_grad():
+        assert torch.allclose(model(x)[0], plain(x)[0], atol=1e-4)

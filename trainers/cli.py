@@ -89,6 +89,14 @@ def _add_train_arguments(p: argparse.ArgumentParser) -> None:
         help="r = 1 built with the loop machinery (prelude, injection, norm_recur, coda), iterated once: a "
         "control that prices the machinery alone (default: r = 1 is the plain transformer)",
     )
+    g.add_argument(
+        "--no-recur-norm",
+        dest="recur_norm",
+        action="store_false",
+        default=None,
+        help="leave out norm_recur, the shared RMSNorm after every iteration: a control that tests what it "
+        "costs (default: kept, as in the study)",
+    )
     g.add_argument("--bptt-k", type=int, help="tbptt: iterations with gradients (default ceil(r/2))")
     g.add_argument("--lanes", type=int, help=f"hc: number of lanes K (default {_default(_M['lanes'])})")
     g.add_argument(

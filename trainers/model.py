@@ -5,7 +5,7 @@
     s = e  (additive: s = 0)                     # state initialised to the prelude output
     for i in range(r):                           # the same stack of n_recur blocks, r times
         u = inject(e, s)                         # linear W [e; s] (init [I | 0]) | s + e | s
-        s = RMSNorm_recur(recur(u))              # RMSNorm after every iteration (shared gain)
+        s = RMSNorm_recur(recur(u))              # RMSNorm after every iteration (shared gain; recur_norm)
         (the first r - k iterations run forward only and are detached: truncated BPTT)
     x = coda(s)                                  # unshared blocks
     logits = 15 tanh(lm_head(RMSNorm(x)) / 15)   # untied head, logit softcap, fp32
@@ -129,7 +129,7 @@ class LoopedGPT(nn.Module):
         self.prelude = nn.ModuleList([Block(cfg) for _ in range(cfg.n_prelude)])
         self.recur = nn.ModuleList([Block(cfg) for _ in range(cfg.n_recur)])
         self.coda = nn.ModuleList([Block(cfg) for _ in range(cfg.n_coda)])
-        self.norm_recur = RMSNorm(d, cfg.norm_eps)
+        self.norm_recur = RMSNorm(d, cfg.norm_eps) if cfg.recur_norm else None
         self.norm_final = RMSNorm(d, cfg.norm_eps)
         self.lm_head = nn.Linear(d, v, bias=False)
         self.inject = nn.Linear(2 * d, d, bias=False) if cfg.injection == "linear" else None
@@ -207,10 +207,11 @@ class LoopedGPT(nn.Module):
         return s  # "none" (passthrough)
 
     def _iterate(self, u: torch.Tensor) -> torch.Tensor:
-        """One recurrence: the shared stack on u, then the shared RMSNorm. (B, T, d) -> (B, T, d)."""
+        """One recurrence: the shared stack on u, then the shared RMSNorm (left out by ``recur_norm=False``,
+        a control). (B, T, d) -> (B, T, d)."""
         for blk in self.recur:
             u = blk(u, self.cos[: u.size(1)], self.sin[: u.size(1)])
-        return self.norm_recur(u)
+        return u if self.norm_recur is None else self.norm_recur(u)
 
     def hc_read(self, lanes: torch.Tensor, i: int) -> torch.Tensor:
         """Hyperconnection input of iteration i: u_i = sum_k alpha_i[k] lane_k. (K, B, T, d) -> (B, T, d)."""

@@ -73,6 +73,7 @@ class LoopedGPTConfig:
     injection: str = "linear"  # see INJECTIONS
     bptt_k: int | None = None  # gradients through the last k iterations only; None = full BPTT (k = r)
     lanes: int = 2  # hyperconnection lanes K (injection == "hc" only)
+    recur_norm: bool = True  # the shared RMSNorm after every iteration; False: a control without it
     softcap: float = 15.0  # logits -> softcap * tanh(logits / softcap)
     rope_base: float = 10000.0
     norm_eps: float = 1e-6
@@ -345,6 +346,8 @@ class TrainConfig:
                 d[k] = float(d[k])  # 1e12 and 1000000000000 are the same run
         if self.tokenizer == "bytes":
             d.pop("bpe_vocab")
+        if d["model"]["recur_norm"]:  # the default: run ids from before the option stay as they were
+            d["model"].pop("recur_norm")
         if (
             self.lr_scaling == "none"
         ):  # the recipe before learning-rate transfer: its run ids stay as they were
@@ -374,6 +377,7 @@ MODEL_KEYS = (
     "softcap",
     "rope_base",
     "loop_r1",
+    "recur_norm",
 )
 TRAIN_KEYS = tuple(f for f in TrainConfig.__dataclass_fields__ if f != "model")
 _FLOAT_FIELDS = tuple(f.name for f in fields(TrainConfig) if f.type in ("float", "float | None"))
@@ -439,6 +443,7 @@ def param_counts(cfg: LoopedGPTConfig) -> ParamCounts:
         injection=cfg.injection,
         r=cfg.r,
         lanes=cfg.lanes,
+        recur_norm=cfg.recur_norm,
     )
 
 
