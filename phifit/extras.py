@@ -1,12 +1,13 @@
 """Optional backends: which extra provides each, and the one error a missing one raises.
 
 The base install (NumPy, SciPy, pandas, statsmodels, lmfit, Matplotlib, joblib, tqdm) fits, bootstraps,
-compares, diagnoses, plans and reports. Three extras add backends (``pip install 'phifit[NAME]'``; ``all`` is
-the three together):
+compares, diagnoses, plans and reports. Four extras add backends (``pip install 'phifit[NAME]'``; ``all`` is
+the four together):
 
     bayes     pymc, arviz, nutpie (PyTensor comes with PyMC)   method "bayes", its LOO, posterior files
     train     torch, tokenizers, pyarrow                        phifit train, phifit sweep
     cluster   submitit                                          phifit sweep --launcher slurm|submitit-local
+    parquet   pyarrow                                           run tables saved as Parquet
 
 Every import of these on a user path goes through :func:`import_optional`, so that a missing one fails the
 same way: :class:`MissingExtraError`, an ``ImportError`` whose message is one line naming the feature, the
@@ -27,6 +28,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "bayes": ("pymc", "arviz", "nutpie", "pytensor"),
     "train": ("torch", "tokenizers", "pyarrow"),
     "cluster": ("submitit",),
+    "parquet": ("pyarrow",),
 }
 
 #: top-level package -> the name users know it by

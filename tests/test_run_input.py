@@ -461,11 +461,11 @@ def test_a_separator_ending_every_data_line_is_refused_naming_the_lines(tmp_path
     and move every other column one name to the left; the table is refused naming the lines."""
     text = "r,n_once,n_rec,tokens,loss\n1,100,900,1e9,3.1,\n2,100,400,1e9,3.2,\n4,100,200,2e9,3.0,\n"
     path = write(tmp_path, text)
-    match = r"line 2, line 3, line 4: 6 cells under a header of 5 names \(a separator ',' at the end"
+    match = r"row 1 \(line 2\), row 2 \(line 3\), row 3 \(line 4\): 6 cells, expected 5 \(one per name"
     with pytest.raises(RunTableError, match=match):
         load_runs(path)
     assert main(["fit", str(path)]) == 2
-    assert "runs.csv: line 2, line 3, line 4: 6 cells" in capsys.readouterr().err
+    assert "runs.csv: row 1 (line 2), row 2 (line 3), row 3 (line 4): 6 cells" in capsys.readouterr().err
     assert len(load_runs(write(tmp_path, text.replace(",\n", "\n")))) == 3  # without the separators
 
 

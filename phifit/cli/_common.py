@@ -57,9 +57,10 @@ def add_table_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--loss-unit",
         choices=("nats", "bits"),
-        default="nats",
+        default=None,
         dest="loss_unit",
-        help="unit of the loss column (default nats per token); bits are converted: x ln 2",
+        help="unit of the loss column (default nats per token, but a loss column whose name says "
+        "bits, such as val_bpb, is refused until the unit is given); bits are converted: x ln 2",
     )
     group.add_argument(
         "--bytes-per-token",
@@ -97,7 +98,7 @@ def table_options(args: argparse.Namespace) -> dict:
         "non_looped": bool(getattr(args, "non_looped", False)),
         "where": getattr(args, "where", None),
         "loss": getattr(args, "loss", None),
-        "loss_unit": getattr(args, "loss_unit", "nats"),
+        "loss_unit": getattr(args, "loss_unit", None),
         "bytes_per_token": getattr(args, "bytes_per_token", None),
         "flops_unit": getattr(args, "flops_unit", "FLOP"),
         "skip_rows": getattr(args, "skip_rows", 0) or 0,

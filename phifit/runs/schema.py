@@ -2,7 +2,7 @@
 
 Canonical columns (``phifit.runs.table`` documents their meaning): ``r``, ``n_once``, ``n_rec``,
 ``tokens``, ``loss`` and the optional ones below; :class:`RunTableError` lists every problem of
-an unusable table with its file, row and column.
+an unusable table with its file, row and column; :func:`listed` bounds every list a message holds.
 """
 
 from __future__ import annotations
@@ -19,6 +19,14 @@ SEPARATORS = {",": "comma", ";": "semicolon", "\t": "tab"}
 #: its loss reflects the warm-up more than the model (the trainer's own threshold).
 MIN_STEPS = 20
 MAX_LISTED = 5
+
+
+def listed(items: list[str], limit: int = MAX_LISTED, sep: str = ", ") -> str:
+    """The first ``limit`` items joined by ``sep``, then "and N more": a note or an error stays
+    one short line however many rows it is about."""
+    shown = sep.join(items[:limit])
+    more = len(items) - limit
+    return f"{shown}{sep}and {more} more" if more > 0 else shown
 
 
 class RunTableError(ValueError):

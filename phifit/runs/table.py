@@ -1,8 +1,9 @@
 """Run tables: load a CSV of finished training runs and validate it, once.
 
-One module on purpose: :class:`RunTable` and the one validation every row goes through
-(:func:`table_from_frame`); the column names are in :mod:`phifit.runs.schema`, reading text in
-:mod:`phifit.runs.text`.
+:class:`RunTable` and the one validation every row goes through (:func:`table_from_frame`);
+the column names are in :mod:`phifit.runs.schema`, reading a file in :mod:`phifit.runs.reader`,
+the checks of every cell in :mod:`phifit.runs.cells`, the cautions about a valid table in
+:mod:`phifit.runs.review`.
 
 One row per finished run.  Canonical columns:
 
@@ -46,9 +47,16 @@ Input conveniences (each stated, none silent):
   as a note with the rows kept and dropped; ``loss``/``loss_unit``/``bytes_per_token``
   convert a loss in bits (per token or per byte) to nats per token, ``flops_unit`` a
   ``flops``/``budget`` column in GFLOP, TFLOP or PFLOP to FLOPs;
-- trackers' exports: ``#`` comment lines and ``skip_rows`` preamble lines are skipped, and
+- trackers' exports: ``skip_rows`` preamble lines are skipped; ``#`` comment lines (before
+  the header, or without a separator after it) and blank lines are skipped with a note;
   all-empty rows, blank ``n_rec`` on r = 1 rows (read as 0), blank ``variant`` cells (the
-  baseline) and a decimal-comma ``budget`` are read, each with a note.
+  baseline) and a decimal-comma ``budget`` are read, each with a note;
+- gzip, bzip2, xz and zip files, Parquet and JSON lines are read like the CSV
+  (:mod:`phifit.runs.formats`).
+
+Refused besides bad cells: a ``budget`` column that mixes numbers and text, a loss above 20
+nats per token, a loss column whose name says bits while no unit was declared
+(:mod:`phifit.runs.plausibility`).
 
 Things that load but deserve a look are :class:`~phifit.cautions.Caution` records
 (source "runs") in :attr:`RunTable.warnings`: exact duplicate runs (kind
@@ -59,7 +67,6 @@ no ``budget`` column ("no_budget": the bootstrap then resamples single runs).
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +76,19 @@ import pandas as pd
 
 from ..cautions import Caution, caution
 from ..law import Design
+from .budget import numbers_or_nan
+from .cells import (  # noqa: F401 (R_MAX re-exported for users of phifit.runs.table)
+    R_MAX,
+    Cells,
+    cell_text,
+    checked_budget,
+    checked_values,
+    hash_rows_hint,
+    plausible_losses,
+)
+from .plausibility import loss_unit_problem, per_byte_caution_text
+from .reader import read_raw
+from .review import table_cautions
 from .schema import (  # noqa: F401 (the schema's names, re-exported for users of phifit.runs.table)
     CANONICAL,
     COUNT_COLUMNS,
@@ -79,6 +99,7 @@ from .schema import (  # noqa: F401 (the schema's names, re-exported for users o
     REQUIRED,
     SEPARATORS,
     RunTableError,
+    listed,
 )
 from .select import WHERE, flops_scale, loss_scale, where_mask
 from .text import (  # noqa: F401 (parse_* re-exported for the command line)
@@ -91,13 +112,10 @@ from .text import (  # noqa: F401 (parse_* re-exported for the command line)
     parse_column_mapping,
     parse_count,
     parse_separator,
-    read_raw,
 )
 
 #: Reserved block name: every run is its own block.
 SINGLE_RUNS = "run"
-#: r must stay below this (2^53): every integer below it is exact in float64 and fits in int64.
-R_MAX = 2.0**53
 
 
 @dataclass(frozen=True)
@@ -298,7 +316,7 @@ def load_runs(
     non_looped: bool = False,
     where: str | None = None,
     loss: str | None = None,
-    loss_unit: str = "nats",
+    loss_unit: str | None = None,
     bytes_per_token: float | None = None,
     flops_unit: str = "FLOP",
     skip_rows: int = 0,
@@ -308,8 +326,9 @@ def load_runs(
     Parameters
     ----------
     path
-        CSV file, one row per finished run; or a DataFrame with the same columns, validated
-        exactly like the file (problems name the frame as ``<DataFrame>``).
+        CSV file, one row per finished run (or the same compressed with gzip, bzip2, xz or zip,
+        a Parquet file, JSON lines: :mod:`phifit.runs.reader`); or a DataFrame with the same
+        columns, validated exactly like the file (problems name the frame as ``<DataFrame>``).
     columns
         Optional mapping canonical name -> column name in the file.
     sep
@@ -324,7 +343,9 @@ def load_runs(
     loss
         The column holding the loss (the same as ``columns={"loss": loss}``).
     loss_unit
-        ``"nats"`` (per token) or ``"bits"``: bits are converted, L_nats = L_bits ln 2.
+        ``"nats"`` (per token) or ``"bits"``: bits are converted, L_nats = L_bits ln 2.  None
+        (the default) reads nats, but refuses a loss column whose name says bits (``val_bpb``):
+        say ``"bits"``, or ``"nats"`` if it holds nats (:mod:`phifit.runs.plausibility`).
     bytes_per_token
         With ``loss_unit="bits"``: the loss is bits per byte, and
         L_nats/token = L_bits/byte x ln 2 x ``bytes_per_token``.
@@ -332,7 +353,8 @@ def load_runs(
         Unit of the ``flops`` and (numeric) ``budget`` columns: ``FLOP``, ``GFLOP``,
         ``TFLOP`` or ``PFLOP``; converted to FLOPs.
     skip_rows
-        Lines of a preamble to skip before the header (``#`` comment lines are always skipped).
+        Lines of a preamble to skip before the header (``#`` comment lines before the header,
+        and those without a separator after it, are always skipped, with a note).
 
     Raises
     ------
@@ -353,89 +375,18 @@ def load_runs(
             raise ValueError("sep and skip_rows apply to a CSV file, not to a DataFrame")
         return table_from_frame(path, source=FRAME_SOURCE, **options)
     source = os.fspath(path)
-    raw, used, lines = read_raw(
+    raw = read_raw(
         source, sep, "expected a CSV header with columns r, n_once, n_rec, tokens, loss", skip_rows=skip_rows
     )
-    return table_from_frame(raw, source=source, decimal_comma=used != ",", line_numbers=lines, **options)
-
-
-def _table_warnings(frame: pd.DataFrame, source: str, budget_hint: str | None) -> list[Caution]:
-    """Cautions about a valid table: duplicate runs, short runs, no budget column."""
-    out: list[Caution] = []
-    name = os.path.basename(source)
-    ids = frame["run_id"].astype(str).tolist() if "run_id" in frame else None
-
-    def label(i: int) -> str:
-        return f"row {i + 1}" + (f" ({ids[i]})" if ids else "")
-
-    # exact duplicates of the fitted quantities (and the recipe): the fit would count one run twice
-    key_cols = [c for c in ("r", "n_once", "n_rec", "tokens", "loss", "variant") if c in frame]
-    dup = frame.duplicated(subset=key_cols, keep=False)
-    if dup.any():
-        groups = frame[dup].groupby(key_cols, sort=False).groups
-        pairs = [[int(i) for i in idx] for idx in groups.values()]
-        shown = "; ".join(" = ".join(label(i) for i in g) for g in pairs[:3])
-        more = f"; and {len(pairs) - 3} more" if len(pairs) > 3 else ""
-        n_extra = sum(len(g) - 1 for g in pairs)
-        out.append(
-            caution(
-                "runs",
-                "duplicate_rows",
-                f"{name}: {n_extra} duplicate run{'s' * (n_extra != 1)} (same r, n_once, n_rec, tokens "
-                f"and loss under different rows{' and run ids' if ids else ''}): {shown}{more}; the fit "
-                "counts each copy as another run: drop the copies unless they are real repeats",
-                rows=[[i + 1 for i in g] for g in pairs],
-                run_ids=[[ids[i] for i in g] for g in pairs] if ids else None,
-            )
-        )
-
-    # runs the trainer finished in very few optimiser steps
-    short: dict[int, str] = {}
-    for col in ("steps", "iterations", "iters", "num_steps"):
-        if col in frame:
-            steps = pd.to_numeric(frame[col], errors="coerce").to_numpy(float)
-            for i in np.flatnonzero(np.isfinite(steps) & (steps < MIN_STEPS)):
-                short.setdefault(int(i), f"{int(steps[i])} steps")
-            break
-    if "notes" in frame:
-        for i, note in enumerate(frame["notes"].astype(object).fillna("").astype(str).tolist()):  # NaN: empty
-            if "short run" in note.lower():
-                short.setdefault(i, "trainer note 'short run'")
-    if short:
-        rows = sorted(short)
-        shown = ", ".join(f"{label(i)}: {short[i]}" for i in rows[:MAX_LISTED])
-        more = f", and {len(rows) - MAX_LISTED} more" if len(rows) > MAX_LISTED else ""
-        out.append(
-            caution(
-                "runs",
-                "short_runs",
-                f"{name}: {len(rows)} run{'s' * (len(rows) != 1)} finished in fewer than {MIN_STEPS} "
-                f"optimiser steps ({shown}{more}); their loss says more about warm-up than about the model: "
-                "train them longer or leave them out",
-                rows=[i + 1 for i in rows],
-                min_steps=MIN_STEPS,
-            )
-        )
-
-    if "budget" not in frame:
-        how = (
-            f"map column {budget_hint!r} with columns={{'budget': {budget_hint!r}}} "
-            f"(--columns budget={budget_hint})"
-            if budget_hint
-            else "add a 'budget' column (the FLOP budget of each isoFLOP curve)"
-        )
-        out.append(
-            caution(
-                "runs",
-                "no_budget",
-                f"{name}: no 'budget' column, so a bootstrap resamples single runs rather than the "
-                f"study's (budget, r) cells, and noise shared within a cell is ignored; {how}, "
-                "or choose blocks with block='COL' (--block COL)",
-                level="note",
-                candidate=budget_hint,
-            )
-        )
-    return out
+    return table_from_frame(
+        raw.frame,
+        source=source,
+        decimal_comma=raw.sep not in (",", None),
+        line_numbers=raw.lines,
+        read_notes=raw.notes,
+        file_format=raw.file_format,
+        **options,
+    )
 
 
 def table_from_frame(
@@ -448,9 +399,11 @@ def table_from_frame(
     line_numbers: np.ndarray | None = None,
     where: str | None = None,
     loss: str | None = None,
-    loss_unit: str = "nats",
+    loss_unit: str | None = None,
     bytes_per_token: float | None = None,
     flops_unit: str = "FLOP",
+    read_notes: Sequence[Caution] = (),
+    file_format: str = "csv",
 ) -> RunTable:
     """Validate a frame of raw values (strings or numbers) into a :class:`RunTable`.
 
@@ -458,8 +411,11 @@ def table_from_frame(
     file).  ``non_looped=False`` refuses a table without ``r``/``n_rec`` that has columns
     looking like them (:func:`load_runs` passes the user's choice; frames built in code
     default to accepting it).  ``line_numbers``: the file line of each row (messages name
-    it).  ``where``, ``loss``, ``loss_unit``, ``bytes_per_token``, ``flops_unit``: as in
-    :func:`load_runs`.
+    it; 0: a row without a line, as in a Parquet file).  ``where``, ``loss``, ``loss_unit``,
+    ``bytes_per_token``, ``flops_unit``: as in :func:`load_runs`.  ``read_notes``: what
+    reading the file skipped (comment and blank lines), first among the table's cautions;
+    ``file_format``: "csv" (quoted cells over lines are named in a warning), "jsonl" or
+    "parquet" (:class:`~phifit.runs.reader.RawTable`).
 
     Tracker quirks, each a "note" caution in :attr:`RunTable.warnings`: rows whose cells are
     all empty are skipped; a blank ``n_rec`` on an r = 1 row is read as 0; blank
@@ -468,22 +424,26 @@ def table_from_frame(
     The steps, in order: the header (:func:`_mapped_columns`), the rows kept
     (:func:`_skip_empty_rows`, :func:`_select_rows`), the columns present
     (:func:`_check_columns`), blank cells with a meaning (:func:`_fill_blank_cells`), every
-    cell's value (:func:`_checked_values`; all problems raised together), then the canonical
-    frame in the canonical units (:func:`_canonical_frame`)."""
+    cell's value (:mod:`phifit.runs.cells`: :func:`~phifit.runs.cells.checked_values`, the budget
+    column, the losses' magnitude; all problems raised together), then the canonical frame
+    in the canonical units (:func:`_canonical_frame`)."""
     columns = dict(columns or {})
-    scale_loss = loss_scale(loss_unit, bytes_per_token)
+    scale_loss = loss_scale(loss_unit or "nats", bytes_per_token)
     scale_flops = flops_scale(flops_unit)
     if loss is not None:
         if columns.get("loss", loss) != loss:
             raise ValueError(f"loss={loss!r} and columns loss={columns['loss']!r} disagree: give one")
         if loss != "loss":
             columns["loss"] = loss
-    notes: list[Caution] = []
+    notes: list[Caution] = list(read_notes)
     name = os.path.basename(source)
+    unit_problem = loss_unit_problem(columns.get("loss"), loss_unit)
+    if unit_problem:
+        raise RunTableError(source, [unit_problem])
     raw = _mapped_columns(raw, columns, source)
     rows = np.arange(1, len(raw) + 1)
     lines = np.asarray(line_numbers, int) if line_numbers is not None else rows + 1
-    if line_numbers is not None:
+    if line_numbers is not None and file_format == "csv":
         _multiline_cells(raw, rows, lines, name, notes)
     raw, rows, lines = _skip_empty_rows(raw, rows, lines, name, notes)
     if where is not None:
@@ -491,10 +451,15 @@ def table_from_frame(
     has_r, has_rec = "r" in raw.columns, "n_rec" in raw.columns
     _check_columns(raw, source, looped=has_r or has_rec, non_looped=non_looped, where=where)
     raw = _fill_blank_cells(raw, rows, name, notes, has_r=has_r, has_rec=has_rec)
-    cells = _Cells(raw, rows, lines, decimal_comma)
-    values = _checked_values(cells, has_r=has_r, has_rec=has_rec)
+    cells = Cells(raw, rows, lines, decimal_comma)
+    values = checked_values(cells, has_r=has_r, has_rec=has_rec)
+    plausible_losses(cells, values["loss"] * scale_loss, columns.get("loss", "loss"))
+    budget = checked_budget(cells)
     if cells.problems:
-        raise RunTableError(source, cells.problems)
+        raise RunTableError(source, cells.problems + hash_rows_hint(cells))
+    per_byte = per_byte_caution_text(columns.get("loss"), loss_unit, bytes_per_token)
+    if per_byte:
+        notes.append(caution("runs", "loss_unit_name", f"{name}: {per_byte}", column=columns.get("loss")))
     frame = _canonical_frame(
         raw,
         values,
@@ -505,8 +470,9 @@ def table_from_frame(
         bytes_per_token=bytes_per_token,
         scale_flops=scale_flops,
         flops_unit=flops_unit,
+        budget=budget,
     )
-    warnings = notes + _table_warnings(frame, source, budget_hint(raw))
+    warnings = notes + table_cautions(frame, source, budget_hint(raw))
     return RunTable(frame, source=source, looped=has_r or has_rec, warnings=warnings)
 
 
@@ -536,13 +502,6 @@ def _mapped_columns(raw: pd.DataFrame, columns: dict[str, str], source: str) -> 
     if problems:
         raise RunTableError(source, problems)
     return raw.rename(columns={src: canon for canon, src in columns.items()})
-
-
-def _cell_text(raw: pd.DataFrame, col: str) -> pd.Series:
-    """The cells of ``col`` as stripped text (None and NaN as "")."""
-    return raw[col].map(
-        lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip()
-    )
 
 
 def _multiline_cells(
@@ -582,7 +541,7 @@ def _skip_empty_rows(
     "empty_rows" note in ``notes`` lists them)."""
     empty = np.ones(len(raw), bool)
     for col in raw.columns:
-        empty &= (_cell_text(raw, col) == "").to_numpy()
+        empty &= (cell_text(raw, col) == "").to_numpy()
     if not (empty.any() and len(raw.columns)):
         return raw, rows, lines
     dropped = rows[empty].tolist()
@@ -667,7 +626,7 @@ def _fill_blank_cells(
     """``raw`` with the blanks trackers leave filled in, each fill a note in ``notes``: a blank
     ``n_rec`` on an r = 1 row is 0, a blank ``variant`` is the baseline recipe."""
     if has_r and has_rec:  # trackers leave n_rec blank on the plain (r = 1) runs
-        r_text, rec_text = _cell_text(raw, "r"), _cell_text(raw, "n_rec")
+        r_text, rec_text = cell_text(raw, "r"), cell_text(raw, "n_rec")
         blank = ((rec_text == "") & r_text.isin(["1", "1.0"])).to_numpy()
         if blank.any():
             raw["n_rec"] = raw["n_rec"].where(~blank, "0")
@@ -682,7 +641,7 @@ def _fill_blank_cells(
                 )
             )
     if "variant" in raw.columns:
-        blank = (_cell_text(raw, "variant") == "").to_numpy()
+        blank = (cell_text(raw, "variant") == "").to_numpy()
         if blank.any():
             raw["variant"] = raw["variant"].where(~blank, "baseline")
             notes.append(
@@ -698,141 +657,6 @@ def _fill_blank_cells(
     return raw
 
 
-class _Cells:
-    """The rows being validated, with their row and line numbers, and the problems found so
-    far (each message names row, line and column)."""
-
-    def __init__(self, raw: pd.DataFrame, rows: np.ndarray, lines: np.ndarray, decimal_comma: bool):
-        self.raw, self.rows, self.lines, self.decimal_comma = raw, rows, lines, decimal_comma
-        self.problems: list[str] = []
-
-    def at(self, i: int, col: str) -> str:
-        """Where cell (i, col) is, in words."""
-        return f"row {self.rows[i]} (line {self.lines[i]}), column {col!r}"
-
-    def cell(self, col: str, i: int) -> object:
-        """The raw value of cell (i, col), for messages."""
-        return self.raw[col].iloc[i]
-
-    def numbers(self, col: str) -> np.ndarray:
-        """Column ``col`` as finite numbers (NaN where a cell is not one, with a problem
-        recorded): counts with K/M/B/T suffixes and thousands separators in count columns,
-        a decimal comma where the file uses one."""
-        out = np.full(len(self.raw), np.nan)
-        count = col in COUNT_COLUMNS
-        decimal_comma = self.decimal_comma
-        for i, v in enumerate(self.raw[col].tolist()):
-            text = "" if v is None else str(v).strip()
-            try:
-                if (
-                    count
-                    and decimal_comma
-                    and DECIMAL_COMMA_PATTERN.match(text)
-                    and not THOUSANDS_PATTERN.match(text)
-                ):
-                    x = parse_count(text.replace(",", "."))
-                elif count:
-                    x = parse_count(text)
-                elif decimal_comma and DECIMAL_COMMA_PATTERN.match(text):
-                    x = float(text.replace(",", "."))
-                else:
-                    x = float(text)
-            except ValueError:
-                self.problems.append(
-                    f"{self.at(i, col)}: expected a number, got {text!r}"
-                    if text
-                    else f"{self.at(i, col)}: empty cell, expected a number"
-                )
-                continue
-            if not math.isfinite(x):
-                self.problems.append(f"{self.at(i, col)}: expected a finite number, got {text!r}")
-                continue
-            out[i] = x
-        return out
-
-
-def _checked_values(cells: _Cells, *, has_r: bool, has_rec: bool) -> dict[str, np.ndarray]:
-    """{column: numbers} for the law's columns (``r`` = 1 and ``n_rec`` = 0 when absent) and
-    ``flops``, every out-of-range value a problem in ``cells.problems``."""
-    raw = cells.raw
-    values: dict[str, np.ndarray] = {}
-    for col in ("n_once", "tokens", "loss") + tuple(c for c in LOOP_COLUMNS if c in raw.columns):
-        values[col] = cells.numbers(col)
-    for col, label in (("tokens", "tokens"), ("loss", "loss (nats)")):
-        for i in np.flatnonzero(values[col] <= 0):
-            cells.problems.append(f"{cells.at(i, col)}: {label} must be > 0, got {cells.cell(col, i)!r}")
-    for col in ("n_once", "n_rec"):
-        if col in values:
-            for i in np.flatnonzero(values[col] < 0):
-                cells.problems.append(
-                    f"{cells.at(i, col)}: parameter count must be >= 0, got {cells.cell(col, i)!r}"
-                )
-    _check_loops(cells, values, has_r=has_r, has_rec=has_rec)
-    _check_run_ids(cells)
-    if "flops" in raw.columns:
-        flops = cells.numbers("flops")
-        for i in np.flatnonzero(flops <= 0):
-            cells.problems.append(
-                f"{cells.at(i, 'flops')}: FLOPs must be > 0, got {cells.cell('flops', i)!r}"
-            )
-        values["flops"] = flops
-    return values
-
-
-def _check_loops(cells: _Cells, values: dict[str, np.ndarray], *, has_r: bool, has_rec: bool) -> None:
-    """Check r (an integer in [1, 2^53)) and n_rec (> 0 where r > 1), filling in r = 1 and
-    n_rec = 0 when the table lacks them, and that every run has parameters."""
-    raw = cells.raw
-    if has_r:
-        r = values["r"]
-        bad = np.isfinite(r) & ((r < 1) | (r != np.round(r)))
-        for i in np.flatnonzero(bad):
-            cells.problems.append(f"{cells.at(i, 'r')}: expected an integer >= 1, got {cells.cell('r', i)!r}")
-        # beyond 2^53 a float no longer holds every integer (and 2^63 wraps to a negative int64)
-        for i in np.flatnonzero(np.isfinite(r) & ~bad & (r >= R_MAX)):
-            cells.problems.append(
-                f"{cells.at(i, 'r')}: expected an integer below 2^53, got {cells.cell('r', i)!r}"
-            )
-    else:
-        values["r"] = np.ones(len(raw))
-    if not has_rec:
-        values["n_rec"] = np.zeros(len(raw))
-        looped = np.flatnonzero(values["r"] > 1)
-        if len(looped):
-            cells.problems.append(
-                f"column 'n_rec' is missing but {len(looped)} row(s) have r > 1 "
-                f"(first: row {looped[0] + 1}); a looped table needs n_rec"
-            )
-    else:
-        for i in np.flatnonzero((values["r"] > 1) & (values["n_rec"] == 0)):
-            cells.problems.append(
-                f"{cells.at(i, 'n_rec')}: r = {raw['r'].iloc[i]} > 1 needs n_rec > 0 "
-                f"(the shared block's parameters), got {raw['n_rec'].iloc[i]!r}"
-            )
-    with np.errstate(over="ignore"):  # two counts near float's limit sum to inf, which is not 0
-        total = values["n_once"] + values["n_rec"]
-    for i in np.flatnonzero(total == 0):
-        cells.problems.append(
-            f"{cells.at(i, 'n_once')}: n_once + n_rec must be > 0 (model has no parameters)"
-        )
-
-
-def _check_run_ids(cells: _Cells) -> None:
-    """Every ``run_id`` (when the column exists) non-empty and unique."""
-    if "run_id" not in cells.raw.columns:
-        return
-    ids = cells.raw["run_id"].astype(str).str.strip()
-    for i in np.flatnonzero(ids.to_numpy() == ""):
-        cells.problems.append(f"{cells.at(i, 'run_id')}: empty run_id")
-    first_seen: dict[str, int] = {}
-    for i, v in enumerate(ids.tolist()):
-        if v and v in first_seen:
-            cells.problems.append(
-                f"{cells.at(i, 'run_id')}: duplicate run_id {v!r} (first at row {first_seen[v] + 1})"
-            )
-        first_seen.setdefault(v, i)
-
-
 def _canonical_frame(
     raw: pd.DataFrame,
     values: dict[str, np.ndarray],
@@ -844,10 +668,12 @@ def _canonical_frame(
     bytes_per_token: float | None,
     scale_flops: float,
     flops_unit: str,
+    budget: pd.Series | None,
 ) -> pd.DataFrame:
     """The validated frame: ``raw`` with the checked numbers, the loss in nats per token and
-    FLOPs in FLOP (each conversion a note in ``notes``), numeric ``budget``/``seed`` where
-    every cell is a number, and the canonical columns first."""
+    FLOPs in FLOP (each conversion a note in ``notes``), ``budget`` the numbers
+    :func:`~phifit.runs.cells.checked_budget` read (None: labels, kept as text), a numeric
+    ``seed`` where every cell is a number, and the canonical columns first."""
     frame = raw.copy()
     if scale_loss != 1.0:
         values["loss"] = values["loss"] * scale_loss
@@ -868,13 +694,14 @@ def _canonical_frame(
     for col, arr in values.items():
         frame[col] = arr
     frame["r"] = frame["r"].astype(int)
-    for col in ("budget", "seed"):
-        if col in frame.columns:
-            numeric = pd.to_numeric(frame[col], errors="coerce")
-            if not numeric.notna().all():  # decimal commas and counts (4,64e+17; 1.2B)
-                numeric = pd.Series(_numbers_or_nan(frame[col]), index=frame.index)
-            if numeric.notna().all():
-                frame[col] = numeric * scale_flops if col == "budget" and scale_flops != 1.0 else numeric
+    if budget is not None:
+        frame["budget"] = budget * scale_flops if scale_flops != 1.0 else budget
+    if "seed" in frame.columns:
+        numeric = pd.to_numeric(frame["seed"], errors="coerce")
+        if not numeric.notna().all():  # decimal commas and counts (1.2B)
+            numeric = pd.Series(numbers_or_nan(frame["seed"]), index=frame.index)
+        if numeric.notna().all():
+            frame["seed"] = numeric
     if scale_flops != 1.0 and ("flops" in values or "budget" in frame.columns):
         notes.append(
             caution(
@@ -889,21 +716,6 @@ def _canonical_frame(
     return frame[ordered + [c for c in frame.columns if c not in ordered]].reset_index(drop=True)
 
 
-def _numbers_or_nan(values: pd.Series) -> np.ndarray:
-    """Each cell as a number (counts such as ``1.2B``, a decimal comma such as ``4,64e+17``),
-    NaN where it is not one."""
-    out = np.full(len(values), np.nan)
-    for i, v in enumerate(values.tolist()):
-        text = str(v).strip()
-        if DECIMAL_COMMA_PATTERN.match(text) and not THOUSANDS_PATTERN.match(text):
-            text = text.replace(",", ".")
-        try:
-            out[i] = parse_count(text)
-        except ValueError:
-            pass
-    return out
-
-
 def load_design(
     path: str | os.PathLike, *, columns: Mapping[str, str] | None = None, sep: str | None = None
 ) -> RunTable:
@@ -915,8 +727,16 @@ def load_design(
     source = os.fspath(path)
     if not os.path.isfile(source):
         raise RunTableError(source, ["file not found"])
-    raw, used, lines = read_raw(source, sep, "expected columns r, n_once, n_rec, tokens")
-    mapped = dict(columns or {})
-    if "loss" not in raw.columns and "loss" not in mapped:
-        raw["loss"] = "1.0"
-    return table_from_frame(raw, source=source, columns=mapped, decimal_comma=used != ",", line_numbers=lines)
+    raw = read_raw(source, sep, "expected columns r, n_once, n_rec, tokens")
+    frame, mapped = raw.frame, dict(columns or {})
+    if "loss" not in frame.columns and "loss" not in mapped:
+        frame["loss"] = "1.0"
+    return table_from_frame(
+        frame,
+        source=source,
+        columns=mapped,
+        decimal_comma=raw.sep not in (",", None),
+        line_numbers=raw.lines,
+        read_notes=raw.notes,
+        file_format=raw.file_format,
+    )

@@ -4,26 +4,21 @@
   comma) or a tab, detected from the header line or given;
 - :func:`parse_count`: ``200M``, ``1.5B``, ``1,000,000``, ``1_000_000``;
 - :func:`parse_column_mapping`: ``--columns r=num_recur,loss=val_loss``;
-- :func:`read_raw`: every cell of a CSV as text, with a :class:`~phifit.schema.RunTableError`
-  naming the file when it cannot be read;
 - :func:`looped_hint` / :func:`budget_hint`: columns that look like the loop count, the shared
   block's parameters or the FLOP budget in a table that did not map them.
 
-Validation of the values (rows, columns, ranges) is :func:`phifit.runs.table_from_frame`'s job.
+Reading a file into cells is :mod:`phifit.runs.reader`'s job; validation of the values (rows,
+columns, ranges) is :func:`phifit.runs.table_from_frame`'s.
 """
 
 from __future__ import annotations
 
-import codecs
-import csv
-import io
-import os
 import re
 
 import numpy as np
 import pandas as pd
 
-from .schema import CANONICAL, RunTableError
+from .schema import CANONICAL
 
 
 def parse_column_mapping(text: str | None) -> dict[str, str]:
@@ -91,198 +86,6 @@ def detect_separator(header: str) -> str:
             counts[ch] += 1
     best = max(counts, key=lambda k: counts[k])
     return best if counts[best] > 0 else ","
-
-
-#: Byte-order marks, longest first: a spreadsheet's "Unicode text" export is UTF-16 with a BOM.
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
-
-
-def detect_encoding(data: bytes) -> str:
-    """The encoding of a table's bytes: from its byte-order mark (UTF-8, UTF-16 or UTF-32, as
-    spreadsheets and Windows tools write them), UTF-16 without one when every other byte of the
-    first line is zero (ASCII text in UTF-16), else UTF-8."""
-    for bom, encoding in _BOMS:
-        if data.startswith(bom):
-            return encoding
-    head = data[:200]
-    if len(head) >= 4 and head.count(0) * 3 >= len(head):
-        if head[1::2].count(0) * 2 >= len(head[1::2]) and head[0] != 0:
-            return "utf-16-le"
-        if head[0::2].count(0) * 2 >= len(head[0::2]) and head[1] != 0:
-            return "utf-16-be"
-    return "utf-8"
-
-
-def check_header(source: str, header: tuple[int, str], sep: str) -> None:
-    """Refuse a header that names a column twice (a ``note`` column renamed ``loss`` beside the
-    real one): which of the two holds the values is ambiguous, and reading would silently keep
-    one.  The error names both columns by position and the header's line."""
-    line, text = header
-    try:
-        names = [n.strip() for n in next(csv.reader([text], delimiter=sep, skipinitialspace=True), [])]
-    except csv.Error:  # pandas reports a header it cannot parse
-        return
-    seen: dict[str, int] = {}
-    problems = []
-    for k, name in enumerate(names, start=1):
-        if not name:
-            continue
-        if name in seen:
-            problems.append(
-                f"line {line}: columns {seen[name]} and {k} are both named {name!r}; rename or drop one "
-                "(which one holds the values is ambiguous)"
-            )
-        else:
-            seen[name] = k
-    if problems:
-        raise RunTableError(source, problems)
-
-
-def read_raw(
-    source: str, sep: str | None, empty_hint: str, *, skip_rows: int = 0
-) -> tuple[pd.DataFrame, str, np.ndarray | None]:
-    """Read every cell as text; returns (frame, separator used, file line of each data row).
-
-    The first ``skip_rows`` lines (a tracker's preamble) are skipped, then every line whose
-    first non-blank character is ``#`` (comment lines) and blank lines (in a tab-separated
-    table a line of tabs alone is a row of empty cells, which the validation skips with a note).
-    A quoted cell may span lines (a note over several lines; the rows are then paired with their
-    first lines), but one that holds a line with the separator (rows an unbalanced quote
-    swallowed) is refused (:func:`multiline_lines`)."""
-    if not os.path.exists(source):
-        raise RunTableError(source, ["file not found"])
-    if os.path.isdir(source):
-        raise RunTableError(source, ["is a directory; expected a CSV file"])
-    if skip_rows < 0:
-        raise ValueError(f"skip_rows must be >= 0, got {skip_rows}")
-    try:
-        with open(source, "rb") as fh:
-            data = fh.read()
-    except OSError as err:
-        raise RunTableError(source, [f"cannot read ({err.strerror})"]) from None
-    encoding = detect_encoding(data)
-    try:
-        lines = data.decode(encoding).splitlines()
-    except UnicodeDecodeError as err:
-        line = data[: err.start].decode(encoding, errors="replace").count("\n") + 1
-        raise RunTableError(
-            source,
-            [f"line {line}: not a readable CSV file ({err.reason} at byte {err.start}; read as {encoding})"],
-        ) from None
-    kept = [
-        (k + 1, line)
-        for k, line in enumerate(lines)
-        if k >= skip_rows and line.strip() and not line.lstrip().startswith("#")
-    ]
-    if sep is None:
-        sep = detect_separator(kept[0][1] if kept else "")
-    if sep.isspace():  # a row of empty cells ("\t\t\t") is a row, not a blank line: it gets its note
-        kept = [
-            (k + 1, line)
-            for k, line in enumerate(lines)
-            if k >= skip_rows and (line.strip() or sep in line) and not line.lstrip().startswith("#")
-        ]
-    if kept:
-        check_header(source, kept[0], sep)
-    try:
-        raw = pd.read_csv(
-            io.StringIO("\n".join(line for _, line in kept)),
-            sep=sep,
-            dtype=str,
-            keep_default_na=False,
-            skipinitialspace=True,
-        )
-    except pd.errors.EmptyDataError:
-        raise RunTableError(source, [f"file is empty; {empty_hint}"]) from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as err:
-        msg = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        raise RunTableError(source, [f"not a readable CSV file ({msg})"]) from None
-    if not isinstance(raw.index, pd.RangeIndex) and len(raw.columns) >= 2:
-        # (a header of one name: the separator splits nothing there, and the missing columns say it)
-        raise RunTableError(source, overlong_rows(kept, sep, len(raw.columns)))
-    numbers = np.array([k for k, _ in kept[1:]], int) if len(kept) - 1 == len(raw) else None
-    if numbers is None:
-        numbers = multiline_lines(source, raw, kept, sep)
-    return raw, sep, numbers
-
-
-def overlong_rows(kept: list[tuple[int, str]], sep: str, n_names: int) -> list[str]:
-    """The problem of a table whose data rows hold more cells than its header names.
-
-    pandas reads such a table with its first column as row labels, every other column moved one
-    name to the left (``r`` would get ``n_once``'s values): it is refused instead, naming the lines.
-    The usual cause is a separator at the end of every data line (a spreadsheet's trailing empty
-    column) or a header that lost a name.
-    """
-    delimiter = " " if sep.isspace() else sep
-    cells = {k: len(next(csv.reader([line], delimiter=delimiter), [])) for k, line in kept[1:]}
-    longer = [k for k, n in cells.items() if n > n_names]
-    most = max(cells.values(), default=n_names + 1)
-    where = ", ".join(f"line {k}" for k in longer[:5]) + (
-        f" and {len(longer) - 5} more" if len(longer) > 5 else ""
-    )
-    return [
-        f"{where}: {most} cells under a header of {n_names} names (a separator {sep!r} at the end of "
-        f"each data line, or a column without a name); remove the extra cells or name the column"
-    ]
-
-
-def _breaks(value: object) -> int:
-    """The line breaks in a cell (0 for a missing one)."""
-    return value.count("\n") if isinstance(value, str) else 0
-
-
-def multiline_lines(
-    source: str, raw: pd.DataFrame, kept: list[tuple[int, str]], sep: str
-) -> np.ndarray | None:
-    """The file line of each row of a table where quoted cells span lines (None when the rows
-    cannot be paired with lines).
-
-    A quoted cell may hold a note written over several lines; but when a line it holds contains
-    the separator, that line is a row swallowed by an unbalanced quote (a ``"`` that opens a cell
-    and the next ``"``, rows below, that closes it) and reading on would drop those rows
-    silently: the table is refused, naming the row, its lines and the column (every such cell).
-    So is a header whose column name runs over lines."""
-    header_breaks = sum(_breaks(str(c)) for c in raw.columns)
-    breaks = np.array([[_breaks(v) for v in row] for row in raw.itertuples(index=False)], int).reshape(
-        len(raw), len(raw.columns)
-    )
-    per_row = breaks.sum(axis=1)
-    first = (
-        1 + header_breaks + np.arange(len(raw)) + np.concatenate([[0], np.cumsum(per_row)[:-1]]).astype(int)
-    )
-    paired = len(raw) == 0 or first[-1] + per_row[-1] == len(kept) - 1
-    problems = []
-    for k, col in enumerate(raw.columns):
-        if _breaks(str(col)):
-            problems.append(
-                f"line {kept[0][0]}: the header's column {k + 1} ({str(col).splitlines()[0].strip()!r}) is "
-                f"a quoted cell over {_breaks(str(col)) + 1} lines (an unbalanced '\"' reads the rows below "
-                "it into the header); a column name is one line: close or remove the quote"
-            )
-    for i, k in zip(*np.nonzero(breaks)):
-        swallowed = [piece for piece in str(raw.iat[i, k]).split("\n")[1:] if sep in piece]
-        if not swallowed:
-            continue
-        where = f"row {i + 1}"
-        if paired:
-            start, end = kept[first[i]][0], kept[first[i] + per_row[i]][0]
-            where += f" (lines {start}-{end})"
-        problems.append(
-            f"{where}, column {str(raw.columns[k]).strip()!r}: a quoted cell runs over "
-            f"{breaks[i, k] + 1} lines and holds {len(swallowed)} line(s) with the separator {sep!r}, "
-            "rows read as text (an unbalanced '\"' opens the cell and a later one closes it); close "
-            "or remove the quote"
-        )
-    if problems:
-        raise RunTableError(source, problems)
-    return np.array([kept[j][0] for j in first], int) if paired else None
 
 
 # -- hints for tables whose columns are not mapped ------------------------------------------
