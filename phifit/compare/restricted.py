@@ -75,6 +75,8 @@ from .holdout import (
     budget_order,
     collect_out_of_sample,
     fit_spec,
+    fold_note,
+    fold_problems,
     spec_label,
     start_out_of_sample,
 )
@@ -391,13 +393,13 @@ def compare_fits(
     workers = defaults.resolve_workers(n_jobs)
     delta = fit.loss_delta
     _check_phi_testable(runs, base_spec, fixes)
-    notes, order, do_cv = _out_of_sample_plan(runs, cv)
+    specs = _specs(base_spec, fixes)
+    notes, order, do_cv = _out_of_sample_plan(runs, cv, specs)
     notes += _test_cautions(method, n_wild)
     parallel = {"n_jobs": workers, "backend": backend, "scheduler": scheduler, "stop": wild_stop}
     fits: dict[str, FitResult] = {}
     stats: dict[str, FitStats] = {}
     free_score: GaussianScore | None = None
-    specs = _specs(base_spec, fixes)
     # the held-out folds start first: they run on the workers while the restricted fits run here
     # and fill the gaps between the wild tests' rounds
     folds = _start_held_out(runs, specs, method, seed, n_starts, order, delta, do_cv, parallel)
@@ -479,8 +481,12 @@ def _check_phi_testable(runs: RunTable, base_spec: LawSpec, fixes: list[dict[str
         )
 
 
-def _out_of_sample_plan(runs: RunTable, cv: bool) -> tuple[list[Caution], list[Any], bool]:
-    """(cautions, budgets in order, whether to compute held-out errors): they need >= 3 budgets."""
+def _out_of_sample_plan(
+    runs: RunTable, cv: bool, specs: dict[str, LawSpec]
+) -> tuple[list[Caution], list[Any], bool]:
+    """(cautions, budgets in order, whether to compute held-out errors): they need >= 3 budgets,
+    and the fold of the largest budget and one other that can be fitted
+    (:func:`~phifit.compare.holdout.fold_problems`; other folds that cannot are left out)."""
     notes: list[Caution] = []
     order: list[Any] = []
     if not cv:
@@ -506,6 +512,20 @@ def _out_of_sample_plan(runs: RunTable, cv: bool) -> tuple[list[Caution], list[A
                 f"the verdict rests on the likelihood-ratio test alone",
                 level="note",
                 n_budgets=len(order),
+            )
+        )
+        return notes, order, False
+    unfit = fold_problems(runs, specs, order)
+    if str(order[-1]) in unfit or len(order) - len(unfit) < 2:
+        notes += [fold_note(b, why) for b, why in unfit.items()]
+        notes.append(
+            caution(
+                "compare",
+                "no_held_out_errors",
+                f"{len(unfit)} of {len(order)} leave-one-budget-out folds cannot be fitted"
+                f"{', the largest budget among them' if str(order[-1]) in unfit else ''}: no out-of-sample "
+                "errors; the verdict rests on the tests alone",
+                level="note",
             )
         )
         return notes, order, False
