@@ -23,13 +23,16 @@ to tables of training runs, with honest uncertainty and model comparison.
   :func:`plot_frontier`, :func:`plot_drift` draw results into matplotlib Axes (:mod:`phifit.plot`);
 - :mod:`phifit.trainers` (torch, imported only on demand) produces run tables.
 
-The names above are imported on first use, so ``import phifit`` (and ``phifit --help``)
-stays fast; no exported name shadows a submodule.
+The names above, and the submodules (``phifit.compare.compare_fits``,
+``phifit.equivalence.equivalence``, ...), are imported on first use, so ``import phifit`` (and
+``phifit --help``) stays fast; no exported name shadows a submodule.  ``phifit.predict`` is the
+module :mod:`phifit.predict`, and calling it calls :func:`phifit.predict.predict`.
 """
 
 from __future__ import annotations
 
 import importlib as _importlib
+import importlib.util as _importlib_util
 
 #: the version of phifit (one place; read by the CLI and written into every result file)
 __version__ = "0.1.0"
@@ -63,12 +66,23 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 
 
 def __getattr__(name: str) -> object:
+    """An exported name, or a submodule (``phifit.compare``, ``phifit.predict``, ...), imported on
+    first access, so that every dotted name the documentation gives resolves after ``import phifit``."""
     module = _EXPORTS.get(name)
-    if module is None:
+    value = getattr(_importlib.import_module(module), name) if module else _submodule(__name__, name)
+    if value is None:
         raise AttributeError(f"module 'phifit' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def _submodule(package: str, name: str) -> object | None:
+    """The submodule ``package.name``, imported, or None when the package has none: the lazy
+    packages' ``__getattr__`` falls back on it, so ``phifit.plan.next_runs.choose_next`` resolves
+    after ``import phifit``."""
+    if name.startswith("_") or _importlib_util.find_spec(f"{package}.{name}") is None:
+        return None
+    return _importlib.import_module(f"{package}.{name}")
 
 
 def __dir__() -> list[str]:

@@ -16,13 +16,17 @@ predicted loss with D = C / F (F = training FLOPs per token), found by
   optimum outside the trained sizes is a caution (kind "extrapolated");
 - without a table, the study's architectures (:class:`~phifit.frontier.PaperFamily`).
 
-The result, :class:`Prediction`, prints :meth:`Prediction.summary` and saves
-:meth:`Prediction.to_dict` (plain JSON types).
+The result, :class:`Prediction`, prints :meth:`Prediction.summary`, gives its rows as a
+DataFrame (:meth:`Prediction.to_frame`) and saves :meth:`Prediction.to_dict` (plain JSON types).
+
+The module itself is callable: ``phifit.predict(fit, points=...)`` is :func:`predict`.
 """
 
 from __future__ import annotations
 
 import math
+import sys
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -451,3 +455,17 @@ def theta_law(theta: np.ndarray) -> JointLaw:
     from .law import theta_to_params
 
     return JointLaw.from_params(theta_to_params(theta))
+
+
+class _CallableModule(types.ModuleType):
+    """The module :mod:`phifit.predict`, callable as its function :func:`predict`.
+
+    ``phifit.predict`` names this module (a submodule of a package always wins its name once it
+    is imported), and the README's ``phifit.predict(fit, points=..., budgets=...)`` calls the
+    function through it."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Prediction:
+        return predict(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -22,6 +22,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .. import _submodule
+
 #: exported name -> submodule that defines it
 _EXPORTS = {
     "block_bootstrap": "block",
@@ -36,9 +38,14 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
-    if module is None:
+    value = (
+        getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        if module
+        else _submodule(__name__, name)
+    )
+    if value is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    return value
 
 
 def __dir__() -> list[str]:

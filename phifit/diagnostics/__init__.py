@@ -14,15 +14,21 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .. import _submodule
+
 __all__ = ["Diagnostics", "diagnose"]
 
 
 def __getattr__(name: str) -> Any:
     """:func:`diagnose` and :class:`Diagnostics` on first use: importing one check (``phifit fit``
     reads :mod:`~phifit.diagnostics.residuals`) does not load them all (statsmodels, scipy.stats)."""
-    if name not in __all__:
+    value = (
+        getattr(importlib.import_module(".suite", __name__), name)
+        if name in __all__
+        else _submodule(__name__, name)
+    )
+    if value is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(".suite", __name__), name)
     globals()[name] = value
     return value
 

@@ -91,7 +91,12 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(f"{__name__}.huber"), name)
     if name in ("HuberOptions", "LsqOptions", "BayesOptions"):
         return getattr(importlib.import_module(f"{__name__}.options"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .. import _submodule
+
+    module = _submodule(__name__, name)  # phifit.fitters.bayes, ... on first use
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return module
 
 
 __all__ = ["METHODS", "BayesOptions", "HuberOptions", "LsqOptions", "fit", "fit_huber", "huber_objective"]

@@ -22,6 +22,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .. import _submodule
+
 #: exported name -> module that defines it (imported on first access)
 _EXPORTS = {"PlanResult": "design", "plan_design": "design", "plan_from_fit": "design"}
 
@@ -30,9 +32,13 @@ __all__ = ["PlanResult", "plan_design", "plan_from_fit"]
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
-    if module is None:
+    value = (
+        getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        if module
+        else _submodule(__name__, name)
+    )
+    if value is None:
         raise AttributeError(f"module 'phifit.plan' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
 

@@ -13,14 +13,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .. import _submodule
+
 __all__ = ["RecipeComparison", "compare_recipes"]
 
 
 def __getattr__(name: str) -> Any:
     """:func:`compare_recipes` and :class:`RecipeComparison` on first use: a fit of one recipe reads
     only :mod:`~phifit.recipes.pairing` and does not load the Delta-phi machinery."""
-    if name not in __all__:
+    value = (
+        getattr(importlib.import_module(".delta", __name__), name)
+        if name in __all__
+        else _submodule(__name__, name)
+    )
+    if value is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(".delta", __name__), name)
     globals()[name] = value
     return value
