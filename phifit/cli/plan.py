@@ -277,6 +277,7 @@ def run(args: argparse.Namespace) -> int:
         delta_phi=args.delta_phi,
         n_tables=n_tables,
         progress=sys.stderr.isatty(),
+        pilot=pilot,
         **simulation,
     )
     if args.optimize:

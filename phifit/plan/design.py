@@ -87,6 +87,7 @@ from .modes import (
     asymptotic_plan,
     simulate_plan,
 )
+from .support import declined_reasons, pilot_support
 
 __all__ = [
     "PlanDesign",
@@ -260,14 +261,26 @@ class PlanResult(JsonIO):
 
     @property
     def width_is_precision(self) -> bool:
-        """False when the law planned under has phi on an end of its box (:func:`law_at_box`): the
+        """False when the law planned under has phi on an end of its box (:func:`law_at_box`: the
         predicted widths are then cut by the box and say nothing of how precisely the design
-        measures phi, so the plan gives them as what the tables did, not as a prediction."""
-        return not phi_on_box(self.law)
+        measures phi) or when the pilot cannot see what the design measures
+        (:mod:`phifit.plan.support`: one looped r, one budget); the plan then gives the widths as
+        what the simulated tables did, not as a prediction."""
+        return not phi_on_box(self.law) and not declined_reasons(self.warnings)
+
+    @property
+    def width_declined_because(self) -> list[str]:
+        """Why no width is predicted (empty when one is): the pilot's gaps, then the box."""
+        reasons = declined_reasons(self.warnings)
+        if phi_on_box(self.law):
+            reasons.append(f"the law's phi = {self.law['phi']:g} lies on the end of its box")
+        return reasons
 
     def summary(self) -> str:
         """The plan as text: design and cost, both predictions, bracketing, reasons, cautions."""
-        lines = self._header_lines() + [""] + self._prediction_lines()
+        lines = self._header_lines() + [""]
+        lines += [f"(!) {w}" for w in declined_reasons(self.warnings)]
+        lines += self._prediction_lines()
         lines.append(self._se_line())
         lines += self._simulation_notes()
         a = self.asymptotic
@@ -313,9 +326,12 @@ class PlanResult(JsonIO):
             else ("n/a" if s is not None else "-")
         )
         trust = "" if a.trusted else " (!)"
-        label = "95% interval width" if self.width_is_precision else "95% interval width (box)"
+        on_box = phi_on_box(self.law)
+        label = "95% interval width" + (
+            "" if self.width_is_precision else " (box)" if on_box else " (no pred.)"
+        )
         lines.append(f"{label:28} {a.width:>14.3g}{trust:<4} {sim_w:>20}")
-        if not self.width_is_precision:
+        if on_box:
             lo, hi = DEFAULT_BOUNDS["phi"]
             lines.append(
                 f"(box) no width predicted: the law's phi = {self.law['phi']:g} is on the end of its box "
@@ -569,13 +585,16 @@ def plan_design(
     laws_source: str = "",
     misfit: Any | None = None,
     tests: bool = True,
+    pilot: Any | None = None,
 ) -> PlanResult:
     """Plan ``design`` under ``params`` (default the study's law) and ``noise``: the
     asymptotic prediction always, the simulation with ``n_tables`` > 0 (each table's law drawn
     from ``laws`` when given, and carrying a pilot's ``misfit`` when given:
     :func:`phifit.plan.modes.simulate_plan`, which runs the tables on ``n_jobs`` workers of
     ``backend``, a Dask cluster at ``scheduler`` for ``backend="dask"``; ``tests=False``: the
-    simulated tables give widths and P(box), not the wild tests' power)."""
+    simulated tables give widths and P(box), not the wild tests' power). With the ``pilot`` run
+    table, the plan says what of the design the pilot cannot see (:func:`pilot_support`) and
+    declines a width where that makes it meaningless."""
     p = {**REFERENCE_PARAMS, **(params or {})}
     asym = asymptotic_plan(design, p, noise, delta_phi=delta_phi)
     sim = None
@@ -600,9 +619,10 @@ def plan_design(
         )
     brackets = bracketing(design, p)
     cond = conditioning(design, p, law_source=law_source)
-    warnings = list(cond.warnings) + law_at_box(p, sim)
+    gaps = [] if pilot is None else pilot_support(pilot, design.frame)
+    warnings = gaps + list(cond.warnings) + law_at_box(p, sim)
     if sim is not None:
-        warnings += agreement(asym, sim, widths=not phi_on_box(p))
+        warnings += agreement(asym, sim, widths=not phi_on_box(p) and not declined_reasons(gaps))
     elif not asym.trusted:
         warnings.append(
             caution(
@@ -683,6 +703,7 @@ def plan_from_fit(
         progress=progress,
         misfit=carried,
         tests=tests,
+        pilot=runs,
     )
 
 
@@ -703,7 +724,13 @@ def plan_figure(result: PlanResult) -> Any:
     )
     ax1.set_xlabel(
         "width of phi's 95% interval"
-        + ("" if result.width_is_precision else " (cut by phi's box: not a precision)")
+        + (
+            ""
+            if result.width_is_precision
+            else " (cut by phi's box: not a precision)"
+            if phi_on_box(result.law)
+            else " (not a prediction: the pilot cannot see the design)"
+        )
     )
     ax1.set_ylabel("tables")
     ax1.legend(fontsize=7)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from ..intervals import param_bounds
+from ..plan.design import phi_on_box
 from . import html as T
 from .analysis import Analysis
 from .format import Fig, caution_list
@@ -26,7 +27,13 @@ _POWER_LABELS = {
 def _prediction_rows(plan) -> list[list[str]]:
     a, s = plan.asymptotic, plan.simulation
     mark = "" if a.trusted else " (untrusted)"
-    box = "" if plan.width_is_precision else " (cut by the box: not a precision of φ)"
+    box = (
+        ""
+        if plan.width_is_precision
+        else " (cut by the box: not a precision of φ)"
+        if phi_on_box(plan.law)
+        else " (not a prediction: the pilot cannot see the design)"
+    )
     rows = [
         [
             "width of φ's 95% interval" + box,
@@ -66,11 +73,15 @@ def _realised(a: Analysis) -> str:
         + ".</p>"
     )
     s = a.plan.simulation
-    if not a.plan.width_is_precision:
+    if not a.plan.width_is_precision and phi_on_box(a.plan.law):
         text += (
             f"<p>No width was predicted: the law's φ = {T.num(a.plan.law['phi'], 3)} lies on the end of "
             "its search box, so the simulated tables' intervals are cut by the box and their widths "
             "are not a precision of φ.</p>"
+        )
+    elif not a.plan.width_is_precision:
+        text += "".join(
+            f"<p>No width was predicted: {T.esc(reason)}</p>" for reason in a.plan.width_declined_because
         )
     elif s is not None and math.isfinite(s.width_q10):
         inside = s.width_q10 <= width <= s.width_q90
