@@ -119,17 +119,19 @@ class Equivalence(JsonIO):
 
 def equivalence(
     law: FitResult | JointLaw,
+    *,
     n_once: float,
     n_rec: float,
     r: int,
-    *,
     thetas: np.ndarray | None = None,
     phi_interval: Sequence[float] | None = None,
     level: float | None = None,
 ) -> Equivalence:
     """Effective size N_eff = n_once + r^phi n_rec, unique size and unrolled cost.
 
-    phi comes from ``law``: a :class:`FitResult` (which must have identified phi) or a
+    ``n_once``, ``n_rec`` and ``r`` are keyword-only
+    (``equivalence(fit, n_once=2e8, n_rec=2e8, r=4)``): three numbers in a row whose order is
+    easy to confuse.  phi comes from ``law``: a :class:`FitResult` (which must have identified phi) or a
     :class:`JointLaw` (e.g. ``dataclasses.replace(JointLaw.reference(), phi=0.5)`` for a
     given phi).  Intervals: ``thetas`` (bootstrap draws, (S, 6)) give percentile intervals
     for phi and N_eff; otherwise ``phi_interval`` (or a fit's percentile ``ci["phi"]``) is
@@ -213,8 +215,8 @@ def paper_example(phi: float = 0.459, *, n_r1: float = 1e9, r: int = 4) -> dict[
     n_once = 48 * d2
     blocks = (16 // r) * 12 * d2
     return {
-        "blocks_only": equivalence(law, n_once, blocks, r),
-        "with_injection": equivalence(law, n_once, blocks + 2 * d2, r),
+        "blocks_only": equivalence(law, n_once=n_once, n_rec=blocks, r=r),
+        "with_injection": equivalence(law, n_once=n_once, n_rec=blocks + 2 * d2, r=r),
     }
 
 
@@ -265,7 +267,7 @@ def equivalence_table(
     frame = runs.frame[["r", "n_once", "n_rec"]].drop_duplicates()
     frame = frame[frame["r"] > 1].sort_values(["r", "n_once", "n_rec"])
     rows = [
-        equivalence(fit, row.n_once, row.n_rec, int(row.r), thetas=thetas, level=level)
+        equivalence(fit, n_once=row.n_once, n_rec=row.n_rec, r=int(row.r), thetas=thetas, level=level)
         for row in frame.itertuples(index=False)
     ]
     return EquivalenceTable(rows=rows, level=level)

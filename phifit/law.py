@@ -400,10 +400,13 @@ class JointLaw:
     def theta(self) -> np.ndarray:
         return params_to_theta(self.params)
 
-    def n_eff(self, r, n_once, n_rec) -> np.ndarray:
-        """Effective non-looped size N_eff = N_once + r^phi N_rec."""
+    def n_eff(self, *, r, n_once, n_rec) -> np.ndarray:
+        """Effective non-looped size N_eff = N_once + r^phi N_rec (arguments by name: r, N_once and
+        N_rec are all numbers, and their order is easy to confuse)."""
         return np.asarray(n_once, float) + np.asarray(r, float) ** self.phi * np.asarray(n_rec, float)
 
-    def loss(self, r, n_once, n_rec, tokens) -> np.ndarray:
-        """Predicted loss (nats) for the given runs."""
+    def loss(self, *, r, n_once, n_rec, tokens) -> np.ndarray:
+        """Predicted loss (nats) for the given runs: ``law.loss(r=4, n_once=2e8, n_rec=2e8,
+        tokens=2e10)``.  The arguments are keyword-only: four numbers in a row are easy to pass
+        in the formula's order (N_once, N_rec, D, r), which would give a loss without a check."""
         return loss(self.theta, Design.from_arrays(r, n_once, n_rec, tokens))

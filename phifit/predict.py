@@ -102,16 +102,17 @@ def range_cautions(rows: Sequence[Mapping[str, Any]], span: Mapping[str, Sequenc
 
 def predict_loss(
     law: JointLaw | FitResult | Mapping[str, float],
+    *,
     r: Sequence[float],
     n_once: Sequence[float],
     n_rec: Sequence[float],
     tokens: Sequence[float],
-    *,
     thetas: np.ndarray | None = None,
     level: float = defaults.LEVEL,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Predicted loss (nats) at each point and, with bootstrap draws ``thetas`` (S, 6), its
-    percentile interval at ``level`` as an (m, 2) array (None without draws)."""
+    percentile interval at ``level`` as an (m, 2) array (None without draws).  Every argument
+    after ``law`` is keyword-only (``r=``, ``n_once=``, ``n_rec=``, ``tokens=``)."""
     design = Design.from_arrays(
         np.asarray(r, float), np.asarray(n_once, float), np.asarray(n_rec, float), np.asarray(tokens, float)
     )
@@ -361,8 +362,8 @@ def _point_rows(
     point_rows: list[dict[str, Any]] = []
     r = np.asarray(points["r"], float)
     n_once, n_rec, tokens = (np.asarray(points[k], float) for k in ("n_once", "n_rec", "tokens"))
-    loss, iv = predict_loss(jl, r, n_once, n_rec, tokens, thetas=draws, level=level)
-    n_eff = jl.n_eff(r, n_once, n_rec)
+    loss, iv = predict_loss(jl, r=r, n_once=n_once, n_rec=n_rec, tokens=tokens, thetas=draws, level=level)
+    n_eff = jl.n_eff(r=r, n_once=n_once, n_rec=n_rec)
     for i in range(len(loss)):
         point_rows.append(
             {

@@ -70,7 +70,7 @@ def simulate(
     if cell_noise > 0 and "budget" not in frame:
         raise ValueError("cell_noise needs a budget column: cells are (budget, r)")
     law = JointLaw.from_params({**REFERENCE_PARAMS, **(params or {})})
-    clean = law.loss(frame["r"], frame["n_once"], frame["n_rec"], frame["tokens"])
+    clean = law.loss(r=frame["r"], n_once=frame["n_once"], n_rec=frame["n_rec"], tokens=frame["tokens"])
     rng = np.random.default_rng(seed)
     n = len(frame)
     if noise_df is None:

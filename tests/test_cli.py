@@ -284,7 +284,7 @@ def test_predict_from_fit_json_matches_the_law(tmp_path, capsys):
     assert "no interval" in out and "Compute-optimal allocation" in out
     data = json.loads(out_json.read_text())
     fit = FitResult.from_json(fit_json)
-    expected = float(fit.law.loss([4], [2e8], [2e8], [2e10])[0])
+    expected = float(fit.law.loss(r=[4], n_once=[2e8], n_rec=[2e8], tokens=[2e10])[0])
     assert data["points"][0]["loss"] == pytest.approx(expected, rel=1e-12)
     assert {row["r"] for row in data["optimal"]} == {1, 2, 4, 8}  # the study's architectures
 

@@ -28,7 +28,9 @@ def one_token_table(n_sizes: int = 4, noise: float = 0.002, seed: int = 0) -> pd
     for r in (1, 2, 4):
         for n_rec in np.geomspace(3e7, 3e8, n_sizes):
             n_once = 0.1 * n_rec
-            loss = float(law.loss(r, n_once, n_rec, D)[0]) * np.exp(noise * rng.standard_normal())
+            loss = float(law.loss(r=r, n_once=n_once, n_rec=n_rec, tokens=D)[0]) * np.exp(
+                noise * rng.standard_normal()
+            )
             rows.append(
                 {
                     "run_id": f"r{r}_{n_rec:.3g}",
@@ -78,7 +80,7 @@ def test_fit_result_round_trips_with_null_b_beta(fit):
     back = type(fit).from_dict(fit.to_dict())
     assert back.params["B"] is None and not back.d_term_identified
     # the law evaluates with the held values (B D^-beta ~ 1e-12)
-    assert np.isfinite(back.law.loss(2, 1e7, 1e8, D)).all()
+    assert np.isfinite(back.law.loss(r=2, n_once=1e7, n_rec=1e8, tokens=D)).all()
 
 
 def test_frontier_and_allocation_are_refused(fit):

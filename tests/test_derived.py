@@ -50,33 +50,33 @@ def law_with(phi: float) -> JointLaw:
 
 
 def test_equivalence_formulae_and_intervals():
-    e = equivalence(law_with(0.5), 3e8, 1e8, 8)
+    e = equivalence(law_with(0.5), n_once=3e8, n_rec=1e8, r=8)
     assert e.n_eff == pytest.approx(3e8 + math.sqrt(8) * 1e8)
     assert e.n_unique == 4e8 and e.n_unrolled == 11e8
     assert e.eff_over_unrolled == pytest.approx(e.n_eff / 11e8)
-    assert equivalence(law_with(0.7), 3e8, 1e8, 1).n_eff == pytest.approx(4e8)
+    assert equivalence(law_with(0.7), n_once=3e8, n_rec=1e8, r=1).n_eff == pytest.approx(4e8)
     rng = np.random.default_rng(0)
     thetas = np.tile(params_to_theta(JointLaw.reference().params), (2000, 1))
     thetas[:, 5] = rng.normal(0.46, 0.03, 2000)
     thetas[:7] = np.nan  # failed replicates are dropped
-    d = equivalence(law_with(0.46), 2e8, 2e8, 4, thetas=thetas)
+    d = equivalence(law_with(0.46), n_once=2e8, n_rec=2e8, r=4, thetas=thetas)
     assert d.n_draws == 1993
     lo, hi = np.percentile(thetas[7:, 5], [2.5, 97.5])
     assert d.phi_interval == pytest.approx([lo, hi])
     # N_eff is monotone in phi: its percentile interval is the image of phi's
     assert d.n_eff_interval == pytest.approx([2e8 + 4**lo * 2e8, 2e8 + 4**hi * 2e8], rel=1e-4)
-    m = equivalence(law_with(0.46), 2e8, 2e8, 4, phi_interval=(lo, hi))
+    m = equivalence(law_with(0.46), n_once=2e8, n_rec=2e8, r=4, phi_interval=(lo, hi))
     assert m.n_eff_interval == pytest.approx(d.n_eff_interval, rel=1e-4)
 
 
 def test_equivalence_from_a_fit_uses_the_level_of_its_interval():
     runs = table_from_frame(simulate("paper", noise=0.003, seed=4))
     fit = fit_huber(runs).with_updates(ci={"phi": [0.40, 0.50]}, ci_level=0.8)
-    e = equivalence(fit, 1e8, 1e8, 4)
+    e = equivalence(fit, n_once=1e8, n_rec=1e8, r=4)
     assert e.level == 0.8 and e.phi_interval == [0.40, 0.50] and "(80%," in e.summary()
     assert e.n_eff_interval == pytest.approx([1e8 + 4**0.40 * 1e8, 1e8 + 4**0.50 * 1e8])
     with pytest.raises(ValueError, match="the fit's interval of phi is at 0.8"):
-        equivalence(fit, 1e8, 1e8, 4, level=0.95)
+        equivalence(fit, n_once=1e8, n_rec=1e8, r=4, level=0.95)
     table = equivalence_table(runs, fit)
     assert table.level == 0.8 and "80% interval" in table.summary()
 
@@ -97,11 +97,11 @@ def test_equivalence_rejects_bad_input(kwargs, match):
 def test_equivalence_takes_the_law_as_one_argument():
     runs = table_from_frame(simulate("paper", noise=0.003, seed=4))
     fit = fit_huber(runs, n_starts=100)
-    assert equivalence(fit, 1e8, 1e8, 4).phi == fit.phi
+    assert equivalence(fit, n_once=1e8, n_rec=1e8, r=4).phi == fit.phi
     with pytest.raises(ValueError, match="did not identify phi"):
-        equivalence(fit.with_updates(params={**fit.params, "phi": None}), 1e8, 1e8, 4)
+        equivalence(fit.with_updates(params={**fit.params, "phi": None}), n_once=1e8, n_rec=1e8, r=4)
     with pytest.raises(TypeError, match="expected a FitResult or a JointLaw, got float"):
-        equivalence(0.5, 1e8, 1e8, 4)
+        equivalence(0.5, n_once=1e8, n_rec=1e8, r=4)
 
 
 def test_equivalence_table_lists_looped_architectures():
@@ -117,7 +117,11 @@ def test_equivalence_table_lists_looped_architectures():
 def _brute_lstar(law: JointLaw, budget: float, r: int) -> float:
     def loss(log_s):
         a = paper_architecture(math.exp(log_s), r)
-        return float(law.loss([r], [a["n_once"]], [a["n_rec"]], [budget / a["flops_per_token"]])[0])
+        return float(
+            law.loss(r=[r], n_once=[a["n_once"]], n_rec=[a["n_rec"]], tokens=[budget / a["flops_per_token"]])[
+                0
+            ]
+        )
 
     return minimize_scalar(
         loss, bounds=(math.log(2), math.log(128)), method="bounded", options={"xatol": 1e-10}

@@ -150,7 +150,7 @@ def test_heteroscedastic_table_is_detected():
 def test_group_summaries_match_table7_definitions(noisy):
     runs, f = noisy
     res = residual_diagnostics(runs, f)
-    resid = runs.loss - f.law.loss(runs.r, runs.n_once, runs.n_rec, runs.tokens)
+    resid = runs.loss - f.law.loss(r=runs.r, n_once=runs.n_once, n_rec=runs.n_rec, tokens=runs.tokens)
     np.testing.assert_allclose(res.resid, f.residuals, atol=1e-12)
     for g in res.by_r:
         x = resid[runs.r == g.group]

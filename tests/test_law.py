@@ -26,7 +26,7 @@ def test_log_loss_equals_closed_form():
     r, n_once, n_rec, tokens = (DESIGN[c].to_numpy(float) for c in ("r", "n_once", "n_rec", "tokens"))
     n_eff = n_once + r**law.phi * n_rec
     direct = law.E + law.A * n_eff**-law.alpha + law.B * tokens**-law.beta
-    np.testing.assert_allclose(law.loss(r, n_once, n_rec, tokens), direct, rtol=1e-13)
+    np.testing.assert_allclose(law.loss(r=r, n_once=n_once, n_rec=n_rec, tokens=tokens), direct, rtol=1e-13)
 
 
 def test_r1_ignores_split_and_phi():
@@ -41,7 +41,7 @@ def test_r1_ignores_split_and_phi():
 
 def test_fully_looped_model_has_no_once_params():
     law = JointLaw.reference()
-    got = law.loss([4], [0.0], [1e7], [1e9])[0]
+    got = law.loss(r=[4], n_once=[0.0], n_rec=[1e7], tokens=[1e9])[0]
     want = law.E + law.A * (4**law.phi * 1e7) ** -law.alpha + law.B * 1e9**-law.beta
     assert got == pytest.approx(want, rel=1e-13)
 

@@ -122,7 +122,9 @@ def test_residuals_frame_is_joined_to_the_run_table(analysis, runs):
     assert list(frame["run_id"]) == list(fit.run_ids)
     np.testing.assert_allclose(frame["residual"], fit.residuals)
     np.testing.assert_allclose(frame["r"], runs.frame["r"])
-    np.testing.assert_allclose(frame["predicted"], fit.law.loss(runs.r, runs.n_once, runs.n_rec, runs.tokens))
+    np.testing.assert_allclose(
+        frame["predicted"], fit.law.loss(r=runs.r, n_once=runs.n_once, n_rec=runs.n_rec, tokens=runs.tokens)
+    )
     assert list(fit.residuals_frame().columns) == ["run_id", "residual"]
 
 

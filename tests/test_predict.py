@@ -21,9 +21,9 @@ LAW = JointLaw.from_params(REFERENCE_PARAMS)
 
 def test_point_loss_is_the_law_and_draws_give_an_interval():
     r, n_once, n_rec, tokens = [1, 4, 8], [1e8, 2e8, 3e8], [3e8, 2e8, 1e8], [2e10, 2e10, 5e10]
-    loss, iv = predict_loss(LAW, r, n_once, n_rec, tokens)
+    loss, iv = predict_loss(LAW, r=r, n_once=n_once, n_rec=n_rec, tokens=tokens)
     np.testing.assert_allclose(
-        loss, LAW.loss(np.array(r), np.array(n_once), np.array(n_rec), np.array(tokens))
+        loss, LAW.loss(r=np.array(r), n_once=np.array(n_once), n_rec=np.array(n_rec), tokens=np.array(tokens))
     )
     assert iv is None
     # by hand, paper Eq. 3
@@ -33,7 +33,7 @@ def test_point_loss_is_the_law_and_draws_give_an_interval():
     rng = np.random.default_rng(0)
     thetas = params_to_theta(REFERENCE_PARAMS) + rng.normal(0, 0.01, size=(200, 6))
     thetas[0] = np.nan  # a failed replicate is dropped, not propagated
-    _, iv = predict_loss(LAW, r, n_once, n_rec, tokens, thetas=thetas, level=0.9)
+    _, iv = predict_loss(LAW, r=r, n_once=n_once, n_rec=n_rec, tokens=tokens, thetas=thetas, level=0.9)
     assert iv.shape == (3, 2) and np.all(iv[:, 0] < loss) and np.all(loss < iv[:, 1])
 
 
@@ -50,7 +50,9 @@ def test_compute_optimal_matches_the_frontier_and_is_a_minimum():
         r, tokens, n_unique = row["r"], row["tokens"], row["n_unique"]
         arch = paper_architecture(np.geomspace(2, 128, 20001), r)
         f = np.asarray(arch["flops_per_token"], float)
-        brute = LAW.loss(np.full(len(f), r), arch["n_once"], arch["n_rec"], row["compute"] / f)
+        brute = LAW.loss(
+            r=np.full(len(f), r), n_once=arch["n_once"], n_rec=arch["n_rec"], tokens=row["compute"] / f
+        )
         assert row["loss"] <= brute.min() + 1e-9 and row["loss"] == pytest.approx(brute.min(), abs=1e-6)
         assert row["tokens_per_param"] == pytest.approx(tokens / n_unique)
     assert pred.n_draws == 0 and "no interval" in pred.summary()

@@ -101,14 +101,16 @@ def run(args: argparse.Namespace) -> int:
     source = ""
     if args.phi is not None:
         law = dataclasses.replace(JointLaw.reference(), phi=args.phi)
-        result = equivalence(law, args.n_once, args.n_rec, args.r)
+        result = equivalence(law, n_once=args.n_once, n_rec=args.n_rec, r=args.r)
         source = f"phi = {args.phi:g} (given)"
     elif args.reference:
-        result = equivalence(JointLaw.reference(), args.n_once, args.n_rec, args.r, phi_interval=STUDY_PHI_CI)
+        result = equivalence(
+            JointLaw.reference(), n_once=args.n_once, n_rec=args.n_rec, r=args.r, phi_interval=STUDY_PHI_CI
+        )
         source = "the reference study's joint fit (phi = 0.459, 95% block-bootstrap interval [0.41, 0.53])"
     elif args.fit:
         fit = FitResult.from_json(args.fit)
-        result = equivalence(fit, args.n_once, args.n_rec, args.r)
+        result = equivalence(fit, n_once=args.n_once, n_rec=args.n_rec, r=args.r)
         source = f"{args.fit}" + ("" if result.phi_interval else " (no bootstrap interval saved)")
     else:
         from ..bootstrap.block import block_bootstrap
@@ -122,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         if fit.phi is None:
             raise ValueError(f"{runs_path}: phi is not identifiable from these runs")
         boot = block_bootstrap(runs, fit, n_boot=args.bootstrap, seed=args.seed, progress=True)
-        result = equivalence(fit, args.n_once, args.n_rec, args.r, thetas=boot.thetas)
+        result = equivalence(fit, n_once=args.n_once, n_rec=args.n_rec, r=args.r, thetas=boot.thetas)
         source = f"fit of {runs_path} ({boot.n_boot - boot.n_failed} bootstrap replicates)"
     print(f"phi from {source}")
     print(result.summary())
