@@ -228,6 +228,31 @@ class EquivalenceTable(JsonIO):
     rows: list[Equivalence]
     level: float = defaults.LEVEL
 
+    def to_frame(self):
+        """One row per looped architecture: r, n_once, n_rec, phi, n_unique, n_eff, n_unrolled,
+        eff_over_unrolled, eff_over_unique and, with an interval, ``n_eff_lo``, ``n_eff_hi``."""
+        import pandas as pd
+
+        rows = []
+        for e in self.rows:
+            iv = e.n_eff_interval or [math.nan, math.nan]
+            rows.append(
+                {
+                    "r": e.r,
+                    "n_once": e.n_once,
+                    "n_rec": e.n_rec,
+                    "phi": e.phi,
+                    "n_unique": e.n_unique,
+                    "n_eff": e.n_eff,
+                    "n_eff_lo": iv[0],
+                    "n_eff_hi": iv[1],
+                    "n_unrolled": e.n_unrolled,
+                    "eff_over_unrolled": e.eff_over_unrolled,
+                    "eff_over_unique": e.eff_over_unique,
+                }
+            )
+        return pd.DataFrame(rows)
+
     def to_dict(self) -> dict[str, Any]:
         return {"level": self.level, "rows": [row.to_dict() for row in self.rows]}
 

@@ -269,6 +269,25 @@ class Frontier(JsonIO):
         """[min, max] of the gap across budgets, per r."""
         return {r: [float(min(g)), float(max(g))] for r, g in self.gap.items()}
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (budget, r): ``budget`` (FLOPs), ``r``, ``l_star``, ``n_unique_star``,
+        ``n_eff_star``, ``tokens_star``, ``size_star``, ``at_edge``, ``gap`` (to the base r; NaN
+        for the base r) and, with bootstrap draws, ``l_star_lo``/``l_star_hi`` and
+        ``gap_lo``/``gap_hi`` at ``level``."""
+        rows = []
+        for r in self.r_values:
+            for i, c in enumerate(self.budgets):
+                row = {"budget": c, "r": r}
+                for name in ("l_star", "n_unique_star", "n_eff_star", "tokens_star", "size_star", "at_edge"):
+                    row[name] = getattr(self, name)[r][i]
+                row["gap"] = self.gap[r][i] if r in self.gap else math.nan
+                for name, bands in (("l_star", self.l_star_interval), ("gap", self.gap_interval)):
+                    if bands is not None:
+                        lo, hi = bands[r][i] if r in bands else (math.nan, math.nan)
+                        row[f"{name}_lo"], row[f"{name}_hi"] = lo, hi
+                rows.append(row)
+        return pd.DataFrame(rows)
+
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out["gap_range"] = self.gap_range
@@ -415,6 +434,15 @@ class IsoflopCurves(JsonIO):
     """
 
     cells: list[dict[str, Any]]
+
+    def to_frame(self) -> pd.DataFrame:
+        """The curves in long form, one row per point: ``budget``, ``r``, ``n_unique``, ``loss``."""
+        rows = [
+            {"budget": c["budget"], "r": c["r"], "n_unique": n, "loss": loss}
+            for c in self.cells
+            for n, loss in zip(c["n_unique"], c["loss"])
+        ]
+        return pd.DataFrame(rows, columns=["budget", "r", "n_unique", "loss"])
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain({"cells": self.cells})

@@ -45,6 +45,14 @@ class ParabolaMinima(JsonIO):
     def gap_range(self) -> dict[int, list[float]]:
         return {r: [min(x["gap"] for x in g), max(x["gap"] for x in g)] for r, g in self.gap.items() if g}
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (budget, r) cell: ``budget``, ``r``, ``n`` (runs), ``n_star``, ``l_star``,
+        ``curvature``, ``in_range``, ``ok`` (a valid minimum) and ``gap`` to the base r on that
+        budget (NaN where not computed)."""
+        gaps = {(g["budget"], r): g["gap"] for r, items in self.gap.items() for g in items}
+        rows = [{**c, "gap": gaps.get((c["budget"], c["r"]), math.nan)} for c in self.cells]
+        return pd.DataFrame(rows)
+
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out["gap_range"] = self.gap_range

@@ -181,6 +181,25 @@ class Prediction(JsonIO):
     n_boot: int = 0
     n_failed: int = 0
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per point, then one per (budget, r) allocation: ``kind`` ("point" or
+        "optimal"), ``r``, ``n_once``, ``n_rec``, ``tokens``, ``n_eff``, ``loss`` and, with
+        bootstrap draws, ``lo`` and ``hi`` (the percentile interval at ``level``); the allocation
+        rows add ``compute``, ``n_unique``, ``tokens_per_param`` and ``at_edge``."""
+        rows = []
+        for kind, items in (("point", self.points), ("optimal", self.optimal)):
+            for row in items:
+                iv = row.get("interval") or [math.nan, math.nan]
+                rows.append(
+                    {
+                        "kind": kind,
+                        **{k: v for k, v in row.items() if k != "interval"},
+                        "lo": iv[0],
+                        "hi": iv[1],
+                    }
+                )
+        return pd.DataFrame(rows)
+
     def to_dict(self) -> dict[str, Any]:
         out = {"generator": "phifit", "kind": "prediction", **self.__dict__}
         out["warnings"] = [w.to_dict() for w in self.warnings]

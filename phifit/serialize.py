@@ -16,7 +16,9 @@
   It also gives every result its notebook views: a one-line ``repr`` of the scalar fields
   (:func:`short_repr`, under :data:`REPR_LIMIT` characters, unless the class writes its own),
   ``str`` = ``summary()`` where the result has one, and ``_repr_html_``, an HTML table
-  (:func:`html_table`) of ``to_frame()`` where the result has one, else of its scalar fields.
+  (:func:`html_table`) of the result's summary: ``summary_frame()`` where the result has one
+  (a bootstrap's intervals), else ``to_frame()`` up to :data:`HTML_ROWS` rows, else its scalar
+  fields; never the replicates or draws.
 """
 
 from __future__ import annotations
@@ -112,6 +114,9 @@ def _key(tp: Any, key: str) -> Any:
 
 #: the longest ``repr`` of a result, in characters
 REPR_LIMIT = 300
+#: the most rows of ``to_frame()`` a notebook's HTML display shows; a longer table (per run, per
+#: simulated table) is summarised by the result's scalar fields
+HTML_ROWS = 40
 
 
 def _scalar_text(value: Any) -> str | None:
@@ -200,10 +205,22 @@ class JsonIO:
         return repr(self)
 
     def _repr_html_(self) -> str:
+        """The notebook display: the result's summary, never its draws.  ``summary_frame()``
+        where the result has one (a bootstrap's intervals, not its replicates); else
+        ``to_frame()`` when it has at most :data:`HTML_ROWS` rows; else the scalar fields, with
+        a line saying how large ``to_frame()`` is."""
+        summary_frame = getattr(self, "summary_frame", None)
+        if callable(summary_frame):
+            return html_table(summary_frame(), caption=repr(self))
         to_frame = getattr(self, "to_frame", None)
-        if callable(to_frame):
-            return html_table(to_frame(), caption=repr(self))
-        return html_table(scalar_fields(self), caption=type(self).__name__)
+        frame = to_frame() if callable(to_frame) else None
+        if frame is not None and len(frame) <= HTML_ROWS:
+            return html_table(frame, caption=repr(self))
+        out = html_table(scalar_fields(self), caption=type(self).__name__)
+        if frame is not None:
+            rows, cols = frame.shape
+            out += f"<p>to_frame(): {rows} rows x {cols} columns, not shown</p>"
+        return out
 
     def to_dict(self) -> dict[str, Any]:  # pragma: no cover - every subclass defines it
         raise NotImplementedError
@@ -232,6 +249,7 @@ class JsonIO:
 
 
 __all__ = [
+    "HTML_ROWS",
     "REPR_LIMIT",
     "JsonIO",
     "from_plain",

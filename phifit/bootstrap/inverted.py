@@ -147,6 +147,22 @@ class InvertedSet(JsonIO):
             )
         return "; ".join(words)
 
+    def to_frame(self):
+        """One row per tested phi_0 (sorted): ``phi0``, ``p_value``, ``statistic`` T(phi_0),
+        ``critical`` c(phi_0), ``n_failed`` and ``kept`` (p >= 1 - level: phi_0 is in the set)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "phi0": self.grid,
+                "p_value": self.p_values,
+                "statistic": self.statistics,
+                "critical": self.critical,
+                "n_failed": self.n_failed,
+                "kept": [p is not None and p >= self.alpha for p in self.p_values],
+            }
+        )
+
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "warnings"}
         if not self.n_used:  # every phi_0 ran all n_boot: the file reads as it always did

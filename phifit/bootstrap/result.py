@@ -334,6 +334,35 @@ class BootstrapResult(JsonIO):
         frame.index.name = "replicate"
         return frame
 
+    def summary_frame(self):
+        """The intervals, one row per free parameter in the order E, A, alpha, B, beta, phi:
+        ``estimate`` (the point estimate the replicates started from), ``sd`` (of the successful
+        replicates), ``ci_lo``, ``ci_hi`` (percentile) and ``bca_lo``, ``bca_hi`` at ``level``
+        (NaN where withheld).  What a notebook shows (:meth:`to_frame` holds the replicates)."""
+        import pandas as pd
+
+        def num(x: Any) -> float:
+            return math.nan if x is None else float(x)
+
+        rows = []
+        for name in PARAM_NAMES:
+            if name not in self.ci:
+                continue
+            ok = self.params[name][~self.failed]
+            ci, bca = self.ci.get(name) or [None, None], self.ci_bca.get(name) or [None, None]
+            rows.append(
+                {
+                    "param": name,
+                    "estimate": num(self.estimate.get(name)),
+                    "sd": float(np.std(ok, ddof=1)) if len(ok) > 1 else math.nan,
+                    "ci_lo": num(ci[0]),
+                    "ci_hi": num(ci[1]),
+                    "bca_lo": num(bca[0]),
+                    "bca_hi": num(bca[1]),
+                }
+            )
+        return pd.DataFrame(rows).set_index("param")
+
     def __repr__(self) -> str:
         phi = self.ci.get("phi")
         ci = "" if not phi or None in phi else f", phi_ci=[{phi[0]:.4g}, {phi[1]:.4g}]"

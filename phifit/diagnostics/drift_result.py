@@ -82,6 +82,25 @@ class DriftFit(JsonIO):
     warnings: list[Caution] = field(default_factory=list)
     phi_budget_ci: list[list[float | None]] = field(default_factory=list)
 
+    def to_frame(self):
+        """One row per budget (FLOPs): ``budget`` and phi(C) = phi_0 + phi_1 log(C / C_ref) there,
+        with ``ci_lo``, ``ci_hi`` (percentile interval from the cell bootstrap; NaN when not
+        computed).  Empty when the drift was not testable."""
+        import pandas as pd
+
+        if not self.testable or self.phi_0 is None or self.phi_1 is None or not self.c_ref:
+            return pd.DataFrame(columns=["budget", "phi", "ci_lo", "ci_hi"])
+        phi = [self.phi_0 + self.phi_1 * math.log(c / self.c_ref) for c in self.budgets]
+        cis = self.phi_budget_ci or [[None, None]] * len(self.budgets)
+        return pd.DataFrame(
+            {
+                "budget": self.budgets,
+                "phi": phi,
+                "ci_lo": [math.nan if ci[0] is None else ci[0] for ci in cis],
+                "ci_hi": [math.nan if ci[1] is None else ci[1] for ci in cis],
+            }
+        )
+
     # -- the numbers, by name -----------------------------------------------------------------
     @property
     def p_value(self) -> float | None:

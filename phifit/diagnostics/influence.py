@@ -97,6 +97,11 @@ class Influence(JsonIO):
         values = [abs(x["delta_phi"]) for x in self.runs if math.isfinite(x["delta_phi"])]
         return max(values) if values else float("nan")
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per run, in table order: ``run_id``, ``r``, ``budget``, ``phi`` (refitted without
+        the run) and ``delta_phi`` (that phi minus ``phi_hat``); the cells are in :attr:`cells`."""
+        return pd.DataFrame(self.runs)
+
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self.__dict__)
 

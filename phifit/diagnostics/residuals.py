@@ -198,6 +198,17 @@ class ResidualDiagnostics(JsonIO):
     def flagged_r(self) -> list[int]:
         return [int(row.group) for row in self.by_r if row.flagged]
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per run, in table order: ``run_id``, ``r``, ``budget`` (when the table has
+        one), ``loss``, ``predicted``, ``resid`` (nats), ``log_resid``, ``fitted_log``,
+        ``log_n_eff``, ``log_tokens``."""
+        cols = ["run_id", "r", "budget", "loss", "predicted", "resid", "log_resid", "fitted_log"]
+        cols += ["log_n_eff", "log_tokens"]
+        data = {"run_id": self.run_ids, **{c: getattr(self, c) for c in cols[1:]}}
+        if data["budget"] is None:
+            del data["budget"]
+        return pd.DataFrame(data)
+
     def to_dict(self) -> dict[str, Any]:
         out = {
             k: getattr(self, k)

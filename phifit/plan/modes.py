@@ -233,6 +233,15 @@ class SimulatedPlan(JsonIO):
     misfit: dict[str, Any] | None = None
     tests: bool = True
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per simulated table (its ``phi_hat``, ``width``, ``at_box``, ``p0``, ``p1``,
+        ...), the interval split into ``ci_lo`` and ``ci_hi``."""
+        rows = []
+        for t in self.tables:
+            ci = t.get("ci") or [None, None]
+            rows.append({**{k: v for k, v in t.items() if k != "ci"}, "ci_lo": ci[0], "ci_hi": ci[1]})
+        return pd.DataFrame(rows)
+
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self.__dict__)
 

@@ -177,6 +177,12 @@ class NextRuns(JsonIO):
     stopped: str = ""
     warnings: list[str] = field(default_factory=list)
 
+    def to_frame(self) -> pd.DataFrame:
+        """The picks, one row each in the order chosen: the pool row's columns, then ``cost``,
+        ``width_before``, ``width_after``, ``cell``, ``side`` and ``why``
+        (:attr:`frame` holds the pool columns alone, to train from)."""
+        return pd.DataFrame(self.picks)
+
     def to_dict(self) -> dict[str, Any]:
         return to_plain({**self.__dict__, "noise": self.noise.to_dict()})
 

@@ -155,6 +155,34 @@ class AdaptiveRounds(JsonIO):
     target_width: float | None = None
     skipped_lines: int = 0
 
+    def to_frame(self):
+        """One row per round: ``round``, ``n_runs``, ``flops``, ``adaptive_flops``,
+        ``width_before``, ``width_predicted``, ``width_realised``, ``phi``, ``phi_lo``, ``phi_hi``,
+        ``n_picks``, ``finished`` and ``note``."""
+        import pandas as pd
+
+        rows = []
+        for row in self.rounds:
+            ci = row.phi_ci or [None, None]
+            rows.append(
+                {
+                    "round": row.round,
+                    "n_runs": row.n_runs,
+                    "flops": row.flops,
+                    "adaptive_flops": row.adaptive_flops,
+                    "width_before": row.width_before,
+                    "width_predicted": row.width_predicted,
+                    "width_realised": row.width_realised,
+                    "phi": row.phi,
+                    "phi_lo": ci[0],
+                    "phi_hi": ci[1],
+                    "n_picks": len(row.picks),
+                    "finished": row.finished,
+                    "note": row.note,
+                }
+            )
+        return pd.DataFrame(rows)
+
     def to_dict(self) -> dict[str, Any]:
         return to_plain(dict(self.__dict__))
 

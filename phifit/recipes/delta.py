@@ -44,6 +44,7 @@ every caution is a :class:`~phifit.cautions.Caution` of source "recipes" in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -148,6 +149,34 @@ class RecipeComparison(JsonIO):
 
     def __str__(self) -> str:
         return self.summary()
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per variant (index ``variant``): ``delta_phi`` (phi_variant - phi_baseline on
+        the same budgets), ``ci_lo``, ``ci_hi`` (percentile interval at ``level``), ``p_value``,
+        ``variant_phi``, ``baseline_phi``, ``runs`` (the variant's fit) and ``n_failed``
+        (failed bootstrap replicates); NaN where no bootstrap ran."""
+
+        def num(x: Any) -> float:
+            return math.nan if x is None else float(x)
+
+        rows = []
+        for name, d in self.delta_phi.items():
+            ci = d.get("ci") or [None, None]
+            fit = self.fits.get(name)
+            rows.append(
+                {
+                    "variant": name,
+                    "delta_phi": num(d.get("estimate")),
+                    "ci_lo": num(ci[0]),
+                    "ci_hi": num(ci[1]),
+                    "p_value": num(d.get("p_value")),
+                    "variant_phi": num(d.get("variant_phi")),
+                    "baseline_phi": num(d.get("baseline_phi")),
+                    "runs": fit.n_runs if fit is not None else None,
+                    "n_failed": d.get("n_failed"),
+                }
+            )
+        return pd.DataFrame(rows).set_index("variant")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON contract: fits {recipe: fit JSON}, delta_phi {variant: {estimate, ci, p_value,

@@ -78,6 +78,10 @@ class LooComparison(JsonIO):
         """The ``pareto_k`` cautions (runs whose leave-one-out terms are unreliable)."""
         return [w for w in self.warnings if w.kind == "pareto_k"]
 
+    def to_frame(self) -> pd.DataFrame:
+        """ArviZ's comparison table, one row per model (index ``model``), best first."""
+        return pd.DataFrame(self.table).set_index("model")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict of plain Python types."""
         return to_plain(

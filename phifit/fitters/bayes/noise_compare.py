@@ -67,6 +67,11 @@ class NoiseComparison(JsonIO):
     tau: dict[str, Any] = field(default_factory=dict)
     warnings: list[Caution] = field(default_factory=list)
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per noise model (index ``model``: "cell", "run"): ``elpd_loo`` and ``se``."""
+        rows = [{"model": m, "elpd_loo": self.elpd[m], "se": self.se.get(m)} for m in self.elpd]
+        return pd.DataFrame(rows).set_index("model")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict of plain Python types."""
         return to_plain(
