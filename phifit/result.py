@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,12 @@ class FitResult(JsonIO):
         over runs, sigma profiled out) and its AIC and BIC with k = :attr:`n_free` + 1 (module
         docstring); computed once when the fit is assembled.  None when it is not defined
         (residuals exactly zero) or for a result saved before phifit stored them.
+    idata : a Bayesian fit's posterior as ArviZ ``InferenceData`` (groups in
+        :mod:`phifit.fitters.bayes.store`: ``az.summary(fit.idata)``, ``az.plot_trace(...)``);
+        None for the other methods.  It is not part of the JSON (:meth:`to_dict` writes plain
+        data only): :func:`phifit.load` reads it back from the netCDF file the fit was saved to
+        (``save=``, ``extras["netcdf"]``) when that file exists, and
+        :meth:`to_inference_data` reads it on demand.  Equality and ``repr`` ignore it.
     """
 
     method: str
@@ -110,6 +117,7 @@ class FitResult(JsonIO):
     log_lik: float | None = None
     aic: float | None = None
     bic: float | None = None
+    idata: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
@@ -199,6 +207,8 @@ class FitResult(JsonIO):
         """JSON-safe dict of plain Python types (NaN and inf become null)."""
         out = {"generator": GENERATOR, "phifit_version": __version__}
         for f in dataclasses.fields(self):
+            if f.name == "idata":  # the posterior lives in its netCDF file, not in the JSON
+                continue
             value = getattr(self, f.name)
             if value is None and f.name in ("stderr", "ci", "ci_bca", "bootstrap", "log_lik", "aic", "bic"):
                 continue
@@ -207,7 +217,7 @@ class FitResult(JsonIO):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FitResult:
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = {f.name for f in dataclasses.fields(cls)} - {"idata"}
         kwargs = {k: v for k, v in data.items() if k in names}
         saved = kwargs["params"]
         names = [k for k in saved if k in PARAM_NAMES] + [k for k in PARAM_NAMES if k not in saved]
@@ -455,11 +465,42 @@ class FitResult(JsonIO):
             out["predicted"] = out["loss"] - out["residual"]
         return out
 
+    def to_inference_data(self):
+        """A Bayesian fit's posterior as ArviZ ``InferenceData``: :attr:`idata`, or, when the
+        fit was reloaded from JSON without it, the netCDF file it was saved to
+        (``extras["netcdf"]``).  ``ValueError`` for a fit of another method, or a Bayesian fit
+        neither holding its posterior nor saved to a file that still exists."""
+        if self.idata is not None:
+            return self.idata
+        if self.method != "bayes":
+            raise ValueError(f"a {self.method} fit has no posterior; fit with method='bayes'")
+        path = self.extras.get("netcdf")
+        if not path or not os.path.isfile(path):
+            raise ValueError(
+                "this Bayesian fit holds no posterior: it was reloaded from JSON and "
+                + (f"its netCDF file {path} does not exist" if path else "was not saved (save=PATH)")
+            )
+        from .fitters.bayes.store import load_posterior
+
+        return load_posterior(path)
+
     def draws_frame(self):
-        """The bootstrap replicates this fit carries (``BootstrapResult.attach(fit, draws=True)``)
-        as a DataFrame with columns E, A, alpha, B, beta, phi; None when it carries none."""
+        """The draws this fit carries as a DataFrame with columns E, A, alpha, B, beta, phi: a
+        Bayesian fit's posterior draws (from :attr:`idata`; sigma, nu and tau follow, and the
+        index is (chain, draw)), or the bootstrap replicates (``BootstrapResult.attach(fit,
+        draws=True)``, index ``replicate``); None when it carries none."""
         import pandas as pd
 
+        if self.idata is not None:
+            from .fitters.bayes.store import posterior_draws
+
+            post = self.idata.posterior
+            index = pd.MultiIndex.from_product(
+                [post["chain"].values, post["draw"].values], names=["chain", "draw"]
+            )
+            values = posterior_draws(self.idata)
+            names = [k for k in PARAM_NAMES if k in values] + [k for k in values if k not in PARAM_NAMES]
+            return pd.DataFrame({k: np.asarray(values[k], dtype=float) for k in names}, index=index)
         draws = (self.bootstrap or {}).get("draws")
         if not draws:
             return None

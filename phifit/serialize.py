@@ -13,6 +13,8 @@
 - :class:`JsonIO` gives a result ``to_json(path=None)`` / ``from_json(path_or_text)`` over its
   ``to_dict`` / ``from_dict`` (``from_dict`` defaults to :func:`from_plain`); every result
   type of phifit round-trips through it, and nothing else in phifit writes or reads result JSON.
+  ``to_json(path)`` replaces only a file phifit wrote (:func:`written_by_phifit`) unless
+  ``overwrite=True`` (:func:`check_replaceable`).
   It also gives every result its notebook views: a one-line ``repr`` of the scalar fields
   (:func:`short_repr`, under :data:`REPR_LIMIT` characters, unless the class writes its own),
   ``str`` = ``summary()`` where the result has one, and ``_repr_html_``, an HTML table
@@ -180,6 +182,38 @@ def html_table(rows: Mapping[str, Any] | Any, *, caption: str = "") -> str:
     return (f"<p><strong>{html.escape(caption)}</strong></p>" if caption else "") + body
 
 
+def written_by_phifit(path: str | os.PathLike, keys: set[str] | None = None) -> bool:
+    """Whether the file at ``path`` is a result phifit wrote: a JSON object whose
+    ``"generator"`` is ``"phifit"`` (fits, bootstraps, comparisons, reports, ...), or, given
+    ``keys``, one holding exactly those keys (a result of the same kind that writes no
+    generator).  False for anything else, a file that cannot be read included."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(data, dict):
+        return False
+    return data.get("generator") == "phifit" or (keys is not None and set(data) == set(keys))
+
+
+def check_replaceable(path: str | os.PathLike, *, overwrite: bool, keys: set[str] | None = None) -> None:
+    """Refuse to write ``path`` over a file phifit did not write (:func:`written_by_phifit`)
+    unless ``overwrite``: ``FileExistsError`` naming the file and the way out.  A directory, or
+    a folder that does not exist, is refused whatever ``overwrite`` says."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path}: is a directory; expected a file path")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"{path}: directory {parent} does not exist")
+    if os.path.exists(path) and not overwrite and not written_by_phifit(path, keys):
+        raise FileExistsError(
+            f"{path}: exists and was not written by phifit; choose another path or pass "
+            "overwrite=True to replace it (--force on the command line)"
+        )
+
+
 class JsonIO:
     """``to_json(path=None)`` writes/returns ``json.dumps(to_dict())``; ``from_json`` reads a
     path or a JSON string back through ``from_dict`` (by default :func:`from_plain`).
@@ -230,12 +264,24 @@ class JsonIO:
         """Rebuild from :meth:`to_dict` output, field by field (:func:`from_plain`)."""
         return from_plain(cls, data)
 
-    def to_json(self, path: str | os.PathLike | None = None, *, indent: int = 2) -> str:
-        """Serialise to JSON text (no NaN: missing numbers are null); also write it to ``path``."""
-        text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+    def to_json(
+        self, path: str | os.PathLike | None = None, *, indent: int = 2, overwrite: bool = False
+    ) -> str:
+        """Serialise to JSON text (no NaN: missing numbers are null); also write it to ``path``.
+
+        An existing ``path`` is replaced only when phifit wrote it (:func:`written_by_phifit`:
+        a JSON object saying ``"generator": "phifit"``, or holding exactly the keys this kind of
+        result writes) or with ``overwrite=True``; otherwise ``FileExistsError``, before
+        anything is written (the command line's ``--force``).  The file is written whole or not
+        at all (a temporary file, then a rename)."""
+        data = self.to_dict()
+        text = json.dumps(data, indent=indent, allow_nan=False)
         if path is not None:
-            with open(path, "w", encoding="utf-8") as fh:
+            check_replaceable(path, overwrite=overwrite, keys=set(data))
+            tmp = f"{os.fspath(path)}.tmp-{os.getpid()}"
+            with open(tmp, "w", encoding="utf-8") as fh:
                 fh.write(text + "\n")
+            os.replace(tmp, path)
         return text
 
     @classmethod
@@ -252,10 +298,12 @@ __all__ = [
     "HTML_ROWS",
     "REPR_LIMIT",
     "JsonIO",
+    "check_replaceable",
     "from_plain",
     "html_table",
     "rebuild",
     "scalar_fields",
     "short_repr",
     "to_plain",
+    "written_by_phifit",
 ]

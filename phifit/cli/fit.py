@@ -147,7 +147,7 @@ def method_options(args: argparse.Namespace) -> dict:
         if args.starts < 1:
             raise ValueError(f"--starts must be >= 1, got {args.starts}")
         return {"n_starts": args.starts, "seed": args.seed}
-    return {**bayes_options(args), "save": args.save_posterior}
+    return {**bayes_options(args), "save": args.save_posterior, "overwrite": bool(args.force)}
 
 
 def _check(args: argparse.Namespace) -> None:

@@ -59,6 +59,7 @@ class BayesOptions:
     hdi_prob: float = defaults.LEVEL  # probability of the highest-density intervals
     progress: bool = True  # show the sampler's progress bar
     save: str | os.PathLike | None = None  # netCDF path for the posterior
+    overwrite: bool = False  # replace a file at ``save`` that is not a posterior phifit saved
 
 
 #: options type of each method

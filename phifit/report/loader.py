@@ -4,7 +4,7 @@ Every result of phifit saves with ``to_json`` and reloads with its class's ``fro
 module is for when the class is not known in advance (a folder of saved results, a notebook
 opening a colleague's file).  The type is read, in this order, from a ``"result_type"`` key
 (the class name), from the ``"kind"`` key most results write (``"bootstrap"``,
-``"comparison"``, ``"multipliers"``, ``"drift"``, ``"recipes"``, ``"report"``, ...;
+``"comparison"``, ``"multipliers"``, ``"drift"``, ``"recipes"``, ``"parts"``, ``"report"``, ...;
 :data:`KINDS`), else from the keys, as the class whose fields the file's keys match best
 (every field without a default present; then the most fields present, then the smallest share
 of keys the class does not know), trying the next best when a class cannot rebuild the data.
@@ -46,6 +46,7 @@ RESULT_MODULES = (
     "phifit.diagnostics.influence",
     "phifit.diagnostics.multiplier_result",
     "phifit.diagnostics.drift_result",
+    "phifit.diagnostics.parts_result",
     "phifit.plan.inputs",
     "phifit.plan.modes",
     "phifit.plan.design",
@@ -64,6 +65,7 @@ KINDS = {
     "multipliers": "MultiplierFit",
     "drift": "DriftFit",
     "recipes": "RecipeComparison",
+    "parts": "PartsResult",
     "report": "Analysis",
     "prediction": "Prediction",
     "noise_comparison": "NoiseComparison",
@@ -116,6 +118,9 @@ def load(source: str | os.PathLike | Mapping[str, Any]) -> Any:
     :class:`~phifit.compare.restricted.Comparison`, a report's ``results.json`` as an
     :class:`~phifit.report.analysis.Analysis`, ...
 
+    A Bayesian fit comes back with its posterior as ArviZ InferenceData (``fit.idata``) when
+    the netCDF file it was saved to (``save=``) still exists, as written or beside the JSON file.
+
     Raises ``ValueError`` naming the file when no result type matches its keys.
     """
     where = "the data"
@@ -130,6 +135,12 @@ def load(source: str | os.PathLike | Mapping[str, Any]) -> Any:
         data = json.loads(text)
     if not isinstance(data, Mapping):
         raise ValueError(f"{where}: a phifit result is a JSON object, got {type(data).__name__}")
+    folder = None if where == "the data" else os.path.dirname(os.path.abspath(where))
+    return _with_posterior(_rebuild(data, where), folder)
+
+
+def _rebuild(data: Mapping[str, Any], where: str) -> Any:
+    """``data`` as the result type that wrote it (module docstring)."""
     types = result_types()
     marker = data.get("result_type")
     if isinstance(marker, str) and marker in types:
@@ -145,6 +156,26 @@ def load(source: str | os.PathLike | Mapping[str, Any]) -> Any:
             errors.append(f"{cls.__name__}: {err}")
     tried = f" (tried {'; '.join(errors[:3])})" if errors else ""
     raise ValueError(f"{where}: no phifit result type matches its keys {sorted(data)[:12]}{tried}")
+
+
+def _with_posterior(result: Any, folder: str | None) -> Any:
+    """A Bayesian FitResult with its posterior read back (``idata``) from the netCDF file it was
+    saved to (``extras["netcdf"]``: as written, else beside the JSON file), when that file exists
+    and is a phifit posterior; any other result unchanged."""
+    from ..result import FitResult
+
+    path = result.extras.get("netcdf") if isinstance(result, FitResult) and result.method == "bayes" else None
+    if not path:
+        return result
+    for candidate in (path, os.path.join(folder, os.path.basename(path)) if folder else None):
+        if candidate and os.path.isfile(candidate):
+            from ..fitters.bayes.store import load_posterior
+
+            try:
+                return result.with_updates(idata=load_posterior(candidate))
+            except (ValueError, OSError):
+                return result
+    return result
 
 
 __all__ = ["load", "result_types"]

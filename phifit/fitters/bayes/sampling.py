@@ -51,7 +51,7 @@ from .model import (
     resolve_noise,
     student_t_loglik,
 )
-from .store import inference_data, posterior_attrs, posterior_draws
+from .store import inference_data, load_posterior, posterior_attrs, posterior_draws
 from .summary import natural_params, posterior_predictive_check, recurrence_worth, summarise
 
 
@@ -125,8 +125,10 @@ def _cell_effects(
     }
 
 
-def _checked_save_path(save: str | Path | None) -> Path | None:
-    """``save`` as a Path; ``ValueError`` when it is a directory or its directory does not exist."""
+def _checked_save_path(save: str | Path | None, overwrite: bool = False) -> Path | None:
+    """``save`` as a Path; ``ValueError`` when it is a directory or its directory does not exist,
+    ``FileExistsError`` when it is a file other than a posterior phifit saved
+    (:func:`.store.load_posterior` reads it) and ``overwrite`` is False."""
     if save is None:
         return None
     save = Path(save)
@@ -134,6 +136,14 @@ def _checked_save_path(save: str | Path | None) -> Path | None:
         raise ValueError(f"save={str(save)!r} is a directory; expected a netCDF file path")
     if not save.parent.is_dir():
         raise ValueError(f"save: directory {str(save.parent)!r} does not exist")
+    if save.exists() and not overwrite:
+        try:
+            load_posterior(save)
+        except (ValueError, OSError):
+            raise FileExistsError(
+                f"save={str(save)!r}: exists and is not a posterior phifit saved; choose another "
+                "path or pass overwrite=True to replace it (--force on the command line)"
+            ) from None
     return save
 
 
@@ -408,7 +418,7 @@ def sample_posterior(
     runs = as_runs(runs)
     noise, cell, cell_labels = resolve_noise(runs, opts.noise)
     resolved = backends.resolve_sampler(sampler)
-    save = _checked_save_path(opts.save)
+    save = _checked_save_path(opts.save, opts.overwrite)
     fit_spec, cautions, phi_identified = _sampling_spec(runs, spec)
 
     white = model_whitening(runs, fit_spec)
@@ -481,7 +491,7 @@ def sample_posterior(
         converged=converged,
         phi_identified=phi_identified,
         hdi_prob=hdi_prob,
-    )
+    ).with_updates(idata=idata)
     return BayesFit(result=result, idata=idata)
 
 
@@ -523,13 +533,19 @@ def fit_bayes(
     progress
         Show the sampler's progress bar.
     save
-        netCDF path for the posterior (ArviZ InferenceData; an existing file is replaced);
-        reload with :func:`.store.load_posterior`, per-draw parameters with
-        :func:`.store.posterior_draws`.
+        netCDF path for the posterior (ArviZ InferenceData); reload with
+        :func:`.store.load_posterior`, per-draw parameters with :func:`.store.posterior_draws`.
+        An existing file is replaced only when it is a posterior phifit saved, or with
+        ``overwrite=True``; otherwise ``FileExistsError`` before anything is sampled.
+    overwrite
+        Replace a file at ``save`` that phifit did not write.
 
     Returns
     -------
     FitResult with ``params`` = posterior medians, ``ci`` = HDIs, ``objective`` = -ELPD-LOO;
     details in ``extras`` (module docstring); print it with :func:`.summary.bayes_summary`.
+    Its ``idata`` is the posterior as ArviZ InferenceData (``az.summary(fit.idata)``;
+    ``fit.draws_frame()`` per draw); the JSON leaves it out, and :func:`phifit.load` reads it
+    back from ``save``'s file.
     """
     return sample_posterior(runs, spec=spec, options=resolve_options("bayes", options, settings)).result
