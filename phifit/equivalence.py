@@ -36,7 +36,7 @@ from . import defaults
 from .bootstrap.draws import clean_thetas, percentile_interval
 from .law import JointLaw
 from .result import FitResult
-from .runs.table import RunTable, as_runs
+from .runs.table import RunTable
 from .serialize import JsonIO, to_plain
 
 __all__ = ["Equivalence", "equivalence", "paper_example", "EquivalenceTable", "equivalence_table"]
@@ -281,11 +281,16 @@ def equivalence_table(
     *,
     thetas: np.ndarray | None = None,
     level: float | None = None,
+    recipe: str | None = None,
 ) -> EquivalenceTable:
     """:func:`equivalence` for each distinct (r, n_once, n_rec) with r > 1 in the table.
 
-    ``level`` of the intervals: the fit's ``ci_level`` unless given."""
-    runs = as_runs(runs)
+    ``level`` of the intervals: the fit's ``ci_level`` unless given.  ``recipe``: the recipe of a table whose
+    ``variant`` column holds several (default the one ``fit`` was fitted to, else "baseline";
+    :func:`phifit.recipes.pairing.recipe_runs`)."""
+    from .recipes.pairing import recipe_runs
+
+    runs = recipe_runs(runs, recipe, fit=fit)  # one recipe of a mixed table, as --variant picks it
     level = fit.ci_level if level is None else float(level)
     if fit.phi is None:
         raise ValueError("the fit did not identify phi: no equivalence table")

@@ -305,6 +305,7 @@ def predict(
     source: str = "",
     bootstrap: BootstrapResult | None = None,
     runs: RunTable | None = None,
+    recipe: str | None = None,
 ) -> Prediction:
     """Loss at ``points`` (a mapping with ``r, n_once, n_rec, tokens`` arrays) and the
     compute-optimal allocation per r at each of ``budgets`` (FLOPs) over ``family``
@@ -314,7 +315,14 @@ def predict(
     more than :data:`~phifit.bootstrap.result.MAX_FAILED_SHARE` of its replicates failed no
     interval is given, and its cautions join the prediction's.  ``runs``: the table the law
     was fitted to; points beyond :data:`EXTRAPOLATION_FACTOR` of its range of r, N_eff or D
-    get a caution.  A FitResult's own warnings are carried into the prediction's."""
+    get a caution; when its ``variant`` column holds several recipes, ``recipe`` names the one
+    the law describes (default the one a FitResult was fitted to, else "baseline";
+    :func:`phifit.recipes.pairing.recipe_runs`).  A FitResult's own warnings are carried into the
+    prediction's."""
+    if runs is not None:
+        from .recipes.pairing import recipe_runs
+
+        runs = recipe_runs(runs, recipe, fit=law if isinstance(law, FitResult) else None)
     if points is None and not budgets:
         raise ValueError("predict: give points (r, n_once, n_rec, tokens) or budgets (FLOPs), or both")
     if isinstance(law, FitResult) and not law.d_term_identified:

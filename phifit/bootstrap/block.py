@@ -63,7 +63,7 @@ from ..fitters.refit import PendingRefits, identifiable_rows, refit_weighted, st
 from ..intervals import Interval, bootstrap_interval, jackknife_acceleration, mc_resamples
 from ..law import THETA_NAMES, THETA_TO_PARAM, LawSpec
 from ..result import FitResult
-from ..runs.table import RunTable, as_runs
+from ..runs.table import RunTable
 from .result import (
     MARK_FAILED_SHARE,
     MAX_FAILED_SHARE,
@@ -111,6 +111,7 @@ def block_bootstrap(
     n_spread: int = 4,
     chunk_size: int = 250,
     jackknife: bool = True,
+    recipe: str | None = None,
 ) -> BootstrapResult:
     """Block bootstrap of the joint-law fit (see the module docstring for the procedure).
 
@@ -151,6 +152,10 @@ def block_bootstrap(
         still sharing the chunks).
     jackknife
         Compute the delete-one-block jackknife (needed for BCa; n_blocks extra refits).
+    recipe
+        When the table's ``variant`` column holds several recipes: the one to resample (default
+        the one ``fit`` was fitted to, else "baseline", as ``--variant`` picks it;
+        :func:`phifit.recipes.pairing.recipe_runs`).  A table of several recipes is never pooled.
     """
     return start_block_bootstrap(
         runs,
@@ -166,6 +171,7 @@ def block_bootstrap(
         n_spread=n_spread,
         chunk_size=chunk_size,
         jackknife=jackknife,
+        recipe=recipe,
     ).result()
 
 
@@ -234,11 +240,14 @@ def start_block_bootstrap(
     n_spread: int = 4,
     chunk_size: int = 250,
     jackknife: bool = True,
+    recipe: str | None = None,
 ) -> PendingBootstrap:
     """Start :func:`block_bootstrap` (its arguments; the same checks, raised here) and return at
     once: with worker processes the refits run while the caller goes on, and
     :meth:`PendingBootstrap.result` finishes it (the same result)."""
-    runs = as_runs(runs)
+    from ..recipes.pairing import recipe_runs
+
+    runs = recipe_runs(runs, recipe, fit=fit)  # one recipe of a mixed table, as --variant picks it
     workers = _checked_workers(runs, fit, n_boot, n_jobs, backend, scheduler, n_spread, level)
     codes, label = block_codes(runs, block)
     n_blocks = int(codes.max()) + 1

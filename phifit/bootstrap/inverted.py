@@ -316,6 +316,7 @@ def phi_confidence_set(
     weights: str = "auto",
     n_jobs: int | None = 1,
     stop: bool = False,
+    recipe: str | None = None,
 ) -> InvertedSet:
     """The ``level`` confidence set of phi by inverting the restricted wild cluster bootstrap
     test of phi = phi_0 against ``free`` (module docstring), with one weight draw (``seed``)
@@ -331,12 +332,14 @@ def phi_confidence_set(
     stop before ``n_boot`` replicates once p's side of 1 - ``level`` is settled
     (:class:`phifit.bootstrap.sequential.StopRule` at that level); the tests near the set's ends,
     whose p lies near the level, run all ``n_boot``, and c(phi_0) of a stopped test comes from
-    the replicates it used.
+    the replicates it used.  ``recipe``: the recipe of a table whose ``variant`` column holds
+    several (default the one ``free`` was fitted to, else "baseline";
+    :func:`phifit.recipes.pairing.recipe_runs`).
     """
     from ..fitters.common import effective_spec
-    from ..runs.table import as_runs
+    from ..recipes.pairing import recipe_runs
 
-    runs = as_runs(runs)
+    runs = recipe_runs(runs, recipe, fit=free)  # one recipe of a mixed table, as --variant picks it
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
     if n_boot < defaults.N_WILD_MIN:

@@ -356,6 +356,7 @@ def compare_fits(
     backend: str | None = None,
     scheduler: str | None = None,
     wild_stop: StopRule | None = None,
+    recipe: str | None = None,
 ) -> Comparison:
     """Compare the free fit ``fit`` with each restriction in ``fixes``; tests, information criteria, CV.
 
@@ -387,7 +388,14 @@ def compare_fits(
         Where the wild tests' refits run (:func:`phifit.bootstrap.wild.wild_cluster_tests`,
         :mod:`phifit.fitters.parallel`); ``n_jobs`` None: the cores this process may use
         (:func:`phifit.defaults.workers`).  The p-values do not depend on them.
+    recipe
+        When the table's ``variant`` column holds several recipes: the one to compare (default
+        the one ``fit`` was fitted to, else "baseline", as ``--variant`` picks it;
+        :func:`phifit.recipes.pairing.recipe_runs`).  A table of several recipes is never pooled.
     """
+    from ..recipes.pairing import recipe_runs
+
+    runs = recipe_runs(runs, recipe, fit=fit)  # one recipe of a mixed table, as --variant picks it
     runs, fixes = _checked_request(runs, fit, fixes, n_wild, backend, scheduler)
     method, base_spec = fit.method, fit.spec
     workers = defaults.resolve_workers(n_jobs)

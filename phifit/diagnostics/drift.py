@@ -107,6 +107,7 @@ def fit_drift(
     backend: str | None = None,
     scheduler: str | None = None,
     wild_stop: StopRule | None = None,
+    recipe: str | None = None,
 ) -> DriftFit:
     """Fit phi(C) = phi_0 + phi_1 log(C / C_ref), bootstrap it by cells and test phi_1 = 0
     (module docstring).
@@ -118,11 +119,16 @@ def fit_drift(
     (:mod:`phifit.fitters.parallel`).
     ``wild_stop``: a :class:`phifit.bootstrap.sequential.StopRule` that may end the wild test
     before ``n_wild`` replicates once its decision is settled (None: all of them).
+    ``recipe``: the recipe of a table whose ``variant`` column holds several (default the one
+    ``law`` was fitted to, else "baseline"; :func:`phifit.recipes.pairing.recipe_runs`).
 
     It is :func:`setup_drift`, then the setup's bootstrap chunks and its test, then
     :meth:`DriftSetup.finish`: a caller with workers of its own may run the chunks and the test
     as its own tasks (the report does), with the same numbers.
     """
+    from ..recipes.pairing import recipe_runs
+
+    runs = recipe_runs(runs, recipe, fit=law)  # one recipe of a mixed table, as --variant picks it
     check_backend(backend, scheduler)
     setup = setup_drift(
         runs,

@@ -186,6 +186,7 @@ def fit_multipliers(
     backend: str | None = None,
     scheduler: str | None = None,
     wild_stop: StopRule | None = None,
+    recipe: str | None = None,
 ) -> MultiplierFit:
     """Fit one multiplier per looped r, bootstrap it by cells, and test r^phi (module docstring).
 
@@ -196,7 +197,12 @@ def fit_multipliers(
     ``n_jobs``, ``backend``, ``scheduler``: where the refits run (:mod:`phifit.fitters.parallel`).
     ``wild_stop``: a :class:`phifit.bootstrap.sequential.StopRule` that may end the wild test
     before ``n_wild`` replicates once its decision is settled (None: all of them).
+    ``recipe``: the recipe of a table whose ``variant`` column holds several (default the one
+    ``law`` was fitted to, else "baseline"; :func:`phifit.recipes.pairing.recipe_runs`).
     """
+    from ..recipes.pairing import recipe_runs
+
+    runs = recipe_runs(runs, recipe, fit=law)  # one recipe of a mixed table, as --variant picks it
     check_backend(backend, scheduler)
     setup = setup_multipliers(
         runs,

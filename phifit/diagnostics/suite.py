@@ -185,13 +185,19 @@ def diagnose(
     consistency_starts: int = defaults.CONSISTENCY_STARTS,
     seed: int = defaults.SEED,
     skip: Sequence[str] = (),
+    recipe: str | None = None,
 ) -> Diagnostics:
     """Run every diagnostic that applies to this fit (``skip`` may name 'influence',
     'consistency', 'profile': the phi profile, which
     :func:`~phifit.diagnostics.identifiability.attach_profile` may add afterwards).  Influence
     and consistency need phi free and identified, and a fit with an optimisation objective (Huber
-    or least squares): for a Bayesian fit they are skipped with a caution saying so."""
-    runs = as_runs(runs)
+    or least squares): for a Bayesian fit they are skipped with a caution saying so.
+    ``recipe``: the recipe of a table whose
+    ``variant`` column holds several (default the one ``fit`` was fitted to, else "baseline";
+    :func:`phifit.recipes.pairing.recipe_runs`)."""
+    from ..recipes.pairing import recipe_runs
+
+    runs = recipe_runs(runs, recipe, fit=fit)  # one recipe of a mixed table, as --variant picks it
     unknown = set(skip) - {"influence", "consistency", "profile"}
     if unknown:
         raise ValueError(

@@ -44,12 +44,18 @@ def fit(
     method: str = "huber",
     fix: Mapping[str, float] | None = None,
     spec: LawSpec | None = None,
+    recipe: str | None = None,
     **options: Any,
 ) -> FitResult:
     """Fit the joint law with the chosen method.
 
     ``runs`` is a :class:`RunTable` or a DataFrame of runs (validated like a run CSV, e.g.
-    the output of :func:`phifit.simulate`).  ``fix`` holds parameters fixed by natural name
+    the output of :func:`phifit.simulate`).  A table whose ``variant`` column holds several
+    recipes is never pooled into one law: ``recipe`` names the one to fit (the command line's
+    ``--variant NAME``); by default the recipe "baseline", and ``ValueError`` when there is none
+    (:func:`phifit.recipes.pairing.select_recipe`).  The fit then records the recipe in
+    ``extras["recipe"]``, which the entry points given the fit (``block_bootstrap``,
+    ``compare_fits``, ...) follow, and says so in a note.  ``fix`` holds parameters fixed by natural name
     ({"phi": 0}); ``spec`` gives the full specification instead (bounds included).  The
     remaining keywords are the method's typed options (:mod:`phifit.fitters.options`:
     :class:`HuberOptions`, :class:`LsqOptions`, :class:`BayesOptions`), or ``options=`` one
@@ -69,7 +75,10 @@ def fit(
     from .options import resolve_options
 
     resolved = resolve_options(method, options.pop("options", None), options)
-    runs = as_runs(runs)
+    from ..recipes.pairing import select_recipe
+
+    selection = select_recipe(as_runs(runs), recipe)  # one recipe, as --variant picks it
+    runs = selection.runs
     spec = spec or LawSpec(fixed=dict(fix or {}))
     module, name = _FITTERS[method]
     fitter = getattr(importlib.import_module(f"{__name__}.{module}"), name)
@@ -83,6 +92,11 @@ def fit(
     quality = fit_quality_cautions(
         np.asarray(result.residuals), list(result.run_ids), result.r2, n_free, source=method
     ) + conditioning_cautions(runs, result, source=method)
+    if selection.recipe is not None:
+        return result.with_updates(
+            extras={**result.extras, "recipe": selection.recipe},
+            warnings=collect([selection.caution], result.warnings, quality),
+        )
     return result.with_updates(warnings=collect(result.warnings, quality)) if quality else result
 
 

@@ -64,7 +64,6 @@ from ..law import (
     log_loss,
     params_to_theta,
 )
-from ..runs.table import as_runs
 from ..serialize import JsonIO, to_plain
 from ..study import REFERENCE_PARAMS
 from .conditioning import FLOP_RTOL, Conditioning, conditioning, off_isoflop
@@ -673,6 +672,7 @@ def plan_from_fit(
     tests: bool = True,
     misfit_shape: bool = False,
     misfit_model: str = defaults.PLAN_MISFIT_MODEL,
+    recipe: str | None = None,
 ) -> PlanResult:
     """Plan ``design`` (default: the runs' own) with a fitted table as the pilot: the fit's
     law and the noise of its residuals (:func:`noise_from_pilot`), as ``phifit plan --pilot``
@@ -682,8 +682,12 @@ def plan_from_fit(
     model size (:mod:`phifit.plan.cell_shapes`) where the curves cover every planned run, else a
     level per cell; ``misfit_shape=True`` is ``misfit_model="shape"``.
     ``n_jobs``, ``backend``, ``scheduler``: where the simulated tables run (:func:`plan_design`).
-    What ``phifit report --plan`` adds to a report."""
-    runs = as_runs(runs)
+    What ``phifit report --plan`` adds to a report.  ``recipe``: the recipe of a pilot whose
+    ``variant`` column holds several (default the one ``fit`` was fitted to, else "baseline", as
+    ``phifit plan --variant`` picks it; :func:`phifit.recipes.pairing.recipe_runs`)."""
+    from ..recipes.pairing import recipe_runs
+
+    runs = recipe_runs(runs, recipe, fit=fit)  # one recipe of a mixed table, as --variant picks it
     planned = resolve_design(design, runs)
     if misfit:
         model = "shape" if misfit_shape else misfit_model

@@ -409,22 +409,26 @@ def choose_next(
     cell_noise: float | None = None,
     pool_source: str = "the pool",
     delta: float = DELTA,
+    recipe: str | None = None,
 ) -> NextRuns:
     """The ``k`` pool runs that most narrow phi's predicted interval per FLOP (module docstring).
 
     ``runs``: the runs so far (a run table with a ``budget`` column); ``fit``: their Huber fit
     (fitted here when None); ``pool``: candidates with columns :data:`POOL_COLUMNS` (rows already
     among the runs are left out); ``max_flops``: cap on the picks' summed FLOPs; ``misfit``,
-    ``cell_noise``: the noise, as ``phifit plan --pilot`` takes it."""
+    ``cell_noise``: the noise, as ``phifit plan --pilot`` takes it.  ``recipe``: the recipe of a table whose
+    ``variant`` column holds several (default the one ``fit`` was fitted to, else "baseline";
+    :func:`phifit.recipes.pairing.recipe_runs`)."""
     from ..fitters.huber import fit_huber
-    from ..runs.table import as_runs
     from .inputs import design_from_table, pilot_noise
 
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    runs = as_runs(runs)
+    from ..recipes.pairing import recipe_runs
+
+    runs = recipe_runs(runs, recipe, fit=fit)  # one recipe of a mixed table, as --variant picks it
     fit = fit if fit is not None else fit_huber(runs)
     noise, carried = pilot_noise(runs, fit, cell_noise=cell_noise, misfit=misfit)
     params, law_note = _planning_law(fit, runs.source)

@@ -5,14 +5,17 @@ baseline, the *paired tables* are v's runs and the baseline's runs on the budget
 (all runs when there is no ``budget`` column); a variant without r = 1 runs borrows the
 baseline's r = 1 runs on those budgets (a loop-only change leaves r = 1 unchanged, as in the
 study).  :func:`select_recipe` picks one recipe out of a mixed table for the single-law
-analyses; :func:`paired_block_weights` draws bootstrap weights that resample the same
-(budget, r) cells in both tables, and :func:`shared_delta_phi` refits the baseline table
-once and every variant paired with it on one such draw (:func:`refit_phi`) and reads the
-interval and p-value of each Delta-phi (:mod:`phifit.intervals`).
+analyses, and :func:`recipe_runs` is how every single-law entry point of the Python path
+(``recipe=``) and the command line (``--variant``) applies it; :func:`paired_block_weights`
+draws bootstrap weights that resample the same (budget, r) cells in both tables, and
+:func:`shared_delta_phi` refits the baseline table once and every variant paired with it on
+one such draw (:func:`refit_phi`) and reads the interval and p-value of each Delta-phi
+(:mod:`phifit.intervals`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -104,9 +107,14 @@ def select_recipe(
     neither.  When column ``by`` holds several values, ``recipe`` picks one (default: the
     value "baseline"; an error when there is none).  A recipe other than the baseline that
     has no r = 1 runs borrows the baseline's r = 1 runs on its budgets, as in Delta-phi
-    (a loop-only change leaves r = 1 unchanged).  A table with one recipe is returned whole.
+    (a loop-only change leaves r = 1 unchanged).  A table with one recipe is returned whole, and
+    so is such a table: one recipe's looped runs beside another's r = 1 runs alone
+    (:func:`borrowing_recipe`), which is what a selection returns (selecting again changes nothing).
     """
     runs = as_runs(runs)
+    borrowed = borrowing_recipe(runs.frame, by)
+    if borrowed is not None and (recipe is None or str(recipe) == borrowed):
+        return RecipeSelection(runs=runs, recipe=None, note=None)
     if by not in runs.frame.columns or runs.frame[by].nunique() < 2:
         if recipe is not None:
             present = sorted(map(str, runs.frame[by].unique())) if by in runs.frame else []
@@ -140,6 +148,45 @@ def select_recipe(
         + f"); --variant NAME (recipe='NAME') picks another, --by {by} (compare_recipes) compares them"
     )
     return RecipeSelection(runs=selected, recipe=key, note=note)
+
+
+def borrowing_recipe(frame: pd.DataFrame, by: str = "variant") -> str | None:
+    """The recipe of a table that is one loop-only recipe with another recipe's r = 1 runs
+    borrowed (two values of ``by``: one with no r = 1 run, the other with r = 1 runs alone, as
+    :func:`select_recipe` and :func:`pair_tables` build it); None for any other table."""
+    if by not in frame.columns or "r" not in frame.columns:
+        return None
+    values = frame[by].astype(str)
+    names = list(values.unique())
+    if len(names) != 2:
+        return None
+    r1 = (frame["r"] == 1).to_numpy()
+    for looped, lender in (names, names[::-1]):
+        if r1[(values == lender).to_numpy()].all() and not r1[(values == looped).to_numpy()].any():
+            return looped
+    return None
+
+
+def recipe_runs(
+    runs: RunTable | pd.DataFrame, recipe: Any = None, *, fit: Any = None, by: str = "variant"
+) -> RunTable:
+    """The runs a single-law analysis takes from ``runs``, chosen as the command line chooses
+    them (``--variant NAME``): the table whole when it holds one recipe, else the runs of
+    ``recipe`` (default: the recipe ``fit`` was fitted to, ``fit.extras["recipe"]``, as
+    :func:`phifit.fit` records it, else "baseline"; ``ValueError`` when none is named so), through
+    :func:`select_recipe`.  Every entry point that takes a run table (``fit``, ``answer``,
+    ``block_bootstrap``, ``compare_fits``, ``diagnose``, ``predict``, ``equivalence_table``,
+    ``plan_from_fit``, ...) reads it through this, with its ``recipe=`` keyword.  The table's
+    cautions stay with the runs chosen."""
+    runs = as_runs(runs)
+    if recipe is None and fit is not None and by in runs.frame.columns:
+        fitted = (getattr(fit, "extras", None) or {}).get("recipe")
+        if fitted is not None and str(fitted) in set(runs.frame[by].astype(str)):
+            recipe = fitted
+    selection = select_recipe(runs, recipe, by=by)
+    if selection.runs is runs or selection.runs.warnings == runs.warnings:
+        return selection.runs
+    return dataclasses.replace(selection.runs, warnings=list(runs.warnings))
 
 
 def cell_labels(table: RunTable, cols: list[str]) -> np.ndarray:
@@ -337,12 +384,14 @@ __all__ = [
     "PairedTables",
     "RecipeSelection",
     "block_columns",
+    "borrowing_recipe",
     "cell_labels",
     "pair_tables",
     "paired_block_weights",
     "pair_cells",
     "paired_delta_phi",
     "refit_phi",
+    "recipe_runs",
     "recipe_table",
     "select_recipe",
     "shared_delta_phi",

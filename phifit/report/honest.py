@@ -28,7 +28,8 @@ from typing import Any
 import pandas as pd
 
 from .. import defaults
-from ..runs.table import RunTable
+from ..recipes.pairing import select_recipe
+from ..runs.table import RunTable, as_runs
 from .analysis import Analysis, AnalysisOptions, analyse
 from .write import headline
 
@@ -104,6 +105,7 @@ def answer(
     n_wild: int = defaults.N_WILD,
     level: float = defaults.LEVEL,
     n_jobs: int | None = None,
+    recipe: str | None = None,
     baseline: str | None = None,
     progress: Callable[[str], None] | None = None,
     **options: Any,
@@ -114,10 +116,16 @@ def answer(
     report's (``phifit report --bootstrap --seed --starts --wild --level --jobs --baseline``):
     n_boot block-bootstrap replicates (0: none), the seed of every random step, random starts
     of each fit, n_wild wild cluster bootstrap replicates of each test (0: chi-square tests),
-    the interval level, workers (None: the cores this process may use) and the baseline recipe
-    of a table with a ``variant`` column; any other keyword is a field of
-    :class:`~phifit.report.analysis.AnalysisOptions` (``backend``, ``scheduler``, ``plan``,
-    ...).  ``progress`` receives one line as each stage starts.
+    the interval level and workers (None: the cores this process may use); any other keyword is a
+    field of :class:`~phifit.report.analysis.AnalysisOptions` (``backend``, ``scheduler``,
+    ``plan``, ...).  ``progress`` receives one line as each stage starts.
+
+    A table whose ``variant`` column holds several recipes is never pooled into one law: the
+    single-law steps analyse ``recipe`` and the other recipes are compared with it (Δφ, as the
+    report's ``--baseline``).  By default that is the recipe "baseline", and a table with none
+    is refused with ``ValueError``, as the command line's ``--variant`` refuses it
+    (:func:`phifit.recipes.pairing.select_recipe`).  ``baseline`` is the older name of
+    ``recipe``.
 
     Returns an :class:`Answer` whose :meth:`~Answer.summary` leads with the report's headline
     for the same table and settings.
@@ -133,6 +141,13 @@ def answer(
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(unknown)}; expected one of {', '.join(known)}")
+    if recipe is not None and baseline is not None and str(recipe) != str(baseline):
+        raise ValueError(
+            f"recipe={recipe!r} and baseline={baseline!r}: give one (baseline is its older name)"
+        )
+    baseline = recipe if recipe is not None else baseline
+    runs = as_runs(runs)
+    select_recipe(runs, baseline)  # a mixed table without the recipe asked for is refused here
     opts = AnalysisOptions(
         n_boot=n_boot,
         seed=seed,
