@@ -5,7 +5,9 @@ fit, the cell block bootstrap, the tests of phi = 0 and phi = 1, the free multip
 the lack-of-fit test of r^phi, the drift of phi, the diagnostics and the derived quantities)
 without drawing a figure or writing a file, and words its result with the report's own
 :func:`phifit.report.write.headline`.  So :meth:`Answer.summary` leads with the sentence the
-report's page opens with, for the same table and settings: when the lack-of-fit test rejects
+report's page opens with, for the same table and settings: when phi's test-inverted set (or its
+percentile interval) spans the whole search box, that phi is not determined, before any number
+(:func:`answer_headline`); when the lack-of-fit test rejects
 r^phi, that phi summarises a law that does not hold here; then, when one token count leaves B,
 beta and E unseparated, that (the lack-of-fit test runs there too, with B and beta held in both
 of its laws); then phi with its interval, R^2, RMSE, the verdicts on phi = 0 and phi = 1, and
@@ -31,9 +33,10 @@ from .. import defaults
 from ..recipes.pairing import select_recipe
 from ..runs.table import RunTable, as_runs
 from .analysis import Analysis, AnalysisOptions, analyse
+from .sections_fit import phi_undetermined
 from .write import headline
 
-__all__ = ["Answer", "answer"]
+__all__ = ["Answer", "answer", "answer_headline"]
 
 
 @dataclass(frozen=True)
@@ -159,4 +162,18 @@ def answer(
         **options,
     )
     analysis = analyse(runs, opts, progress=progress)
-    return Answer(analysis=analysis, headline=headline(analysis))
+    return Answer(analysis=analysis, headline=answer_headline(analysis))
+
+
+def answer_headline(analysis: Analysis) -> str:
+    """The report's headline (:func:`phifit.report.write.headline`), led, when nothing about phi
+    is determined (its test-inverted set or its percentile interval spans the search box:
+    :func:`phifit.report.sections_fit.phi_undetermined`), by the line that says so; the
+    best-fitting phi is then named as such, not as the answer."""
+    text = headline(analysis)
+    lead = phi_undetermined(analysis)
+    if lead is None:
+        return text
+    point = f"phi = {analysis.fit.phi:.4f}"
+    lines = [f"best-fitting {line}" if line.startswith(point) else line for line in text.split("\n")]
+    return "\n".join([lead, *lines])

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..bootstrap.result import MARK_FAILED_SHARE, MAX_FAILED_SHARE
 from ..fitters.likelihood import SIGNIFICANCE, p_text
+from ..intervals import censored_ends
 from ..law import PARAM_NAMES
 from ..result import FitResult
 from ..study import REFERENCE_PARAMS, STUDY_PHI, STUDY_PHI_CI, STUDY_R2
@@ -279,6 +280,29 @@ def misfit_line(a: Analysis) -> str | None:
     )
 
 
+def phi_undetermined(a: Analysis) -> str | None:
+    """Plain text, when nothing about phi is determined: phi's test-inverted set (the phi_0 the
+    wild cluster test keeps) or its percentile interval spans the whole search box.  The headline
+    then says so first, and the best-fitting phi that follows is no estimate.  None otherwise."""
+    fit = a.fit
+    if fit.phi is None or "phi" in fit.fixed:
+        return None
+    box = T.param_bounds(fit, "phi")
+    span = f"[{box[0]:g}, {box[1]:g}]" if box else "its search box"
+    inv = getattr(a, "phi_inverted", None)
+    iv = (fit.ci or {}).get("phi")
+    if inv is not None and len(inv.pieces) == 1 and all(inv.censored[0]):
+        why = (
+            f"the wild cluster test keeps every phi_0 in the search box {span} (the "
+            f"{pct(inv.level)} test-inverted set is the whole box)"
+        )
+    elif iv and None not in iv and box and all(censored_ends(iv[0], iv[1], *box)):
+        why = f"its {pct(fit.ci_level)} percentile interval spans the whole search box {span}"
+    else:
+        return None
+    return f"phi is not determined by this table: {why}, so the best-fitting phi below is not an estimate"
+
+
 def interval_disagreement(a: Analysis) -> str | None:
     """One line when phi's percentile interval and its test-inverted set disagree (the set is
     a union, or the percentile interval holds phi = 0 while the test rejects it): what each
@@ -320,13 +344,21 @@ def section_headline(a: Analysis) -> str:
     misfit = misfit_line(a)
     if misfit is not None:  # first: phi below summarises a law that does not hold
         items.insert(0, f'<span class="bad"><b>r^φ does not hold</b></span>: {T.esc(misfit)}')
+    undetermined = phi_undetermined(a)
+    if undetermined is not None:  # before all: nothing about phi is determined
+        what = undetermined.removeprefix("phi is not determined ").replace("phi", "φ")
+        items.insert(0, f'<span class="bad"><b>φ is not determined</b></span> {T.esc(what)}')
     if a.allocation is not None:
         items += non_looped_lines(a, html=True)
     elif fit.phi is None:
         items.append("<b>φ is not identified</b> by these runs (it needs looped runs at two or more r).")
     else:
         iv = (fit.ci or {}).get("phi")
-        text = f'<span class="phi">φ = {fit.phi:.3f}</span>'
+        text = (
+            f"best-fitting φ = {fit.phi:.3f} (not an estimate: see above)"
+            if undetermined is not None
+            else f'<span class="phi">φ = {fit.phi:.3f}</span>'
+        )
         boot = fit.bootstrap or {}
         n_boot, n_failed = int(boot.get("n") or 0), int(boot.get("n_failed") or 0)
         if iv and None in iv:
