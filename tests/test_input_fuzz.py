@@ -5,14 +5,23 @@ Each case starts from rows of ``data/looped_study_runs_digitized.csv`` or
 ``data/cpu_small_runs.csv`` and applies mutations a user's export can carry: encodings and
 byte-order marks, separators, quoting, line endings, missing and extra cells, numbers with
 units or thousands separators, NaN/inf, huge, zero and negative values, duplicated or renamed
-headers, empty rows, blank and comment lines, trailing garbage.  The contract
+headers, empty rows, blank and comment lines, trailing garbage; and the classes of the reader's
+defects: a first cell starting with ``#``, line-separator characters in a cell (U+2028, U+0085,
+form feed, ...), comment lines before an overlong row, budgets spelled differently or not
+numbers, losses 100x too large, a loss column named in bits, a row copied hundreds of times, and
+the table compressed (gzip, bzip2, xz, zip) or saved as Parquet or JSON lines.  The contract
 (:func:`outcome`):
 
-- exit 0, and every data row accounted for: the runs the loader kept plus the all-empty rows
-  it skipped with a note plus the lines read into quoted cells that run over lines (named in a
-  "multiline_cells" warning) equal the table's data rows, and a command that narrows the table to
+- exit 0, and every line accounted for: the runs the loader kept plus the all-empty rows it
+  skipped with a note, the lines read into quoted cells that run over lines (named in a
+  "multiline_cells" warning) and the comment and blank lines skipped with a note
+  ("skipped_lines") equal the lines below the header, and a command that narrows the table to
   one recipe names every recipe's count (the runs ``phifit fit`` prints are those of the recipe);
-- or exit 2 with a one-line message that names the file;
+  nothing silently changed: a ``budget`` column with a number in it is numeric, no loss above
+  20 nats per token, no loss column named in bits read as nats, no note over
+  :data:`MAX_MESSAGE` characters;
+- or exit 2 with a one-line message that names the file (a row with too many cells by its true
+  line; a file that is not UTF-8 with the hint to save it as UTF-8);
 - never a traceback (exit 1, or any exception out of :func:`phifit.cli.main`).
 
 ``fit``, ``predict --runs``, ``equiv --runs`` and ``plan --pilot`` run in full, in process
@@ -28,18 +37,24 @@ over every subcommand up to its table); :func:`test_fuzz_study` (``slow``) runs 
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import csv
+import gzip
 import io
 import json
+import lzma
+import math
 import os
 import re
 import tempfile
 import traceback
+import zipfile
 from collections import Counter
 from pathlib import Path
 from unittest import mock
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -49,6 +64,11 @@ import phifit.cli.compare as compare_cli
 import phifit.cli.diagnose as diagnose_cli
 import phifit.cli.report as report_cli
 from phifit.cli import main
+from phifit.runs.formats import unwrap
+from phifit.runs.lines import split_lines
+from phifit.runs.plausibility import MAX_LOSS_NATS, bits_in_name
+from phifit.runs.reader import detect_encoding
+from phifit.runs.text import detect_separator
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SOURCES = ("looped_study_runs_digitized.csv", "cpu_small_runs.csv")
@@ -120,6 +140,37 @@ CELL_VALUES = (
     "2.9e+00",
     "True",
 )
+#: characters str.splitlines() breaks at but a CSV does not
+LINE_BREAKERS = ("\u2028", "\u2029", "\x85", "\x0c", "\x0b", "\x1c", "\x1d", "\x1e")
+#: loss columns named in bits (mapped with --loss NAME)
+BITS_NAMES = ("val_bpb", "bits_per_byte", "loss_bits", "bpc")
+#: how the table is stored: plain text most of the time, else compressed, Parquet or JSON lines
+CONTAINERS = ("gzip", "bzip2", "xz", "zip", "parquet", "jsonl")
+#: the mutation classes of :func:`cases`, by number (each case lists the ones it applied)
+MUTATIONS = (
+    "cell_value",
+    "short_row",
+    "extra_cell",
+    "duplicated_row",
+    "empty_row",
+    "blank_line",
+    "comment_line",
+    "trailing_garbage",
+    "header_name_twice",
+    "header_name_spacing",
+    "column_dropped",
+    "separator_in_cell",
+    "hash_first_cell",
+    "line_separator_in_cell",
+    "comment_then_long_row",
+    "budget_spelling",
+    "loss_x100",
+    "loss_named_in_bits",
+    "row_copies",
+    "container",
+)
+#: longest note or error line a command may print
+MAX_MESSAGE = 3000
 GARBAGE = ("Total", "Average,,,,", "\x1a", "=SUM(F2:F9)", "-- end of export --", "garbage;;;", "\ufeffx")
 ENCODINGS = ("utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "cp1252")
 SEPARATORS = (",", ";", "\t")
@@ -137,10 +188,14 @@ def cases(draw, commands=tuple(COMMANDS)):
     header = list(header)
     lines: list[tuple[str, object]] = [("row", r) for r in picked]  # ("row", cells) or ("text", line)
     n_cols = len(header)
+    container = "plain"
 
-    mutations = draw(st.lists(st.integers(0, 11), max_size=6))
+    extra_args: list[str] = []
+    mutations = draw(st.lists(st.integers(0, 19), max_size=6))
+    applied: list[str] = []
     for kind in mutations:
         data = [i for i, (k, _) in enumerate(lines) if k == "row"]
+        before = repr((header, lines, extra_args, container))
         if kind == 0 and data:  # a cell becomes something else
             i = draw(st.sampled_from(data))
             c = draw(st.integers(0, max(0, len(lines[i][1]) - 1)))
@@ -174,12 +229,49 @@ def cases(draw, commands=tuple(COMMANDS)):
             del header[c]
             lines = [(k, v[:c] + v[c + 1 :]) if k == "row" else (k, v) for k, v in lines]
             n_cols -= 1
-            if n_cols == 0:
-                break
         elif kind == 11 and data:  # a cell with the separator or a quote in it
             i = draw(st.sampled_from(data))
             c = draw(st.integers(0, max(0, len(lines[i][1]) - 1)))
             lines[i][1][c : c + 1] = [draw(st.sampled_from(('a "quoted" note', "x, y", "p; q", "tab\there")))]
+        elif kind == 12 and data:  # a first cell starting with '#' (a run_id such as #C4.64e+17_r2_s8)
+            i = draw(st.sampled_from(data))
+            lines[i][1][:1] = ["#" + (lines[i][1][0] if lines[i][1] else "")]
+        elif kind == 13 and data:  # a line-separator character (not a CSV line break) in a cell
+            i = draw(st.sampled_from(data))
+            c = draw(st.integers(0, max(0, len(lines[i][1]) - 1)))
+            mark = draw(st.sampled_from(LINE_BREAKERS))
+            old = lines[i][1][c] if lines[i][1] else ""
+            lines[i][1][c : c + 1] = [draw(st.sampled_from((f"a{mark}b", old + mark, mark)))]
+        elif kind == 14:  # comment and blank lines, then a row with an extra cell below them
+            at = draw(st.integers(0, len(lines)))
+            lines[at:at] = [("text", "# filtered export"), ("text", "")]
+            below = [i for i, (k, _) in enumerate(lines) if k == "row" and i > at + 1]
+            if below:
+                i = draw(st.sampled_from(below))
+                lines[i] = ("row", lines[i][1] + ["extra"])
+        elif kind == 15 and data and "budget" in header:  # a budget spelled differently, or not a number
+            c = header.index("budget")
+            for i in draw(st.lists(st.sampled_from(data), min_size=1, max_size=8)):
+                if c < len(lines[i][1]):
+                    lines[i][1][c] = _respelled(draw, lines[i][1][c])
+        elif kind == 16 and data and "loss" in header:  # losses 100x too large (some rows, or all)
+            c = header.index("loss")
+            for i in data if draw(st.booleans()) else [draw(st.sampled_from(data))]:
+                if c < len(lines[i][1]):
+                    lines[i][1][c] = _times_100(lines[i][1][c])
+        elif kind == 17 and "loss" in header:  # the loss column named in bits, mapped with --loss
+            name = draw(st.sampled_from(BITS_NAMES))
+            header[header.index("loss")] = name
+            extra_args = ["--loss", name]
+        elif kind == 18 and data:  # one row copied hundreds of times
+            i = draw(st.sampled_from(data))
+            lines[i + 1 : i + 1] = [("row", list(lines[i][1])) for _ in range(draw(st.integers(20, 300)))]
+        elif kind == 19:  # stored compressed, as Parquet or as JSON lines
+            container = draw(st.sampled_from(CONTAINERS))
+        if repr((header, lines, extra_args, container)) != before:
+            applied.append(MUTATIONS[kind] if kind != 19 else f"{MUTATIONS[kind]}:{container}")
+        if n_cols == 0:
+            break
     sep = draw(st.sampled_from(SEPARATORS))
     quoting = draw(st.sampled_from(("minimal", "all", "none")))
     decimal_comma = sep != "," and draw(st.booleans())
@@ -193,15 +285,43 @@ def cases(draw, commands=tuple(COMMANDS)):
         "newline": draw(st.sampled_from(("\n", "\r\n"))),
         "encoding": draw(st.sampled_from(ENCODINGS)),
         "command": draw(st.sampled_from(commands)),
+        "container": container,
+        "extra_args": extra_args,
+        "mutations": applied,
     }
+
+
+def _respelled(draw, text: str) -> str:
+    """A budget cell written another way (``1e+18`` as ``1E+18``, ``1.000000e+18``, ``1E18``), or
+    a cell that is not a number."""
+    try:
+        x = float(text)
+    except ValueError:
+        return draw(st.sampled_from(("n/a", "", "?")))
+    spellings = (f"{x:E}", f"{x:.6e}", f"{x:g}".upper().replace("+", ""), "n/a", "")
+    return draw(st.sampled_from(spellings))
+
+
+def _times_100(text: str) -> str:
+    try:
+        return repr(float(text) * 100)
+    except ValueError:
+        return text
 
 
 _FLOAT = re.compile(r"^-?\d+\.\d+([eE][+-]?\d+)?$")
 
 
 def render(case: dict) -> tuple[bytes, int]:
-    """The table's bytes and its number of data rows (lines that are not blank or comments)."""
+    """The table's bytes and its number of lines below the header (every one must be accounted
+    for: a run, an empty row, a line of a quoted cell, a comment or blank line; a Parquet file
+    has its rows only, JSON lines have no header)."""
     sep, quoting = case["sep"], case["quoting"]
+    container = case.get("container", "plain")
+    if container == "parquet":
+        return _parquet(case)
+    if container == "jsonl":
+        return _json_lines(case)
 
     def cell(text: str) -> str:
         if case["decimal_comma"] and _FLOAT.match(text):
@@ -222,16 +342,73 @@ def render(case: dict) -> tuple[bytes, int]:
         return buf.getvalue()
 
     out = [line(case["header"])]
-    n_data = 0
     for kind, value in case["lines"]:
-        if kind == "row":
-            out.append(line(value))
-            n_data += bool(out[-1].strip()) or sep in out[-1]  # a row of one empty cell is a blank line
-        else:
-            out.append(value)
-            n_data += kind == "garbage" and bool(str(value).strip())
+        out.append(line(value) if kind == "row" else str(value))
     text = case["newline"].join(out) + case["newline"]
-    return text.encode(case["encoding"], errors="replace"), n_data
+    data = text.encode(case["encoding"], errors="replace")
+    return _compressed(data, container), len(out) - 1
+
+
+def _compressed(data: bytes, container: str) -> bytes:
+    """``data`` compressed as ``container`` says (as is for "plain")."""
+    if container == "gzip":
+        return gzip.compress(data, mtime=0)
+    if container == "bzip2":
+        return bz2.compress(data)
+    if container == "xz":
+        return lzma.compress(data)
+    if container == "zip":
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as archive:
+            archive.writestr("runs.csv", data)
+        return buf.getvalue()
+    return data
+
+
+def _json_value(text: str) -> object:
+    """A cell as a JSON value: an integer or a finite number where it reads as one, else text."""
+    if re.fullmatch(r"-?\d{1,15}", text):
+        return int(text)
+    try:
+        x = float(text)
+    except ValueError:
+        return text
+    return x if math.isfinite(x) and _FLOAT.match(text) else text
+
+
+def _json_lines(case: dict) -> tuple[bytes, int]:
+    """The case as JSON lines: one object per row (keys: the header's names, a repeated name
+    written twice; extra cells under ``extra_K``), text lines as they are."""
+    header = case["header"]
+    out = []
+    for kind, value in case["lines"]:
+        if kind != "row":
+            out.append(str(value))
+            continue
+        keys = [header[k] if k < len(header) else f"extra_{k}" for k in range(len(value))]
+        pairs = ", ".join(f"{json.dumps(k)}: {json.dumps(_json_value(v))}" for k, v in zip(keys, value))
+        out.append("{" + pairs + "}")
+    text = case["newline"].join(out) + case["newline"]
+    return text.encode(case["encoding"], errors="replace"), len(out)
+
+
+def _parquet(case: dict) -> tuple[bytes, int]:
+    """The case's rows as a Parquet file (short rows padded with nulls, extra cells left out, a
+    repeated name suffixed; a column of numbers typed as numbers)."""
+    names: list[str] = []
+    for name in case["header"]:
+        names.append(name if name not in names else f"{name}_{len(names)}")
+    rows = [list(v)[: len(names)] + [None] * (len(names) - len(v)) for k, v in case["lines"] if k == "row"]
+    columns = {}
+    for j, name in enumerate(names):
+        values = [r[j] for r in rows]
+        try:
+            columns[name] = pd.array([None if v in (None, "") else float(v) for v in values], dtype="Float64")
+        except ValueError:
+            columns[name] = pd.array(values, dtype=object)
+    buf = io.BytesIO()
+    pd.DataFrame(columns, index=range(len(rows))).to_parquet(buf, index=False)
+    return buf.getvalue(), len(rows)
 
 
 class _Loaded(Exception):
@@ -242,17 +419,21 @@ def outcome(case: dict, full: tuple[str, ...] = FULL) -> tuple[str, str]:
     """("ok" | "refused" | a failure kind, detail) for one case; commands not in ``full`` stop
     once their table is read."""
     data, n_data = render(case)
-    return table_outcome(data, n_data, case["command"], full)
+    return table_outcome(data, n_data, case["command"], full, tuple(case.get("extra_args", ())))
 
 
-def argv_of(command: str, path: str, out: str) -> list[str]:
-    """The command line of ``command`` on the table at ``path`` (``out``: its output folder)."""
-    return [path if a == "RUNS" else out if a == "OUT" else a for a in COMMANDS[command]]
+def argv_of(command: str, path: str, out: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """The command line of ``command`` on the table at ``path`` (``out``: its output folder),
+    with the reading options ``extra``."""
+    return [path if a == "RUNS" else out if a == "OUT" else a for a in COMMANDS[command]] + list(extra)
 
 
-def table_outcome(data: bytes, n_data: int, command: str, full: tuple[str, ...] = FULL) -> tuple[str, str]:
-    """:func:`outcome` of a table's bytes with ``n_data`` data rows read by ``command`` (a
-    saved case replays through this, :func:`replay`)."""
+def table_outcome(
+    data: bytes, n_data: int, command: str, full: tuple[str, ...] = FULL, extra: tuple[str, ...] = ()
+) -> tuple[str, str]:
+    """:func:`outcome` of a table's bytes with ``n_data`` lines below its header read by
+    ``command`` with the reading options ``extra`` (a saved case replays through this,
+    :func:`replay`)."""
     loaded: list = []
     real = common.load_runs_from_args
 
@@ -269,7 +450,7 @@ def table_outcome(data: bytes, n_data: int, command: str, full: tuple[str, ...] 
         path = os.path.join(tmp, "runs.csv")
         with open(path, "wb") as fh:
             fh.write(data)
-        argv = argv_of(command, path, os.path.join(tmp, "out"))
+        argv = argv_of(command, path, os.path.join(tmp, "out"), extra)
         out, err = io.StringIO(), io.StringIO()
         patches = [mock.patch.object(common, "load_runs_from_args", recording)]
         if command not in full and command not in READ_ONLY:
@@ -304,7 +485,7 @@ def table_outcome(data: bytes, n_data: int, command: str, full: tuple[str, ...] 
             return "bad_message", f"{command}: {stderr[-500:]!r}"
         if "runs.csv" not in errors[0]:
             return "no_file_named", f"{command}: {errors[0]!r}"
-        return "refused", errors[0]
+        return refusal_outcome(data, errors[0], command)
     if code != 0:
         return "exit_code", f"{command}: exit {code}: {stderr[-500:]!r}"
     if not loaded:
@@ -312,12 +493,20 @@ def table_outcome(data: bytes, n_data: int, command: str, full: tuple[str, ...] 
     table = loaded[0]
     skipped = sum(len(c.values.get("rows", [])) for c in table.warnings if c.kind == "empty_rows")
     held = sum(c.values.get("extra_lines", 0) for c in table.warnings if c.kind == "multiline_cells")
-    if len(table) + skipped + held != n_data:
+    lines = sum(
+        len(c.values.get("comment_lines", [])) + len(c.values.get("blank_lines", []))
+        for c in table.warnings
+        if c.kind == "skipped_lines"
+    )
+    if len(table) + skipped + held + lines != n_data:
         return (
             "rows_lost",
-            f"{command}: {len(table)} runs + {skipped} skipped + {held} lines in multi-line cells "
-            f"!= {n_data} data rows",
+            f"{command}: {len(table)} runs + {skipped} skipped + {held} lines in multi-line cells + "
+            f"{lines} comment or blank lines != {n_data} lines below the header",
         )
+    changed = silent_change(table, extra, stdout + stderr)
+    if changed:
+        return changed
     recipes = re.search(r"holds several recipes \(([^)]*)\)", stderr)
     if recipes:
         counts = [int(x) for x in re.findall(r" (\d+)(?:,| runs)", recipes.group(1))]
@@ -332,6 +521,52 @@ def table_outcome(data: bytes, n_data: int, command: str, full: tuple[str, ...] 
     return "ok", ""
 
 
+def silent_change(table, extra: tuple[str, ...], printed: str) -> tuple[str, str] | None:
+    """(failure kind, detail) when a table that loaded was changed without a word, else None: a
+    ``budget`` column kept as text although a cell of it is a number (1e+18 and 1E18 would be two
+    cells), a loss above 20 nats per token, a loss column named in bits read as nats with no unit
+    given, or a printed line (a note) longer than :data:`MAX_MESSAGE`."""
+    if "budget" in table.frame and table.frame["budget"].dtype.kind not in "iuf":
+        numeric = pd.to_numeric(table.frame["budget"], errors="coerce")
+        if numeric.notna().any():
+            return "budget_text", f"budget kept as text with {int(numeric.notna().sum())} numeric cells"
+    if len(table) and float(table.loss.max()) > MAX_LOSS_NATS:
+        return "implausible_loss", f"a loss of {float(table.loss.max()):.4g} nats per token was accepted"
+    if "--loss" in extra and "--loss-unit" not in extra and bits_in_name(extra[extra.index("--loss") + 1]):
+        return "bits_as_nats", f"column {extra[extra.index('--loss') + 1]!r} read as nats"
+    longest = max((len(line) for line in printed.splitlines()), default=0)
+    if longest > MAX_MESSAGE:
+        return "long_message", f"a printed line of {longest} characters"
+    return None
+
+
+#: a refusal of a row with too many cells: the row, its line and its cells
+_OVERLONG = re.compile(r"row (\d+) \(line (\d+)\): (\d+) cells, expected (\d+)")
+
+
+def refusal_outcome(data: bytes, error: str, command: str) -> tuple[str, str]:
+    """("refused", the error) for a refusal that says what it should; else a failure kind: a
+    file that is not UTF-8 refused without the hint to save it as UTF-8 ("no_utf8_hint"), a row
+    with too many cells named by a line that does not hold that many ("wrong_line", checked on
+    lines without quotes)."""
+    if "read as utf-8" in error and "save it as 'CSV UTF-8'" not in error:
+        return "no_utf8_hint", f"{command}: {error!r}"
+    found = _OVERLONG.search(error)
+    if found:
+        text = unwrap("runs.csv", data)
+        lines = split_lines(text.decode(detect_encoding(text), errors="replace"))
+        line, cells = int(found.group(2)), int(found.group(3))
+        header = next((t for t in lines if t.strip() and not t.lstrip().startswith("#")), "")
+        sep = detect_separator(header)
+        if line > len(lines):
+            return "wrong_line", f"{command}: line {line} of {len(lines)}: {error!r}"
+        if '"' not in lines[line - 1]:
+            got = len(next(csv.reader([lines[line - 1]], delimiter=sep, skipinitialspace=True), []))
+            if got != cells:
+                return "wrong_line", f"{command}: line {line} holds {got} cells, not {cells}: {error!r}"
+    return "refused", error
+
+
 def save_case(folder: Path, case: dict, full: tuple[str, ...], kind: str, detail: str) -> Path:
     """Write a failing case to a new folder under ``folder``: ``runs.csv`` (the table's bytes, as
     the command read them) and ``case.json`` (the command, its argv with ``RUNS``/``OUT`` for the
@@ -344,7 +579,7 @@ def save_case(folder: Path, case: dict, full: tuple[str, ...], kind: str, detail
     (target / "runs.csv").write_bytes(data)
     saved = {
         "command": case["command"],
-        "argv": argv_of(case["command"], "RUNS", "OUT"),
+        "argv": argv_of(case["command"], "RUNS", "OUT", tuple(case.get("extra_args", ()))),
         "full": list(full),
         "outcome": kind,
         "detail": detail,
@@ -361,7 +596,8 @@ def replay(target: str | os.PathLike) -> tuple[str, str]:
     target = Path(target)
     saved = json.loads((target / "case.json").read_text())
     data = (target / "runs.csv").read_bytes()
-    return table_outcome(data, saved["n_data"], saved["command"], tuple(saved["full"]))
+    extra = tuple(saved["case"].get("extra_args", ()))
+    return table_outcome(data, saved["n_data"], saved["command"], tuple(saved["full"]), extra)
 
 
 def _check(case: dict, full: tuple[str, ...] = FULL) -> None:
@@ -454,6 +690,8 @@ def test_fuzz_study(tmp_path):
         kind, detail = outcome(case, full=full)
         counts[kind] += 1
         counts[f"command:{case['command']}"] += 1
+        for name in sorted(set(case["mutations"])) or ["none"]:
+            counts[f"class:{name}:{kind if kind in ('ok', 'refused') else 'failure'}"] += 1
         if kind not in ("ok", "refused"):
             examples.setdefault(kind, detail)
             saved.append(str(save_case(failures_dir, case, full, kind, detail)))
@@ -464,8 +702,17 @@ def test_fuzz_study(tmp_path):
 
     study()
     failures = {
-        k: v for k, v in counts.items() if k not in ("ok", "refused") and not k.startswith("command:")
+        k: v
+        for k, v in counts.items()
+        if k not in ("ok", "refused") and not k.startswith(("command:", "class:"))
     }
+    by_class: dict[str, dict[str, int]] = {}
+    for key, v in counts.items():
+        if key.startswith("class:"):
+            name, kind = key.removeprefix("class:").rsplit(":", 1)
+            by_class.setdefault(name, {"cases": 0, "ok": 0, "refused": 0, "failure": 0})
+            by_class[name][kind] += v
+            by_class[name]["cases"] += v
     summary = {
         "cases": counts["ok"] + counts["refused"] + sum(failures.values()),
         "ok": counts["ok"],
@@ -475,6 +722,7 @@ def test_fuzz_study(tmp_path):
         "tracebacks": failures.get("traceback", 0),
         "rows_lost": failures.get("rows_lost", 0),
         "by_command": {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("command:")},
+        "by_mutation": dict(sorted(by_class.items())),
         "examples": examples,
         "saved": saved,
     }

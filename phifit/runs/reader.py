@@ -25,6 +25,7 @@ import codecs
 import csv
 import io
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -190,7 +191,7 @@ def _read_csv(source: str, lines: list[str], sep: str | None, empty_hint: str, s
         raise RunTableError(source, [f"file is empty; {empty_hint}"]) from None
     except (pd.errors.ParserError, UnicodeDecodeError) as err:
         msg = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        raise RunTableError(source, [f"not a readable CSV file ({msg})"]) from None
+        raise RunTableError(source, [_parser_problem(msg, scan)]) from None
     notes = skipped_note(source, scan.comments, scan.blanks)
     numbers = None
     if any(r.first != r.last for r in [scan.header, *scan.records]):  # quoted cells over lines
@@ -208,11 +209,13 @@ def overlong_rows(scan: Scan, sep: str) -> list[str]:
     name to the left (``r`` would get ``n_once``'s values), or refuses it naming a line of its
     own count (not the file's once comment or blank lines were skipped).  The usual cause is a
     separator at the end of every data line (a spreadsheet's trailing empty column), a header
-    that lost a name, or a cell holding the separator without quotes.
+    that lost a name, or a cell holding the separator without quotes.  A header of one name is
+    left to the missing columns' error: the separator splits nothing there (``--sep ,`` on a
+    ``;`` file whose numbers have decimal commas).
     """
     n_names = scan.header.cells if scan.header else 0
     longer = [(i, rec) for i, rec in enumerate(scan.records, start=1) if rec.cells > n_names]
-    if not longer:
+    if not longer or n_names < 2:  # a header of one name: the separator is wrong, the columns say so
         return []
     where = listed([f"row {i} (line {rec.first})" for i, rec in longer])
     most = max(rec.cells for _, rec in longer)
@@ -222,6 +225,25 @@ def overlong_rows(scan: Scan, sep: str) -> list[str]:
         f"a separator {sep!r} at the end of each data line, a column without a name or a cell with "
         f"{sep!r} and no quotes: remove the extra cells, name the column or quote the cell"
     ]
+
+
+#: pandas' message for a row with more fields than the header: its "line" counts records
+_PANDAS_FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def _parser_problem(msg: str, scan: Scan) -> str:
+    """The problem of a table pandas cannot parse; a row with more cells than the header is
+    named by its row and its line in the file (pandas counts records of the text it was given,
+    without the comment and blank lines, header included)."""
+    found = _PANDAS_FIELDS.search(msg)
+    if found and 2 <= int(found.group(2)) <= len(scan.records) + 1:
+        expected, record, saw = (int(g) for g in found.groups())
+        line = scan.records[record - 2].first
+        return (
+            f"row {record - 1} (line {line}): {saw} cells, expected {expected} (one per name of the "
+            f"header, line {scan.header.first}); check the separator (--sep) and the row's cells"
+        )
+    return f"not a readable CSV file ({msg})"
 
 
 def unclosed_quote(scan: Scan) -> list[str]:
