@@ -263,9 +263,14 @@ def cases(draw, commands=tuple(COMMANDS)):
             name = draw(st.sampled_from(BITS_NAMES))
             header[header.index("loss")] = name
             extra_args = ["--loss", name]
-        elif kind == 18 and data:  # one row copied hundreds of times
+        elif kind == 18 and data:  # one run copied hundreds of times (under run ids of their own)
             i = draw(st.sampled_from(data))
-            lines[i + 1 : i + 1] = [("row", list(lines[i][1])) for _ in range(draw(st.integers(20, 300)))]
+            k = header.index("run_id") if "run_id" in header else None
+            copies = [list(lines[i][1]) for _ in range(draw(st.integers(20, 300)))]
+            for j, copy in enumerate(copies):
+                if k is not None and k < len(copy):
+                    copy[k] = f"{copy[k]}-copy{j}"
+            lines[i + 1 : i + 1] = [("row", copy) for copy in copies]
         elif kind == 19:  # stored compressed, as Parquet or as JSON lines
             container = draw(st.sampled_from(CONTAINERS))
         if repr((header, lines, extra_args, container)) != before:
