@@ -33,13 +33,28 @@ Callers cut their work into tasks from ``n_jobs`` and their own chunk sizes only
 the backend, and every task is a pure function of its arguments (its random numbers are drawn
 up front), so the numbers do not depend on the backend: :func:`parallel_map` returns the
 results in task order.
+
+Forked workers end with this process, whatever ends it.  Each asks the kernel, as it starts, for
+SIGKILL once its parent is gone (Linux's ``prctl(PR_SET_PDEATHSIG)``), and exits at once if the
+parent is already gone; without that, a parent killed by SIGTERM or SIGKILL left its workers
+blocked on their task pipe for ever (each holds the pipe's write end too, so it never reads an
+end of file).  A block or call left by an exception (KeyboardInterrupt, or the SIGTERM that
+``phifit report`` turns into one) kills its workers rather than waiting for their tasks.  loky's
+workers, which would otherwise outlive a killed parent until their idle timeout, watch it and
+leave within a second of it (:func:`_watch_parent`); the processes of a local Dask cluster made
+for a call end with it on their own, and a cluster at a scheduler address outlives this process
+by design.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
+import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -122,9 +137,13 @@ def parallel_map(
         if can_fork():
             return _own_pool_map(fn, tasks, workers)
         name = "loky"
-    from joblib import Parallel, delayed
+    from joblib import Parallel, delayed, parallel_config
 
-    parallel = Parallel(n_jobs=workers, backend=name, return_as="generator")
+    if name == "loky":  # its workers leave once this process is gone (_watch_parent)
+        with parallel_config(backend="loky", initializer=_watch_parent, initargs=(os.getpid(),)):
+            parallel = Parallel(n_jobs=workers, return_as="generator")
+    else:
+        parallel = Parallel(n_jobs=workers, backend=name, return_as="generator")
     return parallel(delayed(fn)(*task) for task in tasks)
 
 
@@ -166,6 +185,10 @@ def shared_workers(
     _shared = (workers, executor)
     try:
         yield
+    except BaseException:
+        _shared = None
+        _kill_workers(executor)
+        raise
     finally:
         _shared = None
         executor.shutdown(wait=True, cancel_futures=True)
@@ -173,8 +196,65 @@ def shared_workers(
 
 def _forked(workers: int) -> ProcessPoolExecutor:
     """An executor of ``workers`` forked processes (forked at its first task, all at once: before
-    its manager thread starts, so no fork happens beside a thread of its own)."""
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+    its manager thread starts, so no fork happens beside a thread of its own), each ending with
+    this process (:func:`_die_with_parent`)."""
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_die_with_parent,
+        initargs=(os.getpid(),),
+    )
+
+
+#: ``prctl``'s option that names the signal a process gets when its parent ends (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """First thing in a forked worker: SIGKILL from the kernel once ``parent`` (the pid of the
+    process that forked it, read before the fork) is gone, and an exit now if it is gone already
+    (it died between the fork and the ``prctl`` call, so the kernel will not signal).
+
+    The kernel sends the signal when the *thread* that forked the worker ends; the executor forks
+    its workers from the thread that submits the first task, here always the main thread
+    (:func:`can_fork` forks only while no other thread runs)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - no prctl (fork is used on Linux only)
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+    # a worker ends on SIGTERM, whatever handler the parent had when it forked (phifit report's
+    # raises KeyboardInterrupt there, to clean up)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _watch_parent(parent: int, every: float = 1.0) -> None:
+    """First thing in a loky worker: a daemon thread that ends the worker once ``parent`` (the
+    process whose tasks it runs) is gone, checking every ``every`` seconds.  Left alone, a loky
+    worker outlives a killed parent until its idle timeout (300 s by default) after the task it
+    runs.  A thread, not ``prctl``: loky may start a worker from a thread of its own, and the
+    kernel's signal follows the forking thread, not the process."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="phifit-watch-parent", daemon=True).start()
+
+
+def _kill_workers(executor: ProcessPoolExecutor) -> None:
+    """SIGKILL the executor's worker processes now, rather than waiting for the tasks they run
+    (a block or call left by an exception: nobody reads those results)."""
+    # the executor keeps its processes in ``_processes`` ({pid: Process}); Python 3.14's
+    # ``kill_workers()`` is the public form of this
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        try:
+            process.kill()
+        except (OSError, ValueError):  # already reaped
+            pass
 
 
 def _call_pickled(blob: bytes) -> bytes:
@@ -202,12 +282,18 @@ def _own_pool_map(fn: Callable[..., T], tasks: list[tuple], workers: int) -> Ite
     try:
         results = _results(executor, fn, tasks)
     except BaseException:
+        _kill_workers(executor)
         executor.shutdown(wait=True, cancel_futures=True)
         raise
 
     def read() -> Iterator[T]:
         try:
             yield from results
+        except GeneratorExit:  # closed early by its reader: the running tasks end as usual
+            raise
+        except BaseException:
+            _kill_workers(executor)
+            raise
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
 
