@@ -83,7 +83,7 @@ def add_table_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         default=0,
         dest="skip_rows",
-        help="skip N preamble lines before the header ('#' comment lines are always skipped)",
+        help="skip N preamble lines before the header ('#' comment lines before it are always skipped)",
     )
 
 

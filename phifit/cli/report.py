@@ -8,13 +8,21 @@ writes ``DIR/index.html`` (opens offline: figures embedded), ``DIR/results.json`
 ``DIR/figures/*.png`` (and ``*.svg`` with ``--svg``).  Each stage prints a progress line to
 stderr as it starts; the closing lines give phi, the verdicts and what the warnings are.  DIR must be absent,
 empty, or hold a previous phifit report, unless ``--force``.
+
+The folder is written whole or not at all (:mod:`phifit.report.folder`).  SIGTERM (what
+``timeout``, ``kill`` and job schedulers send) stops the command as SIGINT does: its workers are
+ended, the partial folder deleted, and it exits with 143 (128 + SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .. import defaults
 from ._common import (
@@ -143,7 +151,38 @@ def run(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         print(f"[{time.perf_counter() - t0:6.1f} s] {message}", file=sys.stderr, flush=True)
 
-    files = build_report(runs, args.out, options=options, force=args.force, svg=args.svg, progress=progress)
+    try:
+        with _sigterm_as_interrupt():
+            files = build_report(
+                runs, args.out, options=options, force=args.force, svg=args.svg, progress=progress
+            )
+    except Terminated:
+        print("phifit report: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     print(files.headline)
     print(f"wrote {files.index} and {len(files.files) - 1} other files in {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where SIGINT raises KeyboardInterrupt (:func:`_sigterm_as_interrupt`)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """A block in which SIGTERM raises :class:`Terminated`, a KeyboardInterrupt: the workers and
+    the partial report are cleaned up as on Ctrl-C, instead of the process ending on the spot
+    (its forked workers would end with it, but the partial folder would stay until the next
+    report into the same folder).  Only in the main thread, where Python runs signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -40,7 +40,9 @@ and the allocation exponent instead of phi, the influence section only identifia
 nothing is listed or drawn per r.
 
 A folder is written only when it is absent, empty, or holds a previous phifit report
-(its ``results.json`` says ``"generator": "phifit"``), unless ``force=True``.
+(its ``results.json`` says ``"generator": "phifit"``) or only the figures of one stopped before
+its ``results.json``, unless ``force=True``.  The report is written whole or not at all: into a
+folder beside the target, moved into place once complete (:mod:`phifit.report.folder`).
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ from typing import Any
 import pandas as pd
 
 from .. import __version__
-from ..result import GENERATOR
 from ..runs.table import RunTable, as_runs
+from . import folder
 from . import html as T
 from . import sections_adaptive as A
 from . import sections_derived as R
@@ -99,43 +101,9 @@ class ReportFiles:
 
 
 def check_report_dir(out_dir: str | os.PathLike, force: bool = False) -> None:
-    """Refuse a non-empty folder that does not hold a previous phifit report (unless force)."""
-    path = Path(out_dir)
-    if path.exists() and not path.is_dir():
-        raise NotADirectoryError(f"{path}: exists and is not a directory")
-    if not path.exists() or force or not any(path.iterdir()):
-        return  # a new folder (parents included) is created when the report is written
-    try:
-        previous = json.loads((path / "results.json").read_text(encoding="utf-8"))
-        ok = previous.get("generator") == GENERATOR
-    except (OSError, ValueError, AttributeError):
-        ok = False
-    if not ok:
-        raise FileExistsError(
-            f"{path}: not empty and holds no phifit report (no results.json "
-            f"written by phifit); choose another folder or pass force=True (--force)"
-        )
-
-
-def _clear_previous(path: Path) -> None:
-    """Remove the figures and posterior file a previous phifit report in ``path`` listed."""
-    try:
-        previous = json.loads((path / "results.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return
-    if previous.get("generator") != GENERATOR:
-        return
-    for rel in previous.get("files", []):
-        p = (path / rel).resolve()
-        figure = p.parent == (path / "figures").resolve() and p.suffix in (".png", ".svg")
-        if (figure or p == (path / "posterior.nc").resolve()) and p.is_file():
-            p.unlink()
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Refuse a non-empty folder that holds neither a previous phifit report nor only the partial
+    output of one (unless force): :func:`phifit.report.folder.check_report_dir`."""
+    folder.check_report_dir(out_dir, FIGURE_ORDER, force)
 
 
 def build_report(
@@ -197,15 +165,31 @@ def write_report(
 ) -> ReportFiles:
     """Draw the figures and write ``index.html``, ``results.json`` and ``figures/`` (PNG; SVG
     too with ``svg=True``); figures in ``drawn`` (:func:`build_report`) are written as drawn,
-    the others are drawn here."""
+    the others are drawn here.
+
+    The report is written whole or not at all: into a folder beside ``out_dir``, moved into place
+    once complete, the files in ``out_dir`` that phifit did not write carried over
+    (:mod:`phifit.report.folder`)."""
+    check_report_dir(out_dir, force)
+    say = progress or (lambda _msg: None)
+    with folder.staged(out_dir, FIGURE_ORDER) as path:
+        return _write_files(analysis, path, Path(out_dir), svg=svg, say=say, drawn=drawn)
+
+
+def _write_files(
+    analysis: Analysis,
+    path: Path,
+    out_dir: Path,
+    *,
+    svg: bool,
+    say: Callable[[str], None],
+    drawn: DrawnFigures | None,
+) -> ReportFiles:
+    """Write the report's files into the empty folder ``path`` (:func:`write_report`);
+    :class:`ReportFiles` names ``out_dir``, where ``path`` is moved."""
     from . import figures as plots
 
-    say = progress or (lambda _msg: None)
-    check_report_dir(out_dir, force)
-    path = Path(out_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    _clear_previous(path)
-    (path / "figures").mkdir(exist_ok=True)
+    (path / "figures").mkdir()
     timings = dict(analysis.timings)
     t0 = time.perf_counter()
     figures: dict[str, dict[str, str]] = {}
@@ -223,18 +207,15 @@ def write_report(
     results = analysis.to_dict()
     files = ["index.html", "results.json"] + [p for f in figures.values() for p in f.values()]
     if analysis.bayes_posterior is not None:  # the posterior, reloadable with ArviZ
-        posterior = path / "posterior.nc"
-        if posterior.exists():
-            posterior.unlink()
-        analysis.bayes_posterior.to_netcdf(str(posterior))
+        analysis.bayes_posterior.to_netcdf(str(path / "posterior.nc"))
         files.append("posterior.nc")
     results["figures"] = figures
     results["files"] = files
     results["timings"] = timings
-    _write_text(path / "results.json", json.dumps(results, indent=1, allow_nan=False) + "\n")
-    _write_text(path / "index.html", render_html(analysis, pngs, figures))
+    folder.write_text(path / "results.json", json.dumps(results, indent=1, allow_nan=False) + "\n")
+    folder.write_text(path / "index.html", render_html(analysis, pngs, figures))
     return ReportFiles(
-        out_dir=str(path), files=files, figures=figures, timings=timings, headline=headline(analysis)
+        out_dir=str(out_dir), files=files, figures=figures, timings=timings, headline=headline(analysis)
     )
 
 

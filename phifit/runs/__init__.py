@@ -5,8 +5,13 @@ everything downstream reads the table's canonical columns (``r``, ``n_once``, ``
 ``loss`` and the optional ``run_id``, ``flops``, ``budget``, ``variant``, ``size``, ``seed``).
 
 - :mod:`~phifit.runs.schema`: the canonical columns and :class:`RunTableError`;
-- :mod:`~phifit.runs.text`: reading text tables (separators, counts such as ``200M``, column hints,
-  comment and preamble lines);
+- :mod:`~phifit.runs.reader`: a file to text cells with the file line of every row (CSV, TSV,
+  compressed, Parquet and JSON lines through :mod:`~phifit.runs.formats`; comment, blank and
+  record lines through :mod:`~phifit.runs.lines`);
+- :mod:`~phifit.runs.text`: separators, counts such as ``200M``, column mappings and hints;
+- :mod:`~phifit.runs.cells`: every cell checked (with :mod:`~phifit.runs.budget` and
+  :mod:`~phifit.runs.plausibility` for the budget and the loss);
+- :mod:`~phifit.runs.review`: the cautions about a valid table (duplicates, short runs, no budget);
 - :mod:`~phifit.runs.select`: the ``where`` row filter's grammar and the loss/FLOP unit factors;
 - :mod:`~phifit.runs.table`: :class:`RunTable`, :func:`load_runs`, :func:`load_design`, and
   :func:`as_runs`, the one conversion every entry point applies (a RunTable, or a DataFrame

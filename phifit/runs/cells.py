@@ -44,10 +44,14 @@ class Cells:
         self.raw, self.rows, self.lines, self.decimal_comma = raw, rows, lines, decimal_comma
         self.problems: list[str] = []
 
-    def at(self, i: int, col: str) -> str:
-        """Where cell (i, col) is, in words (no line for a row without one, line 0)."""
+    def where(self, i: int) -> str:
+        """Where row i is, in words: its row and its line (none for a row without one, line 0)."""
         line = f" (line {self.lines[i]})" if self.lines[i] > 0 else ""
-        return f"row {self.rows[i]}{line}, column {col!r}"
+        return f"row {self.rows[i]}{line}"
+
+    def at(self, i: int, col: str) -> str:
+        """Where cell (i, col) is, in words."""
+        return f"{self.where(i)}, column {col!r}"
 
     def cell(self, col: str, i: int) -> object:
         """The raw value of cell (i, col), for messages."""
@@ -183,8 +187,7 @@ def plausible_losses(cells: Cells, loss_nats: np.ndarray, column: str) -> None:
     for i in high[:MAX_LISTED]:
         value = str(cells.cell("loss", i)).strip()
         converted = f" = {loss_nats[i]:.4g} nats" if _as_float(value) != loss_nats[i] else ""
-        line = f" (line {cells.lines[i]})" if cells.lines[i] > 0 else ""
-        shown.append(f"row {cells.rows[i]}{line}: {value!r}{converted}")
+        shown.append(f"{cells.where(i)}: {value!r}{converted}")
     cells.problems.insert(0, implausible_loss_text(shown, len(high), column))
 
 
@@ -223,7 +226,7 @@ def hash_rows_hint(cells: Cells) -> list[str]:
     hashed = np.flatnonzero(first.str.startswith("#").to_numpy())
     if not len(hashed):
         return []
-    where = listed([f"row {cells.rows[i]} (line {cells.lines[i]})" for i in hashed])
+    where = listed([cells.where(i) for i in hashed])
     return [
         f"{where} start(s) with '#' and was read as a run: after the header, a line starting with '#' "
         "is a comment only when it holds no separator; move comment lines above the header"
