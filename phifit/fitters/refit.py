@@ -70,8 +70,8 @@ def refit_chunk(
     """Refit weighted tables: warm start plus spread starts, best end point per table (steps 2-4
     of the module docstring).
 
-    ``weights`` (c, n), ``x_hat`` (k,) free coordinates of the point estimate,
-    ``spread`` (c, K, k) extra starts.  Returns per table: ``x`` (c, k), ``objective``,
+    ``weights`` (c, n), ``x_hat`` (k,) free coordinates of the point estimate (or (c, k): one
+    warm start per table), ``spread`` (c, K, k) extra starts.  Returns per table: ``x`` (c, k), ``objective``,
     ``converged``, ``switched`` (a spread start beat the warm start by more than a
     relative 1e-9), ``n_iter`` (iterations of the best start), ``polished`` (finished by
     :func:`polish_unconverged`).
@@ -82,7 +82,7 @@ def refit_chunk(
     c = len(weights)
     kw = {"delta": problem.delta}
     warm = batched_weighted_lm(
-        model, np.tile(x_hat, (c, 1)), problem.y, weights, lo, hi, max_iter=problem.max_iter, **kw
+        model, warm_starts(x_hat, c), problem.y, weights, lo, hi, max_iter=problem.max_iter, **kw
     )
     best_x, best_obj = warm.x.copy(), warm.objective.copy()
     best_conv, best_it = warm.converged.copy(), warm.n_iter.copy()
@@ -274,6 +274,12 @@ def polish_unconverged(
     return finished
 
 
+def warm_starts(x_hat: np.ndarray, m: int) -> np.ndarray:
+    """(m, k) warm starts: ``x_hat`` (k,) repeated, or ``x_hat`` (m, k) itself (one per row)."""
+    x_hat = np.asarray(x_hat, dtype=float)
+    return x_hat.copy() if x_hat.ndim == 2 else np.tile(x_hat, (m, 1))
+
+
 def spread_starts(
     x_hat: np.ndarray, spec: LawSpec, n_rows: int, n_spread: int, rng: np.random.Generator
 ) -> np.ndarray:
@@ -286,10 +292,13 @@ def spread_in_box(
     x_hat: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_rows: int, n_spread: int, rng: np.random.Generator
 ) -> np.ndarray:
     """(n_rows, n_spread, k) starts in the box [lo, hi]: the first half around x_hat (sd 10% of
-    each box width, clipped), the rest uniform in the box."""
+    each box width, clipped; ``x_hat`` (k,), or (n_rows, k) with one centre per row), the rest
+    uniform in the box."""
     k = len(lo)
     n_local = (n_spread + 1) // 2
-    local = x_hat + 0.1 * (hi - lo) * rng.standard_normal((n_rows, n_local, k))
+    centre = np.asarray(x_hat, dtype=float)
+    centre = centre[:, None, :] if centre.ndim == 2 else centre
+    local = centre + 0.1 * (hi - lo) * rng.standard_normal((n_rows, n_local, k))
     uniform = lo + (hi - lo) * rng.random((n_rows, n_spread - n_local, k))
     return np.clip(np.concatenate([local, uniform], axis=1), lo, hi)
 
@@ -326,13 +335,15 @@ def refit_weighted(
     """Refit the law to many weightings of one table, warm-started from ``x_hat`` (module docstring).
 
     ``spec`` is the spec fitted (after :func:`phifit.fitters.common.effective_spec`);
-    ``x_hat`` the free coordinates of the point estimate; ``weights`` (m, n_runs).  Chunks of
+    ``x_hat`` the free coordinates of the point estimate (k,), or (m, k) with one warm start per
+    weighting (each leave-one-part-out bootstrap starts from its part's own estimate,
+    :mod:`phifit.diagnostics.parts`); ``weights`` (m, n_runs).  Chunks of
     ``chunk_size`` weightings run as tasks of :func:`phifit.fitters.parallel.parallel_map`
     (``n_jobs`` workers of ``backend``; ``scheduler``: the Dask scheduler's address).  Results
     are independent of ``n_jobs``, ``backend`` and ``chunk_size`` (starts are drawn up front).
     ``skip`` (m,) marks weightings not to refit (a caller that knows from the weights alone that
     they fail: too few distinct runs, phi not identified); their starts are still drawn, so the
-    others keep theirs, and their rows come back as not converged, objective NaN, x = ``x_hat``.
+    others keep theirs, and their rows come back as not converged, objective NaN, x = their warm start.
     Returns arrays ``x`` (m, k), ``objective``, ``converged``, ``switched``, ``n_iter``,
     ``polished`` (finished by :func:`polish_unconverged`).  :func:`start_refit_weighted` starts
     the same refits and returns at once.
@@ -409,16 +420,17 @@ def start_refit_weighted(
         design=runs.design, y=runs.log_loss, fixed=dict(spec.fixed), bounds=dict(spec.bounds), delta=delta
     )
     chunks = [todo[i : i + chunk_size] for i in range(0, len(todo), chunk_size)]
-    tasks = ((problem, weights[ch], x_hat, spread[ch]) for ch in chunks)
+    per_row = np.ndim(x_hat) == 2
+    tasks = ((problem, weights[ch], x_hat[ch] if per_row else x_hat, spread[ch]) for ch in chunks)
     parts = parallel_map(refit_chunk, tasks, n_jobs=n_jobs, backend=backend, scheduler=scheduler)
     return PendingRefits(chunks, parts, _skipped_rows(x_hat, m), progress, desc)
 
 
 def _skipped_rows(x_hat: np.ndarray, m: int) -> dict[str, np.ndarray]:
-    """:func:`refit_chunk`'s arrays for ``m`` rows as a skipped row reads: x = ``x_hat``, objective
-    NaN, not converged, not switched, 0 iterations, not polished."""
+    """:func:`refit_chunk`'s arrays for ``m`` rows as a skipped row reads: x = the warm start,
+    objective NaN, not converged, not switched, 0 iterations, not polished."""
     return {
-        "x": np.tile(np.asarray(x_hat, dtype=float), (m, 1)),
+        "x": warm_starts(x_hat, m),
         "objective": np.full(m, np.nan),
         "converged": np.zeros(m, dtype=bool),
         "switched": np.zeros(m, dtype=bool),
@@ -456,4 +468,5 @@ __all__ = [
     "spread_in_box",
     "spread_starts",
     "start_refit_weighted",
+    "warm_starts",
 ]
