@@ -16,7 +16,10 @@ computed here that they compute):
    phi with compute, phi(C) = phi_0 + phi_1 log(C / C_ref), with its cell-bootstrap intervals
    and the test of phi_1 = 0 (:func:`phifit.diagnostics.phi_checks.drift_check`: phi
    identifiable, nothing held); both with the same ``n_boot`` and ``n_wild``;
-4. diagnostics (:func:`phifit.diagnostics.diagnose`);
+4. diagnostics (:func:`phifit.diagnostics.diagnose`), and whether the answer rests on one part
+   of the table: each size, budget and r left out in turn, with phi's cell-bootstrap interval per
+   refit (:mod:`phifit.diagnostics.parts`; its notes stay in its own result, not among the
+   cautions);
 5. derived quantities: the equivalence table and the study's example
    (:mod:`phifit.equivalence`), the compute-optimal frontier at the table's budgets (with
    bootstrap bands) and on a dense grid of budgets (:mod:`phifit.frontier`), the per-cell
@@ -165,7 +168,9 @@ class Analysis(JsonIO):
     compute-optimal exponents N* ∝ C^a, D* ∝ C^b with bootstrap intervals
     (:func:`phifit.frontier.allocation`); None for a looped table.  ``adaptive``: the rounds
     of the adaptive sweep that trained the table (:class:`phifit.plan.rounds.AdaptiveRounds`),
-    None without a round log.
+    None without a round log.  ``parts``: the leave-one-part-out refits
+    (:class:`phifit.diagnostics.parts.PartsResult`), None without a bootstrap interval of a free
+    phi.
 
     An Analysis reloaded from ``results.json`` (:meth:`from_dict`) holds every result the
     file holds, rebuilt as its type, but not the tables (``table`` and ``runs`` are None;
@@ -200,6 +205,7 @@ class Analysis(JsonIO):
     allocation: Allocation | None = None
     phi_inverted: Any | None = None
     adaptive: Any | None = None
+    parts: Any | None = None
     cautions: list[Caution] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     saved: dict[str, Any] | None = None
@@ -256,6 +262,8 @@ class Analysis(JsonIO):
         extra = {}
         if self.adaptive is not None:  # a table without a round log: results.json is unchanged
             extra["adaptive"] = self.adaptive.to_dict()
+        if self.parts is not None:  # none without a bootstrap interval of a free phi
+            extra["parts"] = self.parts.to_dict()
         return to_plain(
             {
                 "generator": GENERATOR,
@@ -294,6 +302,7 @@ class Analysis(JsonIO):
         from ..compare.restricted import Comparison
         from ..diagnostics.drift_result import DriftFit
         from ..diagnostics.multiplier_result import MultiplierFit
+        from ..diagnostics.parts import PartsResult
         from ..plan.design import PlanResult
         from ..plan.rounds import AdaptiveRounds
         from ..recipes.delta import RecipeComparison
@@ -325,6 +334,7 @@ class Analysis(JsonIO):
             allocation=load(Allocation, derived.get("allocation")),
             phi_inverted=load(InvertedSet, data.get("phi_inverted")),
             adaptive=load(AdaptiveRounds, data.get("adaptive")),
+            parts=load(PartsResult, data.get("parts")),
             cautions=[Caution.from_dict(w, source="report") for w in data.get("warnings") or []],
             timings=dict(data.get("timings") or {}),
             saved={
@@ -380,6 +390,7 @@ def analyse(
         diagnostics = stages.start_diagnostics(main_runs, fit, st)
         derived = stages.derived_stage(main_runs, fit, boot, st)
         phi_checks = stages.continue_phi_checks(setups, st)  # the checks' refits, behind the diagnostics
+        parts = stages.start_parts(main_runs, fit, boot, st)  # its replicates behind the checks' refits
         on_diagnostics = None
         if while_checks is not None:  # the analysis so far: no checks, no cautions yet
             so_far = Analysis(
@@ -399,6 +410,7 @@ def analyse(
         multipliers, drift, diag = stages.collect_checks(
             diagnostics, phi_checks, st, on_diagnostics=on_diagnostics
         )
+        parts = stages.finish_parts(parts, multipliers, st)
         plan = stages.plan_stage(main_runs, fit, st)
         adaptive = stages.rounds_stage(runs, st)
     bayes, bayes_draws, idata = stages.bayes_stage(main_runs, st)
@@ -430,6 +442,7 @@ def analyse(
         phi_shares=stages.phi_shares(fit, boot),
         phi_inverted=phi_inverted,
         adaptive=adaptive,
+        parts=parts,
         cautions=cautions,
         timings=st.timings,
     )

@@ -27,6 +27,7 @@ from ..study import REFERENCE_PARAMS, STUDY_PHI, STUDY_PHI_CI, STUDY_R2
 from . import html as T
 from .analysis import Analysis
 from .format import Fig, budget_label, caution_list, pct
+from .sections_parts import headline_item
 
 # ----------------------------------------------------------- rows read from other results
 #: The per-fit statistics a comparison row carries.
@@ -397,6 +398,9 @@ def section_headline(a: Analysis) -> str:
         items.append(f"<b>{T.esc(label)}</b>: {word} ({T.esc(evidence)})")
     if not verdicts and fit.phi is not None:
         items.append("φ = 0 and φ = 1: not tested (no restricted-fit comparison).")
+    part = headline_item(a)  # removing one part of the table changes φ's reading: named
+    if part is not None:
+        items.append(part)
     rows = recipe_rows(a.recipes)
     if rows:
         parts = [

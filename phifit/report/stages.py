@@ -467,6 +467,47 @@ def _finish_check(key: str, setup: Any, parts: dict[str, Any], st: Stages) -> An
     return setup.finish(chunks, mine.get(f"{key}{PART}wild"))
 
 
+def start_parts(runs: RunTable, fit: FitResult, boot: Any, st: Stages) -> PendingStage | None:
+    """Start the leave-one-part-out refits (:func:`phifit.diagnostics.parts.start_leave_one_part_out`:
+    each size, budget and r left out in turn, :data:`~phifit.diagnostics.parts.PARTS_N_BOOT`
+    cell-bootstrap replicates per part, fewer when the analysis' own bootstrap has fewer): the
+    point refits here, the replicates' chunks queued on the workers behind the checks' refits.
+    None (and no note: the section says why) without a bootstrap interval of phi to read the
+    parts against, or when phi is not free."""
+    from ..diagnostics.parts import PARTS_N_BOOT, start_leave_one_part_out
+
+    o = st.options
+    iv = (fit.ci or {}).get("phi")
+    if boot is None or fit.phi is None or "phi" in fit.fixed or not iv or None in iv or o.n_boot < 2:
+        return None
+    n_boot = min(PARTS_N_BOOT, o.n_boot)
+    st.say(f"leave one part out: each size, budget and r in turn ({n_boot} replicates per part)")
+    t0 = time.perf_counter()
+    pending = start_leave_one_part_out(
+        runs,
+        fit,
+        n_boot=n_boot,
+        seed=o.seed,
+        level=o.level,
+        n_wild=o.n_wild,
+        wild_stop=o.wild_stop,
+        n_starts=o.n_starts,
+        **o.parallel,
+    )
+    return PendingStage(pending, t0)
+
+
+def finish_parts(started: PendingStage | None, multipliers: Any, st: Stages) -> Any:
+    """The leave-one-part-out analysis :func:`start_parts` started (None: none), read against the
+    full table's interval and its lack-of-fit test (``multipliers``); the wild lack-of-fit test
+    reruns on the parts whose removal changes phi's reading.  Timed from its start."""
+    if started is None:
+        return None
+    parts = started.pending.result(multipliers)
+    st.timings["parts"] = round(time.perf_counter() - started.started, 3)
+    return parts
+
+
 def derived_stage(runs: RunTable, fit: FitResult, boot: Any, st: Stages) -> dict[str, Any]:
     """The derived quantities, as :class:`~phifit.report.analysis.Analysis` fields: the
     equivalence table and the study's example (:mod:`phifit.equivalence`), then the frontier,
@@ -673,10 +714,12 @@ __all__ = [
     "diagnostic_cautions",
     "checks_stage",
     "continue_phi_checks",
+    "finish_parts",
     "fit_stage",
     "frontier_stage",
     "interval_and_tests_disagree",
     "inverted_stage",
+    "start_parts",
     "start_phi_checks",
     "start_diagnostics",
     "collect_checks",

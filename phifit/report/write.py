@@ -66,6 +66,7 @@ from . import sections_adaptive as A
 from . import sections_derived as R
 from . import sections_diagnostics as D
 from . import sections_fit as S
+from . import sections_parts as L
 from . import sections_plan as P
 from .analysis import Analysis, AnalysisOptions, analyse
 from .format import pct
@@ -247,6 +248,9 @@ def headline(a: Analysis) -> str:
         lines.append(f"{phi}, R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats")
     for label, verdict, evidence in S.restriction_verdicts(a.comparison):
         lines.append(f"{label}: {verdict} ({evidence})".replace("φ", "phi"))
+    part = L.headline_line(a)  # removing one part of the table changes phi's reading: named
+    if part is not None:
+        lines.append(part)
     warns = a.cautions_from(level="warning")
     n_note = len(a.cautions_from(level="note"))
     if warns:
@@ -408,6 +412,7 @@ def render_html(a: Analysis, pngs: dict[str, bytes], figures: dict[str, dict[str
         ),
         ("residuals", "Residuals", D.section_residuals(a, fig)),
         ("influence", D.influence_title(a), D.section_influence(a, fig)),
+        *([] if a.non_looped else [("parts", L.TITLE, L.section_parts(a))]),
         ("equivalence", "Equivalent sizes", R.section_equivalence(a)),
     ]
     if a.options.bayes:
