@@ -16,11 +16,12 @@ import pytest
 from conftest import paper_table
 
 from phifit.diagnostics import PartsResult, leave_one_part_out
-from phifit.diagnostics.parts import settled, table_parts
+from phifit.diagnostics.parts import far_count, settled, table_parts
 from phifit.diagnostics.parts_result import flips, interval_reading
 from phifit.fitters.huber import HuberOptions, fit_huber
 from phifit.law import REFERENCE_PARAMS
 from phifit.report.loader import load
+from phifit.result import FitResult
 from phifit.runs.table import RunTable, load_runs, table_from_frame
 from phifit.simulation import simulate
 from phifit.study import paper_design
@@ -67,11 +68,14 @@ def test_the_part_that_carries_the_answer_is_named():
 
 
 def test_cpu_bpe_rests_on_its_d16_runs():
-    """The bundled CPU BPE sweep: without its 22 runs at width 16, phi's interval leaves (0, 1)
-    and holds phi = 0 (phi = 0.308 by the same 500-start fit as ``phifit fit``)."""
+    """The bundled CPU BPE sweep, read against its report's interval: without its 22 runs at width
+    16, phi's interval leaves (0, 1) and holds phi = 0 (phi = 0.308, the 500-start fit ``phifit
+    fit`` makes of that table)."""
     runs = load_runs(ROOT / "data" / "cpu_bpe_runs.csv")
-    fit = fit_huber(runs, options=HuberOptions(n_starts=500, seed=0))
+    shipped = json.loads((ROOT / "reports" / "cpu_bpe" / "results.json").read_text(encoding="utf-8"))
+    fit = FitResult.from_dict(shipped["fit"])  # with its 1000-replicate interval [0.547, 0.866]
     parts = leave_one_part_out(runs, fit, families=("size",), n_boot=19, lack_of_fit="none")
+    assert parts.reference_source == "the fit's 1000-replicate cell bootstrap"
     assert [row.name for row in parts.carrying] == ["size 16"]
     row = parts.carrying[0]
     assert row.phi == pytest.approx(0.3078, abs=1e-3) and row.n_left_out == 22
@@ -138,11 +142,13 @@ def test_part_families_follow_the_columns():
 
 
 def test_a_change_within_monte_carlo_error_is_not_a_flip():
-    """39 replicates settle an inclusion from 3 beyond the value on, never an exclusion."""
-    inside = np.r_[np.full(3, -0.1), np.linspace(0.2, 0.8, 36)]
-    assert settled(inside, 0.0, 0.95)
-    assert not settled(np.linspace(0.2, 0.8, 39), 0.0, 0.95)
-    assert settled(np.linspace(0.2, 0.8, 400), 0.0, 0.95)
+    """39 replicates settle an inclusion from 5 beyond the value on, never an exclusion; 1000 settle
+    both (k <= 13 or k >= 38).  A flip counts only where both readings are settled."""
+    assert [k for k in range(10) if settled(k, 39, 0.95)] == [5, 6, 7, 8, 9]
+    assert settled(0, 182, 0.95) and not settled(0, 181, 0.95)
+    assert settled(13, 1000, 0.95) and not settled(14, 1000, 0.95) and settled(38, 1000, 0.95)
+    inside = np.r_[np.full(5, -0.1), np.linspace(0.2, 0.8, 34)]
+    assert far_count(inside, 0.0) == 5 and far_count(inside, 1.0) == 0
     ref = interval_reading([0.2, 0.8])
     firm, unsure = flips(ref, interval_reading([-0.1, 0.8]), (True, True))
     assert firm == ["interval leaves (0, 1)", "phi = 0 no longer excluded"] and not unsure

@@ -37,9 +37,14 @@ table without it, and phi's cell-bootstrap interval is read again:
 Monte-Carlo precision: with ``n_boot`` replicates a 95% percentile end sits among the few most
 extreme replicates.  With :data:`PARTS_N_BOOT` = 39 the ends are about the smallest and largest
 of 39 (a range whose expected coverage is 38/40 = 95%); each end's Monte-Carlo error is given
-(0.01-0.05 on the study's table, more where the replicates spread over a second basin).  A
-reading that flips because a fifth of the replicates move past phi = 0 is clear at 39 replicates;
-one that hinges on 2% against 4% is not, and the errors say which is which.
+(0.01-0.05 on the study's table, up to 1 or more where the replicates spread over a second basin).
+A change of reading counts only when it is beyond Monte-Carlo error on both sides
+(:func:`settled`: the count of replicates beyond phi = 0 or 1 is improbable, P < 1%, under a tail
+share of exactly 2.5%, for the part and for the full table): at 39 replicates a part's interval
+settles an inclusion from 5 replicates beyond the value (13%) on, never an exclusion (that needs
+182), so "phi = 0 no longer excluded" can be named and "phi = 0 now excluded" only reported as
+within Monte-Carlo error.  Changes within it are listed apart (``unsure_flips``), not in the
+headline.
 """
 
 from __future__ import annotations
@@ -85,7 +90,9 @@ __all__ = [
     "PartRow",
     "PartsResult",
     "PendingParts",
+    "far_count",
     "leave_one_part_out",
+    "reference_counts",
     "settled",
     "start_leave_one_part_out",
     "table_parts",
@@ -196,18 +203,51 @@ def fit_without(runs: RunTable, method: str, fixed: dict[str, float], n_starts: 
     return fit(runs, method=method, fix=fixed or None, n_starts=n_starts, seed=seed)
 
 
-def settled(draws: np.ndarray, value: float, level: float) -> bool:
-    """Whether the replicates ``draws`` place ``value`` inside or outside their percentile interval
-    at ``level`` beyond Monte-Carlo error: the count k of replicates on the far side of ``value``
-    (the smaller of #{phi <= value} and #{phi >= value}) differs from n a, a = (1 - level) / 2, by
-    more than 2 binomial standard deviations sqrt(n a (1 - a)).  At n = 39 and level 0.95 an
-    inclusion is settled from k = 3 on and an exclusion never is (it needs about 160 replicates)."""
-    n = len(draws)
-    if n == 0:
+#: A reading of phi = 0 or 1 is settled when its count of replicates beyond the value would arise
+#: with probability below this from a tail share of exactly (1 - level) / 2 (one-sided).
+SETTLE_P = 0.01
+
+
+def far_count(draws: np.ndarray, value: float) -> int:
+    """Replicates on the far side of ``value``: the smaller of #{phi <= value} and #{phi >= value}
+    (a percentile interval at level excludes ``value`` when this is below n (1 - level) / 2)."""
+    return min(int(np.sum(draws <= value)), int(np.sum(draws >= value)))
+
+
+def settled(k: int, n: int, level: float) -> bool:
+    """Whether ``k`` of ``n`` replicates beyond a value settle the interval's reading of it beyond
+    Monte-Carlo error: under a tail share of exactly a = (1 - level) / 2, K ~ Binomial(n, a), and
+    the reading is settled when P(K >= k) < :data:`SETTLE_P` (inside the interval) or P(K <= k) <
+    :data:`SETTLE_P` (outside).  At n = 39 and level 0.95 an inclusion is settled from k = 5 (13%)
+    on and an exclusion never is (0 of n needs n >= 182); at n = 1000, k >= 38 or k <= 13."""
+    if n <= 0:
         return False
-    k = min(int(np.sum(draws <= value)), int(np.sum(draws >= value)))
     a = (1 - level) / 2
-    return abs(k - n * a) > 2 * math.sqrt(n * a * (1 - a))
+
+    def pmf(i: int) -> float:
+        return math.exp(
+            math.lgamma(n + 1)
+            - math.lgamma(i + 1)
+            - math.lgamma(n - i + 1)
+            + i * math.log(a)
+            + (n - i) * math.log1p(-a)
+        )
+
+    below = sum(pmf(i) for i in range(0, k + 1))
+    above = 1.0 - below + pmf(k)
+    return above < SETTLE_P or below < SETTLE_P
+
+
+def reference_counts(fit: FitResult) -> tuple[tuple[int, int], int] | None:
+    """(far counts of phi = 0 and phi = 1, successful replicates) of the bootstrap attached to
+    ``fit`` (its ``phi_regions`` shares), or None when the fit does not say."""
+    boot = fit.bootstrap or {}
+    regions = boot.get("phi_regions") or {}
+    n = int(boot.get("n") or 0) - int(boot.get("n_failed") or 0)
+    if n <= 0 or "phi <= 0" not in regions or "phi >= 1" not in regions:
+        return None
+    le0, ge1 = float(regions["phi <= 0"]), float(regions["phi >= 1"])
+    return (round(n * min(le0, 1 - le0)), round(n * min(ge1, 1 - ge1))), n
 
 
 def _tails(draws: np.ndarray, phi: float) -> tuple[str, str]:
@@ -254,14 +294,26 @@ class PendingParts:
         phis = self._refit(weights, np.repeat(np.array(starts), o["n_boot"], axis=0), streams[1])
         owner = np.repeat(np.array(owners, dtype=int), o["n_boot"])
         mc_seed = int(streams[2].generate_state(1)[0])
+        level = o["level"]
         if own:
-            iv = bootstrap_interval(phis[owner == -1], level=o["level"], mc_seed=mc_seed)
+            draws = phis[owner == -1]
+            iv = bootstrap_interval(draws, level=level, mc_seed=mc_seed)
             reference = [None, None] if not math.isfinite(iv.lo) else iv.to_list()
             source = f"{o['n_boot']}-replicate cell bootstrap of the full table, drawn here"
+            ok = draws[np.isfinite(draws)]
+            counts = (far_count(ok, 0.0), far_count(ok, 1.0)), len(ok)
         else:
             source = f"the fit's {int((self.fit.bootstrap or {}).get('n') or 0)}-replicate cell bootstrap"
+            counts = reference_counts(self.fit)
+        # the full table's reading of phi = 0 and 1 beyond Monte-Carlo error (an interval given
+        # without its replicates' counts is taken as settled)
+        ref_settled = (
+            (True, True) if counts is None else tuple(settled(k, counts[1], level) for k in counts[0])
+        )
         ref = interval_reading(reference)
-        rows = [self._row(j, laws[j], phis[owner == j], ref, mc_seed) for j in range(len(self.parts))]
+        rows = [
+            self._row(j, laws[j], phis[owner == j], ref, ref_settled, mc_seed) for j in range(len(self.parts))
+        ]
         ref_lof, rows = self._lack_of_fit(rows, laws, ref, reference_lack_of_fit)
         bounds = param_bounds(self.fit, "phi")
         return PartsResult(
@@ -343,7 +395,9 @@ class PendingParts:
         phis[ok] = self.spec.full_theta(out["x"][ok])[:, 5]
         return phis
 
-    def _row(self, j: int, law: FitResult | None, draws: np.ndarray, ref: tuple, mc_seed: int) -> PartRow:
+    def _row(
+        self, j: int, law: FitResult | None, draws: np.ndarray, ref: tuple, ref_settled: tuple, mc_seed: int
+    ) -> PartRow:
         """The row of part ``j`` from its point fit and its replicates' phi (NaN: failed)."""
         part, o = self.parts[j], self.options
         n_left = int(part.mask.sum())
@@ -380,7 +434,10 @@ class PendingParts:
             iv = bootstrap_interval(ok, level=o["level"], mc_seed=mc_seed)
             row["ci"], row["mc_error"] = iv.to_list(), list(iv.mc_error)
         reading = interval_reading(row["ci"])
-        marks = tuple(settled(ok, value, o["level"]) for value in (0.0, 1.0))
+        marks = tuple(
+            ref_settled[i] and settled(far_count(ok, value), len(ok), o["level"])
+            for i, value in enumerate((0.0, 1.0))
+        )
         row.update(
             phi=float(law.phi),
             delta_phi=float(law.phi) - float(self.fit.phi),

@@ -234,9 +234,10 @@ def flips(
     Monte-Carlo error of the part's replicates, those within it).
 
     ``ref`` and ``part``: :func:`interval_reading` of the full table's and the part's interval;
-    ``settled``: whether the part's reading of phi = 0 and of phi = 1 is beyond its Monte-Carlo
-    error (:func:`phifit.diagnostics.parts.settled`); ``tails``: the share of replicates beyond 0
-    and 1 as text (" (21% of replicates at phi <= 0)"), added to a change of that reading.  The
+    ``settled``: whether the part's and the full table's readings of phi = 0 and of phi = 1 are
+    beyond their Monte-Carlo error (:func:`phifit.diagnostics.parts.settled`); ``tails``: the
+    share of replicates beyond 0 and 1 as text (" (21% of replicates at phi <= 0)"), added to a
+    change of that reading.  The
     lack-of-fit test of r^phi (``ref_lof``: the full table's rejection; ``part_lof``: the part's
     (rejected, p)) counts as settled (its own stop rule decides its side of 5%)."""
     firm: list[str] = []
