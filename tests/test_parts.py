@@ -154,3 +154,39 @@ def test_a_change_within_monte_carlo_error_is_not_a_flip():
     assert firm == ["interval leaves (0, 1)", "phi = 0 no longer excluded"] and not unsure
     firm, unsure = flips(interval_reading([-0.1, 0.8]), ref, (False, True))
     assert not firm and unsure == ["interval now inside (0, 1)", "phi = 0 now excluded"]
+
+
+def test_compare_and_diagnose_print_the_table_and_write_it(tmp_path, capsys):
+    from phifit.cli import main
+
+    path = tmp_path / "runs.csv"
+    one_size_informs().frame.to_csv(path, index=False)
+    small = ["--starts", "50", "--wild", "19", "--bootstrap", "20", "--parts", "5"]
+    out_json = tmp_path / "compare.json"
+    argv = ["compare", str(path), *small, "--no-cv", "--no-multipliers", "--quiet", "--json", str(out_json)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "[[Leave one part out" in text and "The answer rests on size 12" in text
+    parts = json.loads(out_json.read_text())["parts"]
+    assert parts["kind"] == "parts" and parts["headline"].startswith("The answer rests on size 12")
+    out_json = tmp_path / "diagnose.json"
+    skip = ["--skip", "influence,consistency,drift,multipliers"]
+    assert main(["diagnose", str(path), *small, *skip, "--json", str(out_json)]) == 0
+    assert "[[Leave one part out" in capsys.readouterr().out
+    assert json.loads(out_json.read_text())["parts"]["rows"][3]["name"] == "size 12"
+    assert main(["compare", str(path), "--parts", "1"]) == 2
+    assert "--parts must be 0 (skip) or >= 2" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "diagnose",
+                str(path),
+                "--starts",
+                "20",
+                "--skip",
+                "influence,consistency,drift,multipliers,parts",
+            ]
+        )
+        == 0
+    )
+    assert "[[Leave one part out" not in capsys.readouterr().out

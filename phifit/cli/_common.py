@@ -354,3 +354,62 @@ def wild_stop(args: argparse.Namespace):
     from ..bootstrap.sequential import DEFAULT_RULE
 
     return None if getattr(args, "wild_all", False) else DEFAULT_RULE
+
+
+def add_parts_argument(p: argparse.ArgumentParser) -> None:
+    """``--parts N``: replicates per left-out part of the leave-one-part-out analysis (0: none)."""
+    p.add_argument(
+        "--parts",
+        type=int,
+        default=defaults.PARTS_N_BOOT,
+        metavar="N",
+        help="does the answer rest on one part of the table? refit without each size, budget and r in "
+        f"turn, with N cell-bootstrap replicates of phi per part (default {defaults.PARTS_N_BOOT}; "
+        "0: skip; else >= 2)",
+    )
+
+
+def leave_parts_out(runs, fit, args: argparse.Namespace, multipliers, **parallel):
+    """The leave-one-part-out analysis of ``fit`` for ``phifit compare`` and ``phifit diagnose``
+    (:func:`phifit.diagnostics.parts.leave_one_part_out`), read against phi's interval from
+    ``--bootstrap`` cell-bootstrap replicates of the full table (the parts' own ``--parts`` when
+    that is 0) and compared with the lack-of-fit test ``multipliers`` (None: not tested per part);
+    None where it does not apply: ``--parts 0``, phi fixed, not identified or on its search bound,
+    or a fit without an objective to refit (Bayes)."""
+    if not args.parts or fit.phi is None or "phi" in fit.fixed or "phi" in fit.at_bounds:
+        return None
+    if fit.method not in ("huber", "lsq"):
+        return None
+    from ..diagnostics.parts import leave_one_part_out
+
+    reference = fit
+    if args.bootstrap >= 2:
+        from ..bootstrap.block import block_bootstrap
+
+        boot = block_bootstrap(
+            runs,
+            fit,
+            n_boot=args.bootstrap,
+            seed=args.seed,
+            progress=not getattr(args, "quiet", False),
+            **parallel,
+        )
+        reference = boot.attach(fit)
+    return leave_one_part_out(
+        runs,
+        reference,
+        n_boot=args.parts,
+        seed=args.seed,
+        lack_of_fit="changed" if multipliers is not None else "none",
+        reference_lack_of_fit=multipliers,
+        n_wild=args.wild,
+        wild_stop=wild_stop(args),
+        n_starts=args.starts,
+        **parallel,
+    )
+
+
+def check_parts(n: int) -> None:
+    """``ValueError`` (exit 2) unless ``--parts`` is 0 or at least 2."""
+    if n < 0 or n == 1:
+        raise ValueError(f"--parts must be 0 (skip) or >= 2 replicates per part, got {n}")

@@ -13,6 +13,13 @@ count, held in both laws): the m_r with their cell-bootstrap intervals and the w
 bootstrap p-value, printed after the comparison and written as ``multipliers`` in the JSON
 (``--no-multipliers`` skips it; it needs three distinct r, and says so otherwise).
 
+It also asks whether the answer rests on one part of the table
+(:func:`phifit.diagnostics.parts.leave_one_part_out`): the table refitted without each size, budget
+and r in turn, with phi's cell-bootstrap interval per refit (``--parts N`` replicates per part,
+default :data:`phifit.defaults.PARTS_N_BOOT`; 0 skips it), read against the full table's interval
+from ``--bootstrap`` cell-bootstrap replicates (the parts' intervals, not wild tests, say whether
+phi = 0 or phi = 1 is still excluded), printed last and written as ``parts`` in the JSON.
+
 A non-looped table (no run with r > 1 and n_rec > 0) has no phi to restrict: there only the
 ``--fix`` restrictions of E, A, alpha, B or beta are compared, and without one the command
 exits 2 saying so (:func:`non_looped_fixes`).
@@ -27,11 +34,14 @@ from .. import defaults
 from ._common import (
     add_bayes_arguments,
     add_parallel_arguments,
+    add_parts_argument,
     add_recipe_argument,
     add_runs_argument,
     add_wild_all_argument,
     bayes_options,
     check_output_file,
+    check_parts,
+    leave_parts_out,
     load_recipe_runs,
     parallel_options,
     parse_fix,
@@ -101,14 +111,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=defaults.N_BOOT,
         metavar="N",
-        help=f"cell-bootstrap replicates of the free multipliers' intervals (default {defaults.N_BOOT}; "
-        "0: no intervals)",
+        help=f"cell-bootstrap replicates of the free multipliers' intervals and of phi's interval that "
+        f"the left-out parts are read against (default {defaults.N_BOOT}; 0: no intervals)",
     )
     p.add_argument(
         "--no-multipliers",
         action="store_true",
         help="skip the lack-of-fit test of r^phi against one free multiplier per r",
     )
+    add_parts_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     add_parallel_arguments(p)
     add_bayes_arguments(p)
@@ -143,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--starts must be >= 1, got {args.starts}")
     if args.wild and args.wild < defaults.N_WILD_MIN:
         raise ValueError(f"--wild must be 0 (off) or >= {defaults.N_WILD_MIN} replicates, got {args.wild}")
+    check_parts(args.parts)
     parallel = parallel_options(args)
     extra = [parse_fix([item]) for item in (args.fix or [])]
     if args.json:
@@ -184,14 +196,20 @@ def run(args: argparse.Namespace) -> int:
             wild_stop=wild_stop(args),
             **parallel,
         )
+    parts = None if args.method == "bayes" else leave_parts_out(runs, free, args, multipliers, **parallel)
     print(comparison.summary())
     if multipliers is not None:
         print()
         print(multipliers.summary())
+    if parts is not None:
+        print()
+        print(parts.summary())
     if args.json:
         out = comparison.to_dict()
         if multipliers is not None:
             out["multipliers"] = multipliers.to_dict()
+        if parts is not None:
+            out["parts"] = parts.to_dict()
         write_json(args.json, json.dumps(out, indent=2, allow_nan=False))
         print(f"\nwrote {args.json}")
     return 0

@@ -2,7 +2,7 @@
 influence of a fit, as text (the same numbers the HTML report shows).
 
     phifit diagnose RUNS.csv [--method huber|lsq] [--fix NAME=VALUE] [--significance 0.01] [--json OUT]
-                             [--skip influence,consistency,multipliers,drift]
+                             [--skip influence,consistency,multipliers,drift,parts] [--parts N]
 
 Fits the table (Huber by default), then runs :func:`phifit.diagnostics.diagnose`: residuals
 per r and per budget with the systematic-offset rule, Jarque-Bera, Breusch-Pagan and trend
@@ -15,7 +15,12 @@ phi_1 log(C / C_ref), with cell-bootstrap intervals and the wild cluster bootstr
 phi_1 = 0 (:mod:`phifit.diagnostics.drift`; ``--skip drift`` leaves it out).  Both run where
 the report runs them (:mod:`phifit.diagnostics.phi_checks`: phi identifiable; the multipliers
 with phi free, holding any other held parameter in both laws; the drift with nothing held).
-``--json OUT`` writes ``{"fit": fit JSON, "diagnostics": ..., "multipliers": ..., "drift": ...}``.
+Last, whether the answer rests on one part of the table
+(:func:`phifit.diagnostics.parts.leave_one_part_out`: the table refitted without each size, budget
+and r in turn, with phi's cell-bootstrap interval per refit, ``--parts N`` replicates per part;
+``--skip parts`` or ``--parts 0`` leaves it out; it needs phi free and identified).
+``--json OUT`` writes ``{"fit": fit JSON, "diagnostics": ..., "multipliers": ..., "drift": ...,
+"parts": ...}``.
 """
 
 from __future__ import annotations
@@ -25,17 +30,20 @@ import json
 
 from .. import defaults
 from ._common import (
+    add_parts_argument,
     add_recipe_argument,
     add_runs_argument,
     add_wild_all_argument,
     check_output_file,
+    check_parts,
+    leave_parts_out,
     load_recipe_runs,
     parse_fix,
     wild_stop,
     write_json,
 )
 
-SKIPPABLE = ("influence", "consistency", "multipliers", "drift")
+SKIPPABLE = ("influence", "consistency", "multipliers", "drift", "parts")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,15 +78,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--skip",
         metavar="WHAT[,WHAT]",
         default=None,
-        help="skip the slower refit-based checks: influence, consistency, multipliers, drift",
+        help="skip the slower refit-based checks: influence, consistency, multipliers, drift, parts",
     )
     p.add_argument(
         "--bootstrap",
         type=int,
         default=defaults.N_BOOT,
         metavar="N",
-        help="cell-bootstrap replicates of the free multipliers m_r and of the drift of phi "
-        f"(default {defaults.N_BOOT}; 0: no intervals)",
+        help="cell-bootstrap replicates of the free multipliers m_r, of the drift of phi and of phi's "
+        f"interval that the left-out parts are read against (default {defaults.N_BOOT}; 0: no intervals)",
     )
     p.add_argument(
         "--wild",
@@ -89,6 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"of phi_1 = 0 (default {defaults.N_WILD}; 0: no test; else >= {defaults.N_WILD_MIN})",
     )
     add_wild_all_argument(p)
+    add_parts_argument(p)
     p.add_argument("--json", metavar="OUT", help="write the fit and its diagnostics as JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json OUT if it exists")
     p.set_defaults(func=run)
@@ -110,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     unknown = [s for s in skip if s not in SKIPPABLE]
     if unknown:
         raise ValueError(f"--skip: unknown {', '.join(unknown)}; expected {' or '.join(SKIPPABLE)}")
+    check_parts(args.parts)
     if args.json:
         check_output_file(args.json, args.force)
     runs = load_recipe_runs(args, show=False)  # the table's cautions go to [[Notes]]
@@ -119,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         result,
         significance=args.significance,
         seed=args.seed,
-        skip=[s for s in skip if s not in ("multipliers", "drift")],
+        skip=[s for s in skip if s not in ("multipliers", "drift", "parts")],
     )
     checks = {
         "method": args.method,
@@ -134,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
         multipliers = multiplier_check(runs, result, **checks)
     if "drift" not in skip:
         drift = drift_check(runs, result, **checks)
+    parts = None if "parts" in skip else leave_parts_out(runs, result, args, multipliers, n_jobs=None)
     phi = "n/a" if result.phi is None else f"{result.phi:.4f}"
     fixed = f", fixed {', '.join(f'{k} = {v:g}' for k, v in result.fixed.items())}" if result.fixed else ""
     print(
@@ -149,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
     if drift is not None:
         print()
         print(drift.summary())
+    if parts is not None:
+        print()
+        print(parts.summary())
     cautions = collect(
         runs.warnings,
         result.warnings,
@@ -169,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
             "diagnostics": diag.to_dict(),
             "multipliers": None if multipliers is None else multipliers.to_dict(),
             "drift": None if drift is None else drift.to_dict(),
+            "parts": None if parts is None else parts.to_dict(),
             "warnings": [c.to_dict() for c in cautions],
         }
         write_json(args.json, json.dumps(to_plain(out), indent=2, allow_nan=False))

@@ -26,8 +26,9 @@ table without it, and phi's cell-bootstrap interval is read again:
 - **Lack of fit** of r^phi (the wild cluster test of one phi against one free multiplier per r,
   :func:`phifit.diagnostics.phi_checks.multiplier_check`) costs seconds per part, so by default
   (``lack_of_fit="changed"``) it is rerun only for the parts whose removal already changes the
-  reading of phi's interval and compared with the full table's test; ``"all"`` tests every part,
-  ``"none"`` none.
+  reading of phi's interval beyond Monte-Carlo error and compared with the full table's test;
+  ``"all"`` tests every part, ``"none"`` none.  A part whose fit puts phi on its search bound is
+  not tested (no interval, and the test's one-phi law is not located).
 - **Not left out**: a part whose removal leaves phi unidentified (no looped run left, or a single
   value of r: r = 1 with one looped r, or two looped r, are needed), leaves no more runs than the
   law has free parameters, leaves the free law fewer than 2 cells of freedom
@@ -459,10 +460,12 @@ class PendingParts:
         asks for (their flips updated), and the full table's check they are compared with."""
         o = self.options
         mode = o["lack_of_fit"]
+        # a part whose fit puts phi on its search bound is not tested: the one-phi law the test
+        # starts from is not located there (and its refits crawl along the bound)
         todo = [
             i
             for i, row in enumerate(rows)
-            if row.identified and (mode == "all" or (mode == "changed" and row.flips))
+            if row.identified and None not in row.ci and (mode == "all" or (mode == "changed" and row.flips))
         ]
         if not todo or not o["n_wild"]:
             return reference, rows

@@ -178,8 +178,8 @@ class PartsResult(JsonIO):
             lines.append(
                 f"    {row.name:<16} {runs:>7} {row.phi:>8.3f} {_iv_text(row.ci, self.bounds):>24} "
                 f"{mc:>11}  {reading_text(row.inside_01, row.excludes_0, row.excludes_1):<24} "
-                f"{'; '.join(row.flips) or '-'}{lof}"
-                + ("".join(f"; {f} (within MC error)" for f in row.unsure_flips))
+                + ("; ".join(row.flips + [f"{f} (within MC error)" for f in row.unsure_flips]) or "-")
+                + lof
             )
         lines += ["", f"    reading: {self.reading}", f"    refits: {self.method}"]
         if self.lack_of_fit == "changed":
