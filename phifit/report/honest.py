@@ -77,6 +77,13 @@ class Answer:
         return self.analysis.multipliers
 
     @property
+    def parts(self):
+        """Does the answer rest on one part of the table? The leave-one-part-out refits
+        (PartsResult: ``headline``, ``carrying``, ``to_frame()``), or None without a bootstrap
+        interval of a free phi."""
+        return self.analysis.parts
+
+    @property
     def cautions(self):
         """Every caution of every step, in order, without repeats."""
         return self.analysis.cautions
