@@ -57,6 +57,8 @@ ARMS = [
     ("lr040", "MuonH base rate 0.04 for r = 4 (base: 0.02)", "base"),
     ("scale", "base at 8e12 and 1.6e13 FLOPs (d = 32)", None),
     ("scalectl", "loopctl at 8e12 and 1.6e13 FLOPs (d = 32)", "scale"),
+    ("nonorm", "loopadd without norm_recur (recur_norm = false): u = e, no shared RMSNorm", "base"),
+    ("bpe2k", "bpe with a 2,048-token vocabulary (context 256, batch 8)", None),
 ]
 
 
@@ -68,13 +70,12 @@ def load(arm: str) -> pd.DataFrame | None:
     return df if len(df) else None
 
 
-def paired_gap(looped: pd.DataFrame, anchor: pd.DataFrame) -> dict[str, float] | None:
-    """Mean of L(looped) - L(anchor) over (budget, size) cells, paired by seed, with a 95% t interval."""
-    keys = ["budget", "size", "seed"]
-    m = looped[keys + ["loss"]].merge(anchor[keys + ["loss"]], on=keys, suffixes=("_x", "_y"))
+def paired_gap(looped: pd.DataFrame, anchor: pd.DataFrame, column: str = "loss") -> dict[str, float] | None:
+    """Mean of L(looped) - L(anchor) over (budget, size) cells, paired by seed, with a 95% t interval
+    (``column``: the loss in nats per token, or ``bits_per_byte``)."""
+    m = paired(looped, anchor, column)
     if m.empty:
         return None
-    m["d"] = m["loss_x"] - m["loss_y"]
     cells = m.groupby(["budget", "size"])["d"]
     means = cells.mean()
     dev = m["d"] - cells.transform("mean")
@@ -110,6 +111,88 @@ def m4(
     draws = draws[np.isfinite(draws)]
     lo, hi = np.percentile(draws, [2.5, 97.5]) if len(draws) else (math.nan, math.nan)
     return {"m4": 4.0**phi, "lo": 4.0**lo, "hi": 4.0**hi, "phi": phi, "r2": fit.r2, "n": len(runs)}
+
+
+def slope_over_budget(diffs: pd.DataFrame) -> dict[str, float] | None:
+    """Least-squares slope of paired differences ``d`` against log2(budget), with a 95% t interval."""
+    if diffs["budget"].nunique() < 2 or len(diffs) < 3:
+        return None
+    x = np.log2(diffs["budget"].to_numpy(float))
+    y = diffs["d"].to_numpy(float)
+    fit = stats.linregress(x, y)
+    half = float(stats.t.ppf(0.975, len(x) - 2)) * fit.stderr
+    return {"slope": fit.slope, "lo": fit.slope - half, "hi": fit.slope + half, "n": len(x)}
+
+
+def paired(looped: pd.DataFrame, anchor: pd.DataFrame, column: str = "loss") -> pd.DataFrame:
+    """Seed-paired differences ``d`` = looped - anchor per (budget, size, seed)."""
+    keys = ["budget", "size", "seed"]
+    m = looped[keys + [column]].merge(anchor[keys + [column]], on=keys, suffixes=("_x", "_y"))
+    return m.assign(d=m[f"{column}_x"] - m[f"{column}_y"])
+
+
+def budget_rule(name: str, diffs: pd.DataFrame, low_mean: float) -> str:
+    """The scale / scalectl decision rule (docs/regime.md): fades, holds or undecided."""
+    sl = slope_over_budget(diffs)
+    top = diffs[diffs["budget"] == diffs["budget"].max()]["d"]
+    if sl is None or top.empty:
+        return f"{name}: not enough budgets yet"
+    at_top, half = float(top.mean()), low_mean / 2
+    if sl["hi"] < 0 and at_top < half:
+        verdict = "fades"
+    elif sl["lo"] <= 0 <= sl["hi"] and at_top > half:
+        verdict = "holds"
+    else:
+        verdict = "undecided"
+    return (
+        f"{name}: slope {sl['slope']:+.4f} [{sl['lo']:+.4f}, {sl['hi']:+.4f}] nats per doubling of budget "
+        f"({sl['n']} seed pairs over {diffs['budget'].nunique()} budgets); at {diffs['budget'].max():.3g} "
+        f"{at_top:+.3f} ({len(top)} pairs) against half the 2e12-4e12 mean, {half:.3f}: **{verdict}**"
+    )
+
+
+def decision_rules(tables: dict[str, pd.DataFrame | None]) -> list[str]:
+    """The readings of the rules written before the runs of scale, scalectl, nonorm and bpe2k."""
+    out = []
+    base, scale = tables["base"], tables["scale"]
+    loopctl, scalectl = tables["loopctl"], tables["scalectl"]
+    if base is not None and scale is not None:
+        d32 = pd.concat([base[base["size"] == 32], scale])
+        gap = paired(d32[d32.r == 4], d32[d32.r == 1])
+        low = gap[gap["budget"] <= 4e12]["d"].mean()
+        out.append(budget_rule("gap r = 4 - r = 1 (base, scale; d = 32)", gap, float(low)))
+        if loopctl is not None and scalectl is not None:
+            ctl = pd.concat([loopctl[loopctl["size"] == 32], scalectl])
+            price = paired(ctl, d32[d32.r == 1])
+            low = price[price["budget"] <= 4e12]["d"].mean()
+            out.append(budget_rule("machinery's price (loopctl, scalectl; d = 32)", price, float(low)))
+    nonorm = tables["nonorm"]
+    if nonorm is not None and base is not None:
+        g = paired_gap(nonorm, base[base.r == 1])
+        if g and "lo" in g:
+            if g["lo"] <= 0 <= g["hi"] and g["hi"] < 0.038:
+                verdict = "norm_recur is the cost"
+            elif g["lo"] <= 0.076 <= g["hi"]:
+                verdict = "norm_recur is not the cost"
+            else:
+                verdict = f"part of the cost (share {1 - g['gap'] / 0.076:.0%})"
+            out.append(
+                f"nonorm's price: {g['gap']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}] ({g['pairs']} pairs) "
+                f"against loopadd's 0.076: **{verdict}**"
+            )
+    bpe, bpe2k = tables["bpe"], tables["bpe2k"]
+    if bpe is not None and bpe2k is not None and "bits_per_byte" in bpe2k:
+        ref = paired_gap(bpe[bpe.r == 4], bpe[bpe.r == 1], column="bits_per_byte")
+        g = paired_gap(bpe2k[bpe2k.r == 4], bpe2k[bpe2k.r == 1], column="bits_per_byte")
+        if ref and g and "lo" in ref and "lo" in g:
+            overlap = g["lo"] <= ref["hi"] and ref["lo"] <= g["hi"]
+            out.append(
+                f"bpe2k's gap {g['gap']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}] bits per byte "
+                f"({g['pairs']} pairs) "
+                f"against bpe's {ref['gap']:+.3f} [{ref['lo']:+.3f}, {ref['hi']:+.3f}]: **the vocabulary "
+                + ("does not matter to the gap**" if overlap else "does**")
+            )
+    return out
 
 
 def fmt(x: float | None, nd: int = 3) -> str:
@@ -161,6 +244,10 @@ def main() -> None:
         "scalectl): their r = 1 minus the plain r = 1 of base (scale); their m_4 pairs base's (scale's) "
         "r = 4 with the control's r = 1 as the anchor. Of lr010 / lr040: their r = 4 minus base's r = 4."
     )
+    rules = decision_rules(tables)
+    if rules:
+        print("\nDecision rules written before the runs (docs/regime.md):\n")
+        print("\n".join(f"- {line}" for line in rules))
 
 
 if __name__ == "__main__":
