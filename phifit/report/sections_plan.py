@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 from ..intervals import param_bounds
-from ..plan.design import phi_on_box
 from . import html as T
 from .analysis import Analysis
 from .format import Fig, caution_list
@@ -25,6 +24,8 @@ _POWER_LABELS = {
 
 
 def _prediction_rows(plan) -> list[list[str]]:
+    from ..plan.design import phi_on_box  # scipy.stats stays out of the report's imports
+
     a, s = plan.asymptotic, plan.simulation
     mark = "" if a.trusted else " (untrusted)"
     box = (
@@ -72,6 +73,8 @@ def _realised(a: Analysis) -> str:
         + (" (it reaches the search box)" if at_box else "")
         + ".</p>"
     )
+    from ..plan.design import phi_on_box  # scipy.stats stays out of the report's imports
+
     s = a.plan.simulation
     if not a.plan.width_is_precision and phi_on_box(a.plan.law):
         text += (
