@@ -279,8 +279,12 @@ def headline_text(
     )
     if carrying:
         said = [
-            f"without {row.name} ({row.n_left_out} of {row.n_left_out + row.n_runs} runs) phi = "
-            f"{row.phi:.3f}{'' if None in row.ci else ' ' + _iv_text(row.ci, bounds)}: {_join(row.flips)}"
+            f"without {row.name} ({row.n_left_out} of {row.n_left_out + row.n_runs} runs) "
+            + (
+                _join(row.flips)  # phi on its search bound: no interval
+                if None in row.ci
+                else f"phi = {row.phi:.3f} {_iv_text(row.ci, bounds)}: {_join(row.flips)}"
+            )
             for row in carrying
         ]
         return (
