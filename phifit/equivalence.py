@@ -288,7 +288,7 @@ def equivalence_table(
     ``level`` of the intervals: the fit's ``ci_level`` unless given.  ``recipe``: the recipe of a table whose
     ``variant`` column holds several (default the one ``fit`` was fitted to, else "baseline";
     :func:`phifit.recipes.pairing.recipe_runs`)."""
-    from .recipes.pairing import recipe_runs
+    from .runs.recipes import recipe_runs
 
     runs = recipe_runs(runs, recipe, fit=fit)  # one recipe of a mixed table, as --variant picks it
     level = fit.ci_level if level is None else float(level)

@@ -320,7 +320,7 @@ def predict(
     :func:`phifit.recipes.pairing.recipe_runs`).  A FitResult's own warnings are carried into the
     prediction's."""
     if runs is not None:
-        from .recipes.pairing import recipe_runs
+        from .runs.recipes import recipe_runs
 
         runs = recipe_runs(runs, recipe, fit=law if isinstance(law, FitResult) else None)
     if points is None and not budgets:

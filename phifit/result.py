@@ -31,14 +31,16 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import __version__, defaults
 from .cautions import Caution
+from .extras import import_optional
 from .intervals import censored_ends, interval_text, param_bounds
-from .law import DEFAULT_BOUNDS, PARAM_NAMES, JointLaw, LawSpec, params_to_theta
+from .law import DEFAULT_BOUNDS, PARAM_NAMES, THETA_NAMES, JointLaw, LawSpec, params_to_theta
 from .serialize import JsonIO, to_plain
 
 GENERATOR = "phifit"
@@ -480,8 +482,6 @@ class FitResult(JsonIO):
                 "this Bayesian fit holds no posterior: it was reloaded from JSON and "
                 + (f"its netCDF file {path} does not exist" if path else "was not saved (save=PATH)")
             )
-        from .fitters.bayes.store import load_posterior
-
         return load_posterior(path)
 
     def draws_frame(self):
@@ -492,13 +492,11 @@ class FitResult(JsonIO):
         import pandas as pd
 
         if self.idata is not None:
-            from .fitters.bayes.store import posterior_draws
-
             post = self.idata.posterior
             index = pd.MultiIndex.from_product(
                 [post["chain"].values, post["draw"].values], names=["chain", "draw"]
             )
-            values = posterior_draws(self.idata)
+            values = idata_draws(self.idata)
             names = [k for k in PARAM_NAMES if k in values] + [k for k in values if k not in PARAM_NAMES]
             return pd.DataFrame({k: np.asarray(values[k], dtype=float) for k in names}, index=index)
         draws = (self.bootstrap or {}).get("draws")
@@ -651,3 +649,49 @@ def bayes_summary(result: FitResult) -> str:
         lines += ["", "[[Notes]]"]
         lines += [f"    [{i}] ({w.kind}) {w.message}" for i, w in enumerate(result.warnings, 1)]
     return "\n".join(lines)
+
+
+# -- a Bayesian fit's posterior as ArviZ holds it (kept here, not with the sampler, so that a FitResult
+# reaches its posterior without importing the model) ----------------------------------------------------
+#: Per-draw scalars of the posterior besides theta: the noise sd, Student-t's nu, the cell effects' sd.
+SCALAR_VARS = ("sigma", "nu", "tau")
+
+
+def natural_params(post: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Arrays of E, A, alpha, B, beta, phi (+ sigma, nu and the cell model's tau) from internal
+    ones (any shape): E = exp(e), A = exp(a), B = exp(b); the exponents as they are."""
+    out = {
+        "E": np.exp(post["e"]),
+        "A": np.exp(post["a"]),
+        "alpha": post["alpha"],
+        "B": np.exp(post["b"]),
+        "beta": post["beta"],
+        "phi": post["phi"],
+    }
+    for k in SCALAR_VARS:
+        if k in post:
+            out[k] = post[k]
+    return out
+
+
+def load_posterior(path: str | os.PathLike):
+    """Reload a posterior saved by ``fit_bayes(..., save=PATH)`` as ArviZ InferenceData."""
+    az = import_optional("arviz", "bayes", "reading a saved posterior")
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such posterior file")
+    try:
+        idata = az.from_netcdf(str(path))
+    except Exception as err:  # noqa: BLE001 - any reader failure means "not a posterior"
+        raise ValueError(f"{path}: not a readable netCDF posterior ({err})") from None
+    if "posterior" not in idata.groups() or idata.posterior.attrs.get("generator") != "phifit":
+        raise ValueError(f"{path}: not a phifit posterior (no phifit attributes in its posterior group)")
+    return idata
+
+
+def idata_draws(idata) -> dict[str, np.ndarray]:
+    """Per-draw natural parameters of an InferenceData's posterior as flat, chain-major arrays."""
+    names = tuple(THETA_NAMES) + SCALAR_VARS
+    post = {k: np.asarray(idata.posterior[k].values, float) for k in names if k in idata.posterior}
+    return {k: v.ravel() for k, v in natural_params(post).items()}

@@ -245,7 +245,7 @@ def start_block_bootstrap(
     """Start :func:`block_bootstrap` (its arguments; the same checks, raised here) and return at
     once: with worker processes the refits run while the caller goes on, and
     :meth:`PendingBootstrap.result` finishes it (the same result)."""
-    from ..recipes.pairing import recipe_runs
+    from ..runs.recipes import recipe_runs
 
     runs = recipe_runs(runs, recipe, fit=fit)  # one recipe of a mixed table, as --variant picks it
     workers = _checked_workers(runs, fit, n_boot, n_jobs, backend, scheduler, n_spread, level)

@@ -337,7 +337,7 @@ def phi_confidence_set(
     :func:`phifit.recipes.pairing.recipe_runs`).
     """
     from ..fitters.common import effective_spec
-    from ..recipes.pairing import recipe_runs
+    from ..runs.recipes import recipe_runs
 
     runs = recipe_runs(runs, recipe, fit=free)  # one recipe of a mixed table, as --variant picks it
     if not 0.0 < level < 1.0:

@@ -161,7 +161,7 @@ def load_recipe_runs(args: argparse.Namespace, *, show: bool = True, path: str |
     several; the choice goes to stderr."""
     import dataclasses
 
-    from ..recipes.pairing import select_recipe
+    from ..runs.recipes import select_recipe
 
     runs = load_runs_from_args(args, show=show, path=path)
     selection = select_recipe(runs, getattr(args, "variant", None))

@@ -393,7 +393,7 @@ def compare_fits(
         the one ``fit`` was fitted to, else "baseline", as ``--variant`` picks it;
         :func:`phifit.recipes.pairing.recipe_runs`).  A table of several recipes is never pooled.
     """
-    from ..recipes.pairing import recipe_runs
+    from ..runs.recipes import recipe_runs
 
     runs = recipe_runs(runs, recipe, fit=fit)  # one recipe of a mixed table, as --variant picks it
     runs, fixes = _checked_request(runs, fit, fixes, n_wild, backend, scheduler)

@@ -126,7 +126,7 @@ def fit_drift(
     :meth:`DriftSetup.finish`: a caller with workers of its own may run the chunks and the test
     as its own tasks (the report does), with the same numbers.
     """
-    from ..recipes.pairing import recipe_runs
+    from ..runs.recipes import recipe_runs
 
     runs = recipe_runs(runs, recipe, fit=law)  # one recipe of a mixed table, as --variant picks it
     check_backend(backend, scheduler)

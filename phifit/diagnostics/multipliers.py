@@ -200,7 +200,7 @@ def fit_multipliers(
     ``recipe``: the recipe of a table whose ``variant`` column holds several (default the one
     ``law`` was fitted to, else "baseline"; :func:`phifit.recipes.pairing.recipe_runs`).
     """
-    from ..recipes.pairing import recipe_runs
+    from ..runs.recipes import recipe_runs
 
     runs = recipe_runs(runs, recipe, fit=law)  # one recipe of a mixed table, as --variant picks it
     check_backend(backend, scheduler)

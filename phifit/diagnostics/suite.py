@@ -195,7 +195,7 @@ def diagnose(
     ``recipe``: the recipe of a table whose
     ``variant`` column holds several (default the one ``fit`` was fitted to, else "baseline";
     :func:`phifit.recipes.pairing.recipe_runs`)."""
-    from ..recipes.pairing import recipe_runs
+    from ..runs.recipes import recipe_runs
 
     runs = recipe_runs(runs, recipe, fit=fit)  # one recipe of a mixed table, as --variant picks it
     unknown = set(skip) - {"influence", "consistency", "profile"}

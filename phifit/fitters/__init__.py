@@ -75,7 +75,7 @@ def fit(
     from .options import resolve_options
 
     resolved = resolve_options(method, options.pop("options", None), options)
-    from ..recipes.pairing import select_recipe
+    from ..runs.recipes import select_recipe
 
     selection = select_recipe(as_runs(runs), recipe)  # one recipe, as --variant picks it
     runs = selection.runs

@@ -685,7 +685,7 @@ def plan_from_fit(
     What ``phifit report --plan`` adds to a report.  ``recipe``: the recipe of a pilot whose
     ``variant`` column holds several (default the one ``fit`` was fitted to, else "baseline", as
     ``phifit plan --variant`` picks it; :func:`phifit.recipes.pairing.recipe_runs`)."""
-    from ..recipes.pairing import recipe_runs
+    from ..runs.recipes import recipe_runs
 
     runs = recipe_runs(runs, recipe, fit=fit)  # one recipe of a mixed table, as --variant picks it
     planned = resolve_design(design, runs)

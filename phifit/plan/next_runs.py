@@ -426,7 +426,7 @@ def choose_next(
         raise ValueError(f"k must be >= 1, got {k}")
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    from ..recipes.pairing import recipe_runs
+    from ..runs.recipes import recipe_runs
 
     runs = recipe_runs(runs, recipe, fit=fit)  # one recipe of a mixed table, as --variant picks it
     fit = fit if fit is not None else fit_huber(runs)

@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from .. import defaults
-from ..recipes.pairing import select_recipe
+from ..runs.recipes import select_recipe
 from ..runs.table import RunTable, as_runs
 from .analysis import Analysis, AnalysisOptions, analyse
 from .sections_fit import phi_undetermined

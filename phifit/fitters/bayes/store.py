@@ -13,7 +13,6 @@ import json
 import os
 import warnings as _warnings
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,9 +20,9 @@ import numpy as np
 from ... import __version__
 from ...extras import import_optional
 from ...law import THETA_NAMES, LawSpec
+from ...result import load_posterior, natural_params  # noqa: F401 (load_posterior re-exported)
 from ...runs.table import RunTable
 from .model import CELL_VARS, STORED_VARS, prior_description
-from .summary import natural_params
 
 
 def posterior_attrs(
@@ -75,22 +74,6 @@ def inference_data(
             dims={**dims, **({"cell_effect": ["cell"]} if cell_labels else {})},
         )
     idata.posterior.attrs.update(attrs)
-    return idata
-
-
-def load_posterior(path: str | os.PathLike):
-    """Reload a posterior saved by ``fit_bayes(..., save=PATH)`` as ArviZ InferenceData."""
-    az = import_optional("arviz", "bayes", "reading a saved posterior")
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such posterior file")
-    try:
-        idata = az.from_netcdf(str(path))
-    except Exception as err:  # noqa: BLE001 - any reader failure means "not a posterior"
-        raise ValueError(f"{path}: not a readable netCDF posterior ({err})") from None
-    if "posterior" not in idata.groups() or idata.posterior.attrs.get("generator") != "phifit":
-        raise ValueError(f"{path}: not a phifit posterior (no phifit attributes in its posterior group)")
     return idata
 
 

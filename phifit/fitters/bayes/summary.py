@@ -28,24 +28,7 @@ import numpy as np
 
 from ... import defaults
 from ...extras import import_optional
-from ...result import FitResult, bayes_summary  # noqa: F401 (re-exported: the text view lives with the record)
-
-
-def natural_params(post: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Arrays of E, A, alpha, B, beta, phi (+ sigma, nu and the cell model's tau) from internal
-    ones (any shape)."""
-    out = {
-        "E": np.exp(post["e"]),
-        "A": np.exp(post["a"]),
-        "alpha": post["alpha"],
-        "B": np.exp(post["b"]),
-        "beta": post["beta"],
-        "phi": post["phi"],
-    }
-    for k in ("sigma", "nu", "tau"):
-        if k in post:
-            out[k] = post[k]
-    return out
+from ...result import FitResult, bayes_summary, natural_params  # noqa: F401 (re-exported: the text view lives with the record)
 
 
 def hdi(x: np.ndarray, prob: float) -> list[float]:
