@@ -131,6 +131,10 @@ def paired(looped: pd.DataFrame, anchor: pd.DataFrame, column: str = "loss") -> 
     return m.assign(d=m[f"{column}_x"] - m[f"{column}_y"])
 
 
+#: The budget at which the scale / scalectl rule reads the price and the gap.
+RULE_BUDGET = 1.6e13
+
+
 def budget_rule(name: str, diffs: pd.DataFrame, low_mean: float) -> str:
     """The scale / scalectl decision rule (docs/regime.md): fades, holds or undecided."""
     sl = slope_over_budget(diffs)
@@ -138,7 +142,9 @@ def budget_rule(name: str, diffs: pd.DataFrame, low_mean: float) -> str:
     if sl is None or top.empty:
         return f"{name}: not enough budgets yet"
     at_top, half = float(top.mean()), low_mean / 2
-    if sl["hi"] < 0 and at_top < half:
+    if diffs["budget"].max() < RULE_BUDGET:
+        verdict = f"not decided yet (the rule reads {RULE_BUDGET:.3g}, not trained yet)"
+    elif sl["hi"] < 0 and at_top < half:
         verdict = "fades"
     elif sl["lo"] <= 0 <= sl["hi"] and at_top > half:
         verdict = "holds"
