@@ -33,7 +33,6 @@ from .. import defaults
 from ..runs.recipes import select_recipe
 from ..runs.table import RunTable, as_runs
 from .analysis import Analysis, AnalysisOptions, analyse
-from .sections_fit import phi_undetermined
 from .write import headline
 
 __all__ = ["Answer", "answer", "answer_headline"]
@@ -173,14 +172,8 @@ def answer(
 
 
 def answer_headline(analysis: Analysis) -> str:
-    """The report's headline (:func:`phifit.report.write.headline`), led, when nothing about phi
-    is determined (its test-inverted set or its percentile interval spans the search box:
-    :func:`phifit.report.sections_fit.phi_undetermined`), by the line that says so; the
-    best-fitting phi is then named as such, not as the answer."""
-    text = headline(analysis)
-    lead = phi_undetermined(analysis)
-    if lead is None:
-        return text
-    point = f"phi = {analysis.fit.phi:.4f}"
-    lines = [f"best-fitting {line}" if line.startswith(point) else line for line in text.split("\n")]
-    return "\n".join([lead, *lines])
+    """The report's headline (:func:`phifit.report.write.headline`, the lines ``phifit report``
+    prints): led, when nothing about phi is determined (its test-inverted set or its percentile
+    interval spans the search box: :func:`phifit.report.sections_fit.phi_undetermined`), by the
+    line that says so, the best-fitting phi then named as such, not as the answer."""
+    return headline(analysis)

@@ -222,9 +222,11 @@ def _write_files(
 
 def headline(a: Analysis) -> str:
     """Plain text: phi with its interval (at the fit's level; an end on the box says so), R^2,
-    RMSE; the verdicts on phi = 0 and phi = 1; then what the warnings are (the first of each
-    kind) and how many notes there are.  A non-looped table (``a.allocation`` set) leads instead
-    with its law: alpha, beta, E with their intervals and the compute-optimal allocation
+    RMSE, led by "phi is not determined" when its test-inverted set or interval spans the box
+    (:func:`phifit.report.sections_fit.phi_undetermined`; the point is then the best-fitting phi,
+    not an estimate); the verdicts on phi = 0 and phi = 1; then what the warnings are (the first
+    of each kind) and how many notes there are.  A non-looped table (``a.allocation`` set) leads
+    instead with its law: alpha, beta, E with their intervals and the compute-optimal allocation
     N* ~ C^a, D* ~ C^b, a = beta / (alpha + beta), b = alpha / (alpha + beta)
     (:func:`phifit.report.sections_fit.non_looped_lines`)."""
     fit = a.fit
@@ -236,7 +238,12 @@ def headline(a: Analysis) -> str:
         lines += S.non_looped_lines(a, html=False)
         lines.append(f"R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4f} nats")
     else:
+        undetermined = S.phi_undetermined(a)
+        if undetermined is not None:  # first: nothing about phi is determined
+            lines.insert(0, undetermined)
         phi = "phi not identified" if fit.phi is None else f"phi = {fit.phi:.4f}"
+        if undetermined is not None and fit.phi is not None:
+            phi = f"best-fitting phi = {fit.phi:.4f} (not an estimate)"
         iv = (fit.ci or {}).get("phi")
         if iv and None not in iv:  # an interval withheld (too many failed replicates) has None ends
             phi += (
