@@ -109,6 +109,7 @@ def _analysis(fit_result):
         recipes=None,
         multipliers=None,
         phi_inverted=None,
+        parts=None,
         cautions_from=lambda level=None: [c for c in fit_result.warnings if level in (None, c.level)],
     )
 
