@@ -190,3 +190,15 @@ def test_compare_and_diagnose_print_the_table_and_write_it(tmp_path, capsys):
         == 0
     )
     assert "[[Leave one part out" not in capsys.readouterr().out
+
+
+def test_a_table_with_no_verdict_on_phi_leaves_no_part_out():
+    """No size's looped runs depend on phi: the full table's interval holds both phi = 0 and
+    phi = 1, so there is no verdict for a part to carry and nothing is refitted."""
+    runs = one_size_informs(size="none")
+    parts = leave_one_part_out(runs, fit_of(runs), **FAST)
+    lo, hi = parts.reference_ci
+    assert lo <= 0 and hi >= 1 and parts.reference_source.endswith("drawn here")
+    assert parts.rows == [] and parts.carrying == [] and parts.to_frame().empty
+    assert parts.headline.startswith("No part is left out: the full table's 95% interval of phi")
+    assert "holds both phi = 0 and phi = 1" in parts.headline and parts.headline in parts.summary()

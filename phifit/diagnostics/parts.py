@@ -29,6 +29,11 @@ table without it, and phi's cell-bootstrap interval is read again:
   reading of phi's interval beyond Monte-Carlo error and compared with the full table's test;
   ``"all"`` tests every part, ``"none"`` none.  A part whose fit puts phi on its search bound is
   not tested (no interval, and the test's one-phi law is not located).
+- **No verdict to carry**: when the full table's interval already holds both phi = 0 and
+  phi = 1, no part is left out (the result has no rows and its headline says why): a part can
+  only change a reading the full table gives, and at :data:`PARTS_N_BOOT` replicates a part's
+  interval cannot settle a new exclusion (below).  On tables where phi is not determined this
+  also saves the refits that crawl along the box's bounds.
 - **Not left out**: a part whose removal leaves phi unidentified (no looped run left, or a single
   value of r: r = 1 with one looped r, or two looped r, are needed), leaves no more runs than the
   law has free parameters, leaves the free law fewer than 2 cells of freedom
@@ -71,7 +76,15 @@ from ..intervals import bootstrap_interval, param_bounds
 from ..law import LawSpec
 from ..result import FitResult
 from ..runs.table import RunTable, as_runs
-from .parts_result import FAMILIES, PartRow, PartsResult, flips, headline_text, interval_reading
+from .parts_result import (
+    FAMILIES,
+    PartRow,
+    PartsResult,
+    flips,
+    headline_text,
+    interval_reading,
+    no_verdict_text,
+)
 
 #: Bootstrap replicates per left-out part (the report's default; module docstring).
 PARTS_N_BOOT = defaults.PARTS_N_BOOT
@@ -93,6 +106,7 @@ __all__ = [
     "PendingParts",
     "far_count",
     "leave_one_part_out",
+    "no_verdict",
     "reference_counts",
     "settled",
     "start_leave_one_part_out",
@@ -180,6 +194,12 @@ def table_parts(runs: RunTable, families: Sequence[str] = FAMILIES) -> tuple[lis
 
 
 # ------------------------------------------------------------------------------ the computation
+def no_verdict(reference: Sequence[float | None] | None) -> bool:
+    """Whether the full table's interval of phi (``reference``) holds both phi = 0 and phi = 1,
+    so that it gives no verdict on phi for a part to carry (False without an interval)."""
+    return interval_reading(reference) == (False, False, False)
+
+
 def _why_not(runs: RunTable, keep: np.ndarray, fit_spec: LawSpec, codes: np.ndarray) -> str | None:
     """Why the table without a part (the runs ``keep``) cannot be refitted with the fit's law
     (None: it can); ``codes``: the table's (budget, r) cells."""
@@ -283,21 +303,17 @@ class PendingParts:
         check (:class:`~phifit.diagnostics.multiplier_result.MultiplierFit`) the parts' lack-of-fit
         tests are compared with; None: computed here when a part is tested."""
         o = self.options
-        laws = self._point_fits()
         free = self.spec.free_mask
         reference = (self.fit.ci or {}).get("phi")
         own = reference is None or None in reference  # the full table's interval is drawn here
-        streams = np.random.SeedSequence(o["seed"]).spawn(3)
-        todo = [j for j, law in enumerate(laws) if law is not None and "phi" not in law.at_bounds]
-        owners = ([-1] if own else []) + todo
-        starts = [self.fit.theta[free] if j == -1 else laws[j].theta[free] for j in owners]
-        weights = self._draws(owners, np.random.default_rng(streams[0]))
-        phis = self._refit(weights, np.repeat(np.array(starts), o["n_boot"], axis=0), streams[1])
-        owner = np.repeat(np.array(owners, dtype=int), o["n_boot"])
+        streams = np.random.SeedSequence(o["seed"]).spawn(4)
+        draw_rng = np.random.default_rng(streams[0])
         mc_seed = int(streams[2].generate_state(1)[0])
         level = o["level"]
-        if own:
-            draws = phis[owner == -1]
+        if own:  # first, so that a table with no verdict on phi refits no part
+            weights = self._draws([-1], draw_rng)
+            starts = np.repeat(self.fit.theta[free][None, :], o["n_boot"], axis=0)
+            draws = self._refit(weights, starts, streams[3])
             iv = bootstrap_interval(draws, level=level, mc_seed=mc_seed)
             reference = [None, None] if not math.isfinite(iv.lo) else iv.to_list()
             source = f"{o['n_boot']}-replicate cell bootstrap of the full table, drawn here"
@@ -306,6 +322,18 @@ class PendingParts:
         else:
             source = f"the fit's {int((self.fit.bootstrap or {}).get('n') or 0)}-replicate cell bootstrap"
             counts = reference_counts(self.fit)
+        if no_verdict(reference):
+            return self._without_parts(reference, source)
+        laws = self._point_fits()
+        todo = [j for j, law in enumerate(laws) if law is not None and "phi" not in law.at_bounds]
+        starts = [laws[j].theta[free] for j in todo]
+        weights = self._draws(todo, draw_rng)
+        phis = self._refit(
+            weights,
+            np.repeat(np.array(starts).reshape(len(todo), int(free.sum())), o["n_boot"], axis=0),
+            streams[1],
+        )
+        owner = np.repeat(np.array(todo, dtype=int), o["n_boot"])
         # the full table's reading of phi = 0 and 1 beyond Monte-Carlo error (an interval given
         # without its replicates' counts is taken as settled)
         ref_settled = (
@@ -337,6 +365,32 @@ class PendingParts:
                 f"and {BOOT_SPREAD} spread starts"
             ),
             headline=headline_text(rows, reference, bounds),
+            n_runs=len(self.runs),
+            bounds=None if bounds is None else list(bounds),
+            notes=list(self.notes),
+        )
+
+    def _without_parts(self, reference: list[float | None], source: str) -> PartsResult:
+        """The result when the full table's interval holds both phi = 0 and phi = 1: no rows, the
+        headline saying why (:func:`no_verdict`); the parts' point fits are not waited for."""
+        o = self.options
+        bounds = param_bounds(self.fit, "phi")
+        ref = interval_reading(reference)
+        return PartsResult(
+            phi_hat=float(self.fit.phi),
+            level=o["level"],
+            reference_ci=list(reference),
+            reference_source=source,
+            reference_inside_01=ref[0],
+            reference_excludes_0=ref[1],
+            reference_excludes_1=ref[2],
+            reference_lack_of_fit_p=None,
+            rows=[],
+            n_boot=o["n_boot"],
+            seed=o["seed"],
+            lack_of_fit=o["lack_of_fit"],
+            method="no part left out: the full table's interval holds both phi = 0 and phi = 1",
+            headline=no_verdict_text(reference, bounds, o["level"]),
             n_runs=len(self.runs),
             bounds=None if bounds is None else list(bounds),
             notes=list(self.notes),
@@ -537,6 +591,8 @@ def start_leave_one_part_out(
     spec, delta = refit_settings(fit)
     fit_spec, _ = effective_spec(runs, spec)
     parts, notes = table_parts(runs, families)
+    if no_verdict((fit.ci or {}).get("phi")):  # nothing for a part to carry: nothing to refit
+        parts = []
     codes, _ = runs.cells(None)
     reasons = [_why_not(runs, ~p.mask, fit_spec, codes) for p in parts]
     fixed = {k: v for k, v in fit.spec.fixed.items() if k != "phi"}

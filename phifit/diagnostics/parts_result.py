@@ -37,6 +37,7 @@ __all__ = [
     "flips",
     "headline_text",
     "interval_reading",
+    "no_verdict_text",
     "reading_text",
 ]
 
@@ -164,6 +165,10 @@ class PartsResult(JsonIO):
             f"[[Leave one part out: phi = {self.phi_hat:.4f}, {pct(self.level)} interval "
             f"{_iv_text(self.reference_ci, self.bounds)} ({self.reference_source})]]",
             f"    {self.headline}",
+        ]
+        if not self.rows:  # no verdict on phi to carry: nothing was left out
+            return "\n".join(lines + [f"    note: {n}" for n in self.notes])
+        lines += [
             "",
             f"    {'part':<16} {'runs':>7} {'phi':>8} {'interval':>24} {'MC err':>11}  {'reading':<24} flips",
         ]
@@ -257,6 +262,16 @@ def flips(
     if rejected is not None and ref_lof is not None and rejected != ref_lof:
         firm.append(f"r^phi {'fails' if rejected else 'passes'} its lack-of-fit test (p = {p:.2g})")
     return firm, unsure
+
+
+def no_verdict_text(reference: Sequence[float | None], bounds: Sequence[float] | None, level: float) -> str:
+    """The headline when no part is left out because the full table's interval (``reference``)
+    holds both phi = 0 and phi = 1."""
+    return (
+        f"No part is left out: the full table's {pct(level)} interval of phi, "
+        f"{_iv_text(reference, bounds)}, holds both phi = 0 and phi = 1, so the table gives no "
+        "verdict on phi for one part of it to carry."
+    )
 
 
 def headline_text(

@@ -42,6 +42,8 @@ def section_parts(a: Analysis) -> str:
         return T.missing(f"Not run: {why}.")
     bounds = parts.bounds
     html = f"<p><b>{T.esc(parts.headline)}</b></p>"
+    if not parts.rows:  # no verdict on phi to carry: nothing was left out
+        return html + (T.bullet_list(parts.notes, "notes") if parts.notes else "")
     header = [
         "left out",
         "runs",
