@@ -195,6 +195,8 @@ def test_cli_compare(tmp_path, capsys):
             [
                 "compare",
                 str(runs),
+                "--parts",
+                "0",
                 "--fix",
                 "phi=0.5",
                 "--starts",

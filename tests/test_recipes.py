@@ -373,6 +373,8 @@ def test_cli_fit_and_compare_analyse_one_recipe(tmp_path, capsys):
             [
                 "compare",
                 str(csv),
+                "--parts",
+                "0",
                 "--variant",
                 "probe",
                 "--starts",

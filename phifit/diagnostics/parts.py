@@ -345,34 +345,34 @@ class PendingParts:
         ]
         ref_lof, rows = self._lack_of_fit(rows, laws, ref, reference_lack_of_fit)
         bounds = param_bounds(self.fit, "phi")
-        return PartsResult(
-            phi_hat=float(self.fit.phi),
-            level=o["level"],
-            reference_ci=list(reference),
-            reference_source=source,
-            reference_inside_01=ref[0],
-            reference_excludes_0=ref[1],
-            reference_excludes_1=ref[2],
-            reference_lack_of_fit_p=None if ref_lof is None else ref_lof.p_value,
-            rows=rows,
-            n_boot=o["n_boot"],
-            seed=o["seed"],
-            lack_of_fit=o["lack_of_fit"],
-            method=(
-                f"each table without a part fitted as the full table was ({self.fit.method}, "
-                f"{o['n_starts']} starts, seed {o['seed']}); its {o['n_boot']} cell-bootstrap "
-                f"replicates refitted in one batch of 0-weighted tables, each from its part's estimate "
-                f"and {BOOT_SPREAD} spread starts"
-            ),
-            headline=headline_text(rows, reference, bounds),
-            n_runs=len(self.runs),
-            bounds=None if bounds is None else list(bounds),
-            notes=list(self.notes),
+        method = (
+            f"each table without a part fitted as the full table was ({self.fit.method}, "
+            f"{o['n_starts']} starts, seed {o['seed']}); its {o['n_boot']} cell-bootstrap "
+            f"replicates refitted in one batch of 0-weighted tables, each from its part's estimate "
+            f"and {BOOT_SPREAD} spread starts"
         )
+        lof_p = None if ref_lof is None else ref_lof.p_value
+        return self._assemble(reference, source, rows, lof_p, method, headline_text(rows, reference, bounds))
 
     def _without_parts(self, reference: list[float | None], source: str) -> PartsResult:
         """The result when the full table's interval holds both phi = 0 and phi = 1: no rows, the
         headline saying why (:func:`no_verdict`); the parts' point fits are not waited for."""
+        bounds = param_bounds(self.fit, "phi")
+        method = "no part left out: the full table's interval holds both phi = 0 and phi = 1"
+        return self._assemble(
+            reference, source, [], None, method, no_verdict_text(reference, bounds, self.options["level"])
+        )
+
+    def _assemble(
+        self,
+        reference: list[float | None],
+        source: str,
+        rows: list[PartRow],
+        lack_of_fit_p: float | None,
+        method: str,
+        headline: str,
+    ) -> PartsResult:
+        """The :class:`PartsResult` of these rows, read against the full table's ``reference``."""
         o = self.options
         bounds = param_bounds(self.fit, "phi")
         ref = interval_reading(reference)
@@ -384,13 +384,13 @@ class PendingParts:
             reference_inside_01=ref[0],
             reference_excludes_0=ref[1],
             reference_excludes_1=ref[2],
-            reference_lack_of_fit_p=None,
-            rows=[],
+            reference_lack_of_fit_p=lack_of_fit_p,
+            rows=rows,
             n_boot=o["n_boot"],
             seed=o["seed"],
             lack_of_fit=o["lack_of_fit"],
-            method="no part left out: the full table's interval holds both phi = 0 and phi = 1",
-            headline=no_verdict_text(reference, bounds, o["level"]),
+            method=method,
+            headline=headline,
             n_runs=len(self.runs),
             bounds=None if bounds is None else list(bounds),
             notes=list(self.notes),
