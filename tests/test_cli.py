@@ -253,7 +253,23 @@ def test_fit_bootstrap_summary_counts(tmp_path, capsys):
 # -- diagnose ---------------------------------------------------------------------------------
 def test_diagnose_prints_every_check_and_writes_json(tmp_path, capsys):
     out_json = tmp_path / "diag.json"
-    assert main(["diagnose", PAPER, "--starts", "50", "--parts", "0", "--skip", "consistency", "--json", str(out_json)]) == 0
+    assert (
+        main(
+            [
+                "diagnose",
+                PAPER,
+                "--starts",
+                "50",
+                "--parts",
+                "0",
+                "--skip",
+                "consistency",
+                "--json",
+                str(out_json),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     for section in (
         "[[Residuals (actual - predicted, nats)]]",

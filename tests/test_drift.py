@@ -156,7 +156,16 @@ def test_cli_diagnose_prints_the_drift_and_writes_it_to_json(tmp_path, capsys):
 
     runs, out = tmp_path / "runs.csv", tmp_path / "diag.json"
     _drifting().to_csv(runs, index=False)
-    argv = ["diagnose", str(runs), "--starts", "50", "--parts", "0", "--skip", "influence,consistency,multipliers"]
+    argv = [
+        "diagnose",
+        str(runs),
+        "--starts",
+        "50",
+        "--parts",
+        "0",
+        "--skip",
+        "influence,consistency,multipliers",
+    ]
     assert main([*argv, "--bootstrap", "30", "--wild", "19", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "Drift of phi with compute" in text and "test of phi_1 = 0" in text

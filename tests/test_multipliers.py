@@ -91,7 +91,19 @@ def test_cli_compare_json_has_the_lack_of_fit_test(tmp_path, capsys):
 
     runs, out = tmp_path / "runs.csv", tmp_path / "cmp.json"
     simulate("paper", params={"phi": PHI}, noise=0.002, cell_noise=0.001, seed=3).to_csv(runs, index=False)
-    argv = ["compare", str(runs), "--starts", "50", "--no-cv", "--wild", "39", "--bootstrap", "40", "--parts", "0"]
+    argv = [
+        "compare",
+        str(runs),
+        "--starts",
+        "50",
+        "--no-cv",
+        "--wild",
+        "39",
+        "--bootstrap",
+        "40",
+        "--parts",
+        "0",
+    ]
     assert main([*argv, "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "Free multipliers" in text and "lack of fit of r^phi" in text and "m_r" in text

@@ -123,7 +123,19 @@ def test_compare_on_a_non_looped_table(tmp_path, capsys):
     from phifit.study import REFERENCE_PARAMS  # the simulated law's true values
 
     out = tmp_path / "cmp.json"
-    args = ["compare", str(path), "--starts", "30", "--wild", "0", "--no-cv", "--parts", "0", "--json", str(out)]
+    args = [
+        "compare",
+        str(path),
+        "--starts",
+        "30",
+        "--wild",
+        "0",
+        "--no-cv",
+        "--parts",
+        "0",
+        "--json",
+        str(out),
+    ]
     assert main(args + ["--fix", f"alpha={REFERENCE_PARAMS['alpha']}", "--fix", "alpha=0.6"]) == 0
     data = json.loads(out.read_text())
     labels = list(data["fits"])

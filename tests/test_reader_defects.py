@@ -210,7 +210,23 @@ def test_compare_leaves_out_a_fold_whose_training_runs_carry_no_information(tmp_
     frame.loc[frame["budget"] != smallest, "loss"] = 3.0
     path = tmp_path / "fold.csv"
     frame.to_csv(path, index=False)
-    assert main(["compare", str(path), "--wild", "0", "--no-multipliers", "--parts", "0", "--starts", "4", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(path),
+                "--wild",
+                "0",
+                "--no-multipliers",
+                "--parts",
+                "0",
+                "--starts",
+                "4",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "[[phifit compare: 116 runs" in out
     assert (

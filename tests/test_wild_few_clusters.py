@@ -186,7 +186,10 @@ def test_a_seven_run_table_gets_undecided_verdicts_and_an_untestable_lack_of_fit
     path = tmp_path / "seven.csv"
     rows.to_csv(path, index=False)
     out = tmp_path / "compare.json"
-    assert main(["compare", str(path), "--wild", "49", "--starts", "40", "--parts", "0", "--json", str(out)]) == 0
+    assert (
+        main(["compare", str(path), "--wild", "49", "--starts", "40", "--parts", "0", "--json", str(out)])
+        == 0
+    )
     data = json.loads(out.read_text())
     for label in ("phi=0", "phi=1"):
         assert data["fits"][label]["undecided"] and not data["fits"][label]["rejected"]
