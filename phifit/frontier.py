@@ -10,7 +10,7 @@ Two families:
 
 - :class:`PaperFamily`: the study's architectures at a *continuous* width s (d = 64 s;
   prelude/recur/coda 2/(16/r)/2, injection 2 d^2 counted in N_rec, F from paper Eq. 6 via
-  :func:`phifit.reference.paper_architecture`) and D = C / F continuous.  Under the
+  :func:`phifit.study.paper_architecture`) and D = C / F continuous.  Under the
   study's joint law this reproduces the joint-law gap ranges of paper-notes §4.2
   (0.027-0.044, 0.053-0.086, 0.077-0.125 nats for r = 2, 4, 8 over the six budgets).
 - :class:`TableFamily`: derived from a run table, per r: the once-applied share
@@ -70,7 +70,7 @@ __all__ = [
 class PaperFamily:
     """The study's iso-depth architectures at a continuous width s, d = 64 s.
 
-    Counts and FLOPs per token from :func:`phifit.simulation.paper_architecture` (paper
+    Counts and FLOPs per token from :func:`phifit.study.paper_architecture` (paper
     Eq. 6, full BPTT, injection counted in N_rec); ``size`` is the width s.
     """
 

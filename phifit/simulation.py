@@ -1,6 +1,6 @@
 """Run tables drawn from a known law: the reference study's design, or your own.
 
-The paper design is the study's grid (:func:`phifit.reference.paper_design`: 116 runs,
+The paper design is the study's grid (:func:`phifit.study.paper_design`: 116 runs,
 its parameter split and FLOP accounting).
 Noise is multiplicative: log L = log L_true + N(0, noise^2).
 """

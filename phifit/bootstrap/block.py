@@ -35,7 +35,7 @@ Procedure (the reference study's, paper-notes section 2, with more replicates):
 
 Intervals at level 1 - a (default 95%), from :mod:`phifit.intervals`: percentile (the
 study's) and BCa with the delete-one-*block* jackknife acceleration, each end with its
-Monte-Carlo error.  The result type is :class:`phifit.bootstrap_result.BootstrapResult`.
+Monte-Carlo error.  The result type is :class:`phifit.bootstrap.result.BootstrapResult`.
 
 What the block bootstrap does not cover: anything systematic (the law's form), and
 training noise that no resampled block shows.

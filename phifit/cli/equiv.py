@@ -30,7 +30,7 @@ from ._common import add_recipe_argument, add_table_options, check_output_file, 
 
 def parse_count(text: str) -> float:
     """'410M' -> 4.1e8, '1.2B' -> 1.2e9, '3e8' -> 3e8, '1,000,000' -> 1e6 (the run-table rule,
-    :func:`phifit.runs.parse_count`)."""
+    :func:`phifit.runs.text.parse_count`)."""
     from ..runs.table import parse_count as parse
 
     try:

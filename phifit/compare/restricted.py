@@ -30,7 +30,7 @@ method, objective, box and starts.  For each fit:
   then badly over-sized, the wild test is not (``benchmarks/bootstrap_coverage.py``).
 
 **Verdict rule.**  A restricted law is *rejected* when its test against the free fit has
-p < 0.05 (:data:`phifit.likelihood.SIGNIFICANCE`) **and** it does not predict held-out
+p < 0.05 (:data:`phifit.fitters.likelihood.SIGNIFICANCE`) **and** it does not predict held-out
 budgets better than the free fit (leave-one-budget-out RMSE at least the free fit's).  The
 test is the wild cluster bootstrap; with ``n_wild=0`` it is the chi-square LR test, and
 the verdict says it assumes independent runs.  If the test rejects but the restricted law

@@ -181,7 +181,7 @@ class PlanDesign:
 
 
 def design_from_paper() -> PlanDesign:
-    """The study's 116-run grid (:func:`phifit.reference.paper_design`)."""
+    """The study's 116-run grid (:func:`phifit.study.paper_design`)."""
     frame = paper_design()[["budget", "r", "size", "n_once", "n_rec", "tokens", "flops"]].assign(seed=0)
     return PlanDesign(frame, "paper design", "paper", _PaperArch())
 

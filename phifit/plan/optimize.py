@@ -1,12 +1,12 @@
 """Search designs under a compute cap for the narrowest predicted interval of phi (or most power).
 
-A simple, exhaustive search, scored by the asymptotic mode (:func:`phifit.plan.asymptotic_plan`):
+A simple, exhaustive search, scored by the asymptotic mode (:func:`phifit.plan.modes.asymptotic_plan`):
 
 - budgets: every run of 2-4 consecutive budgets on a ladder of factor 2 spanning a quarter
   of the design's smallest budget to twice its largest;
 - widths: k in {3, 4, 5} sizes per budget, spaced by a factor q in {1.25, 1.5}, centred on
   the geometric mean over r of the law's predicted compute-optimal sizes at that budget
-  (:func:`phifit.plan.predicted_optimum`), snapped to the family's sizes (a multiple of
+  (:func:`phifit.plan.design.predicted_optimum`), snapped to the family's sizes (a multiple of
   head_dim for a sweep spec; at least 3 distinct per budget), at least ``MIN_STEPS_PLANNED``
   optimiser steps per run;
 - r sets {1, 2, 4, 8}, {1, 2, 4}, {1, 2, 8}, {1, 4, 8}, {1, 8} (those the family allows);

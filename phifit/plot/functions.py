@@ -150,8 +150,9 @@ def plot_bootstrap(boot: Any, param: str = "phi", *, bca: bool = True, ax=None):
 
 
 def plot_multipliers(mult: Any, *, bootstrap: Any = None, ax=None):
-    """The free multiplier m_r of each looped r (``mult``: :func:`phifit.diagnostics.fit_multipliers`)
-    against r^phi, with phi's bootstrap band when ``bootstrap`` (a block bootstrap) is given."""
+    """The free multiplier m_r of each looped r against r^phi (``mult``:
+    :func:`phifit.diagnostics.multipliers.fit_multipliers`), with phi's bootstrap band when
+    ``bootstrap`` (a block bootstrap) is given."""
     if not mult.testable or mult.phi is None:
         raise ValueError(f"the multipliers were not fitted: {mult.reason}")
     ax = _axes(ax)
@@ -285,7 +286,7 @@ def plot_frontier(
 
 
 def plot_drift(drift: Any, *, ax=None):
-    """The drift of phi with the budget (``drift``: :func:`phifit.diagnostics.fit_drift`):
+    """The drift of phi with the budget (``drift``: :func:`phifit.diagnostics.drift.fit_drift`):
     phi(C) = phi_0 + phi_1 log(C / C_ref), the fan of phi_1's interval, and one phi for all."""
     if not drift.testable or drift.phi_0 is None:
         raise ValueError(f"the drift was not fitted: {drift.reason}")

@@ -24,7 +24,7 @@ baseline refitted on those four budgets (phi = 0.453), not the full-grid fit (0.
    Variants whose pairs have the same cells (hence the same baseline table, e.g. every
    variant probed on the same budgets) share one draw of the cells and the baseline's
    replicates: the cells are drawn once, the baseline is refitted once per replicate, and
-   each variant is refitted on the same draws (:func:`phifit.pairing.shared_delta_phi`).
+   each variant is refitted on the same draws (:func:`phifit.recipes.pairing.shared_delta_phi`).
    Each Delta-phi is still its own pair's paired cell bootstrap; the variants' intervals
    then come from common draws (``shared_draws`` in the entry names the others).
    Intervals: percentile (and BCa with a delete-one-cell jackknife).  Without a budget
@@ -88,7 +88,7 @@ class RecipeComparison(JsonIO):
     table.  ``baseline_refits`` {variant: FitResult}: the baseline on that variant's
     budgets (the like-for-like reference).  ``delta_phi`` {variant: {estimate, ci, ci_bca,
     p_value, mc_error, n_boot, n_failed, variant_phi, baseline_phi, budgets, borrowed_r1,
-    ...}}.  ``joint`` the joint fit (:class:`~phifit.recipe_joint.JointFit`) or None.
+    ...}}.  ``joint`` the joint fit (:class:`~phifit.recipes.shared_phi.JointFit`) or None.
     ``warnings`` every caution (source "recipes", the joint fit's included), ``level`` the
     interval level.
     """

@@ -2,7 +2,7 @@
 
 On the runs of the budgets every recipe has (a variant's borrowed r = 1 runs are the
 baseline's and enter once; r = 1 runs do not involve phi) two laws are fitted through the
-refit engine (:func:`phifit.fitters.joint.fit_joint`, same objective, box and starts):
+refit engine (:func:`phifit.fitters.per_recipe_phi.fit_joint`, same objective, box and starts):
 
 - the **joint** law: E, A, alpha, B, beta shared by all recipes and one phi per recipe;
 - the **null**: the same law with one phi shared by every recipe.

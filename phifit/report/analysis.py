@@ -5,7 +5,7 @@ computed here that they compute):
 
 1. recipes (a ``variant`` column with several values): :func:`phifit.recipes.compare_recipes`
    on the whole table; the other steps analyse the baseline recipe
-   (:func:`phifit.recipes.select_recipe`);
+   (:func:`phifit.runs.recipes.select_recipe`);
 2. the Huber fit (:func:`phifit.fitters.huber.fit_huber`), then the block bootstrap
    (:func:`phifit.bootstrap.block_bootstrap`) attached to it (its intervals at
    ``FitResult.ci_level``);

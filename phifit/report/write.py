@@ -17,13 +17,13 @@ Folder layout::
 ``results.json["warnings"]`` is :attr:`Analysis.cautions`, every caution of every step
 ({source, kind, level, message, values}); the page lists them under "Data and warnings".
 
-The page opens with the answer (:func:`phifit.report_sections.section_headline`); when the
+The page opens with the answer (:func:`phifit.report.sections_fit.section_headline`); when the
 lack-of-fit test rejects r^phi against one free multiplier per r, that comes first (phi then
 summarises a law that does not hold); then phi with
 its interval and what kind it is, the verdicts on phi = 0 and phi = 1, Δφ per recipe,
 R² / RMSE and the top warnings; for a non-looped table, its exponents α, β, E and the
 compute-optimal allocation with their intervals instead of φ.  An interval end on the box searched prints as
-"≤ −3 (search bound: not determined)" (:func:`phifit.report_template.interval_text`).
+"≤ −3 (search bound: not determined)" (:func:`phifit.intervals.interval_text`).
 
 Sections: data summary and cautions; fitted law with intervals; isoFLOP curves;
 compute-optimal frontier and gaps (law and per-cell parabola minima); bootstrap

@@ -511,7 +511,7 @@ def _multiline_cells(
     lines (its row, first line and column; ``extra_lines``: the lines they hold beyond their
     rows' first), so that lines read into a cell are never lost unseen: an unbalanced ``"``
     makes the rows below it part of a cell (rows with the separator in them are refused by
-    :func:`~phifit.runs.text.read_raw`)."""
+    :func:`~phifit.runs.reader.read_raw`)."""
     found = []
     for col in raw.columns:
         breaks = raw[col].map(lambda v: v.count("\n") if isinstance(v, str) else 0).to_numpy()
