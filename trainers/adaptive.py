@@ -12,7 +12,13 @@
    and stops.  Otherwise :func:`phifit.plan.next_runs.choose_next` picks the ``--batch`` untrained runs of
    the spec that most narrow phi's predicted interval per FLOP (within what is left of the caps), the
    *decision* is recorded (picks with run ids and why, the predicted width after them), and only then are
-   they trained (:func:`phifit.trainers.sweep.run_sweep` with their run ids).
+   they trained (:func:`phifit.trainers.sweep.run_sweep` with their run ids).  The picks keep the design
+   rules (:mod:`phifit.plan.design_rules`: every r at every budget used, bracketed isoFLOP curves, no r in
+   a single cell) unless ``design_rules`` is off; a rule the batch could not meet is in the decision's
+   ``rule_notes``.
+
+Every record holds the stop rule in words (``stop_rule``) beside the settings it comes from (``rules``),
+so the round-0 outcome, written before the first decision, declares it.
 
 The round log, ``RUNS.csv.d/adaptive.jsonl``, is appended one flushed line per event and never rewritten
 (:mod:`phifit.plan.rounds`).  Killed at any point, the same command resumes: a decision without its outcome
@@ -52,6 +58,9 @@ BOOT_SEED = 0
 PILOT_MIN_RUNS = 7
 #: The recipe the law is fitted to and the candidates are drawn from.
 BASELINE = "baseline"
+#: The settings every record keeps as its ``rules``: the stop rules, the batch size, the bootstrap's
+#: replicates and whether the design rules chose the picks.
+RULE_KEYS = ("batch", "target_width", "max_flops", "max_hours", "max_rounds", "n_boot", "design_rules")
 
 
 @dataclass(frozen=True)
@@ -63,7 +72,9 @@ class AdaptiveOptions:
     ``max_hours``: caps on the adaptive rounds' training FLOPs / wall hours; ``max_rounds``: rounds to
     decide at most; ``n_boot``: cell-bootstrap replicates per measurement; ``n_jobs``: bootstrap workers
     (None: the cores this process may use); ``parallel_runs``: runs of a round trained at once
-    (``--parallel-runs``, as in a plain sweep; the round still ends when all its runs have)."""
+    (``--parallel-runs``, as in a plain sweep; the round still ends when all its runs have);
+    ``design_rules``: pick each round's runs under the design rules (:mod:`phifit.plan.design_rules`),
+    else the greedy batch alone."""
 
     pilot_grid: str | None = None
     batch: int = DEFAULT_BATCH
@@ -74,6 +85,7 @@ class AdaptiveOptions:
     n_boot: int = DEFAULT_N_BOOT
     n_jobs: int | None = None
     parallel_runs: int = 1
+    design_rules: bool = True
 
     def __post_init__(self) -> None:
         if self.parallel_runs < 1:
@@ -96,11 +108,24 @@ class AdaptiveOptions:
 
     def rules(self) -> dict[str, Any]:
         """The stop rules and batch size, as each record keeps them."""
-        return {
-            k: v
-            for k, v in asdict(self).items()
-            if k in ("batch", "target_width", "max_flops", "max_hours", "max_rounds", "n_boot")
-        }
+        return {k: v for k, v in asdict(self).items() if k in RULE_KEYS}
+
+    def stop_rule(self) -> str:
+        """The stop rule in words, as every record declares it: the rules that are set, checked after each
+        outcome in this order, then the ones that always hold (no candidate left that narrows the
+        predicted interval, or nothing to plan from)."""
+        parts = []
+        if self.target_width is not None:
+            parts.append(f"phi's realised 95% width is at or below {self.target_width:g} (--target-width)")
+        if self.max_rounds is not None:
+            parts.append(f"{self.max_rounds} round(s) are decided and measured (--max-rounds)")
+        if self.max_flops is not None:
+            parts.append(f"the adaptive rounds have spent {self.max_flops:.3g} training FLOPs (--max-flops)")
+        if self.max_hours is not None:
+            parts.append(f"the adaptive rounds have spent {self.max_hours:g} h of wall time (--max-hours)")
+        parts.append("no untrained candidate fits the caps and narrows phi's predicted interval")
+        parts.append("the runs cannot be fitted")
+        return "stop when " + "; or ".join(parts)
 
 
 @dataclass
@@ -322,6 +347,7 @@ class _Loop:
             **extra,
             "rules": self.options.rules(),
             "target_width": self.options.target_width,
+            "stop_rule": self.options.stop_rule(),
         }
         append_record(self.log, record)
         self.records.append(record)
@@ -412,6 +438,7 @@ class _Loop:
                 fit=m.fit,
                 max_flops=None if o.max_flops is None else o.max_flops - flops,
                 pool_source=str(self.spec.path),
+                rules=o.design_rules,
             )
         except ValueError as err:
             return None, f"cannot plan: {err}"
@@ -426,6 +453,9 @@ class _Loop:
             picks = keep
         if not picks:
             return None, nxt.stopped or "no candidate left"
+        notes = list(nxt.rule_notes)
+        if any("rule" in p for p in nxt.picks[len(picks) :]):
+            notes.append("the batch was cut to fit --max-hours: runs a design rule forced were cut with it")
         decision = self.append(
             "decision",
             k,
@@ -438,6 +468,7 @@ class _Loop:
             law=nxt.law,
             law_note=nxt.law_note,
             noise=nxt.noise.to_dict(),
+            rule_notes=notes,
         )
         self.say(
             f"adaptive round {k}: {len(picks)} run(s), predicted width of phi {nxt.width_now:.3g} -> "
@@ -445,6 +476,8 @@ class _Loop:
         )
         for p in picks:
             self.say(f"  {p['run_id']}: {p['why']}")
+        for note in notes:
+            self.say(f"  design rule not met: {note}")
         return decision, ""
 
     def stop(self, k: int, m: Measurement, reason: str) -> None:

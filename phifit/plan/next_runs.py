@@ -26,6 +26,17 @@ recorded.  Each pick says why: its (budget, r) cell (new to the table or not), w
 sits on the isoFLOP curve (below the optimum, where the parameter term dominates and phi is
 seen, or above it, where the data term dominates), and the width before and after.
 
+Design rules (``rules=True``, the default; :mod:`phifit.plan.design_rules`): the batch must also be
+one the cell bootstrap can measure: every r at every budget used, bracketed isoFLOP curves, no r in
+a single (budget, r) cell.  The runs the runs so far need for that are picked first; then each
+greedy step takes the best candidate whose own needs (the runs the rules then ask for) fit what is
+left of the batch and the FLOP cap (a need no pool run can meet counts as not fitting), and those
+needs after it (when no candidate's do, the best one and what fits of its needs).  Each forced pick
+is the candidate meeting its need that narrows the width most per FLOP, and its ``why`` opens with
+the rule that added it ("design rule bracket: brackets the isoFLOP curve of (budget, r) at its
+smallest size").  A need the caps or the pool leave unmet is said in ``rule_notes``.  With
+``rules=False`` the batch is the greedy one alone.
+
 The asymptotic plan is calibrated against cell-bootstrap widths on real tables by
 ``benchmarks/plan_real_calibration.py``; the policy against the study's own order and simple
 baselines by ``benchmarks/sequential_design.py``.
@@ -33,8 +44,9 @@ baselines by ``benchmarks/sequential_design.py``.
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +56,7 @@ import pandas as pd
 from ..fitters.objective import DELTA
 from ..law import DEFAULT_BOUNDS, THETA_NAMES, Design, log_loss_and_jacobian, params_to_theta
 from ..serialize import JsonIO, to_plain
+from . import design_rules
 from .inputs import Z95, NoiseModel, huber_moments
 from .modes import wald_power
 
@@ -155,7 +168,10 @@ class NextRuns(JsonIO):
     ``width_now`` / ``width_after``: the predicted width for the runs so far and with the picks;
     ``power_now`` / ``power_after``: Wald powers against phi = 0 and phi = 1; ``flops_now`` the
     runs' training FLOPs, ``flops_added`` the picks'; ``stopped``: why fewer than ``k`` were
-    picked ("" when all were).  ``law`` and ``noise``: what the predictions assume.
+    picked ("" when all were).  ``law`` and ``noise``: what the predictions assume.  ``rules``:
+    whether the design rules chose with the greedy batch (a pick one of them forced has ``rule``,
+    its name); ``rule_notes``: each rule the picks could not meet, and why (the caps, or a pool
+    without the run).
     """
 
     k: int
@@ -176,6 +192,8 @@ class NextRuns(JsonIO):
     picks: list[dict[str, Any]]
     stopped: str = ""
     warnings: list[str] = field(default_factory=list)
+    rules: bool = False
+    rule_notes: list[str] = field(default_factory=list)
 
     def to_frame(self) -> pd.DataFrame:
         """The picks, one row each in the order chosen: the pool row's columns, then ``cost``,
@@ -208,6 +226,12 @@ class NextRuns(JsonIO):
             "objective    "
             + ("narrowest interval" if self.objective == "width" else "power against phi = 0 and 1")
             + " per training FLOP (asymptotic, greedy in batches of one)",
+            "rules        "
+            + (
+                "every r at every budget used, bracketed isoFLOP curves, no lone (budget, r) cell"
+                if self.rules
+                else "off (the greedy batch alone)"
+            ),
             "",
             f"{'#':>2} {'budget':>9} {'r':>3} {'N_unique':>10} {'FLOPs':>9} {'width':>15}  why",
         ]
@@ -232,11 +256,12 @@ class NextRuns(JsonIO):
         ]
         if self.stopped:
             lines.append(f"stopped after {len(self.picks)} of {self.k}: {self.stopped}")
+        lines += [f"design rule not met: {note}" for note in self.rule_notes]
         return "\n".join(lines)
 
 
-#: Keys a pick adds to its pool row.
-PICK_FIELDS = ("cost", "width_before", "width_after", "cell", "side", "why")
+#: Keys a pick adds to its pool row (``rule`` only on a pick a design rule forced).
+PICK_FIELDS = ("cost", "width_before", "width_after", "cell", "side", "why", "rule")
 
 
 def check_pool(pool: pd.DataFrame, source: str) -> pd.DataFrame:
@@ -315,16 +340,31 @@ def _gains(
 
 
 def _pick_record(
-    row: dict[str, Any], cost: float, before: float, after: float, new_cell: bool, side: str
+    row: dict[str, Any],
+    cost: float,
+    before: float,
+    after: float,
+    new_cell: bool,
+    side: str,
+    need: design_rules.Need | None = None,
 ) -> dict[str, Any]:
     """A pick: its pool row plus :data:`PICK_FIELDS` (cost, predicted widths before and after, whether
-    its cell is new, its side of the isoFLOP curve, and the sentence ``why``)."""
-    why = (
-        f"{'a new' if new_cell else 'adds to its'} (budget, r) cell "
-        f"{row['budget']:.3g}, r {int(row['r'])}"
-        f"; {side}; narrows the width by {before - after:.3g} for {cost:.3g} FLOPs"
-    )
-    return {
+    its cell is new, its side of the isoFLOP curve, and the sentence ``why``); a pick that the design
+    rule ``need`` forced also has ``rule``, and its ``why`` opens with that rule."""
+    if need is None:
+        why = (
+            f"{'a new' if new_cell else 'adds to its'} (budget, r) cell "
+            f"{row['budget']:.3g}, r {int(row['r'])}"
+            f"; {side}; narrows the width by {before - after:.3g} for {cost:.3g} FLOPs"
+        )
+    else:
+        change = (
+            f"narrows the width by {before - after:.3g}"
+            if after <= before
+            else (f"widens the width by {after - before:.3g}")
+        )
+        why = f"{need.why()}; {side}; {change} for {cost:.3g} FLOPs"
+    record = {
         **row,
         "cost": float(cost),
         "width_before": before,
@@ -333,6 +373,9 @@ def _pick_record(
         "side": side,
         "why": why,
     }
+    if need is not None:
+        record["rule"] = need.rule
+    return record
 
 
 def _greedy_picks(
@@ -384,6 +427,174 @@ def _greedy_picks(
     return picks, se, spent, stopped
 
 
+# ---- the greedy batch under the design rules (module docstring; phifit.plan.design_rules) ------------------
+#: Why a need is left unmet when no pool row would meet it (any other reason is the caps').
+POOL_LACKS = "the pool has no run that meets it"
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """The untrained pool rows and what every step needs of them: their gradients ``J`` (internal
+    coordinates), cells and FLOPs, the planning law, the batch size, the FLOP cap and the objective."""
+
+    frame: pd.DataFrame
+    J: np.ndarray
+    cells: list[Any]
+    cost: np.ndarray
+    params: Mapping[str, float]
+    k: int
+    max_flops: float | None
+    objective: str
+
+
+@dataclass
+class _Batch:
+    """The picks so far and what they change: the sandwich, the candidates left, the pool rows' cells
+    seen, the design (runs so far plus picks, for the rules), se(phi) and the FLOPs spent."""
+
+    sand: _Sandwich
+    design: pd.DataFrame
+    left: np.ndarray
+    seen: set[Any]
+    se: float
+    spent: float = 0.0
+    picks: list[dict[str, Any]] = field(default_factory=list)
+
+    def copy(self) -> _Batch:
+        return _Batch(
+            copy.deepcopy(self.sand),
+            self.design,
+            self.left.copy(),
+            set(self.seen),
+            self.se,
+            self.spent,
+            list(self.picks),
+        )
+
+    def room(self, cand: _Candidates) -> np.ndarray:
+        """Mask of the candidates left that fit what is left of the FLOP cap (none once the batch is full)."""
+        if len(self.picks) >= cand.k:
+            return np.zeros(len(self.left), bool)
+        cap = np.inf if cand.max_flops is None else cand.max_flops - self.spent
+        return self.left & (cand.cost <= cap * (1 + 1e-12))
+
+
+def _add(batch: _Batch, cand: _Candidates, i: int, se_new: float, need: design_rules.Need | None) -> None:
+    """Add candidate ``i`` (se(phi) ``se_new`` with it) to the batch, recorded by :func:`_pick_record`."""
+    row = {key: (v.item() if hasattr(v, "item") else v) for key, v in cand.frame.iloc[i].items()}
+    before, after = 2 * Z95 * batch.se, 2 * Z95 * se_new
+    side = curve_side(row, cand.params)
+    batch.picks.append(
+        _pick_record(row, cand.cost[i], before, after, cand.cells[i] not in batch.seen, side, need)
+    )
+    batch.sand.add(cand.J[i], cand.cells[i])
+    batch.seen.add(cand.cells[i])
+    batch.se = se_new
+    batch.spent += float(cand.cost[i])
+    batch.left[i] = False
+    rules_row = cand.frame.iloc[[i]][list(design_rules.RULE_COLUMNS)]
+    batch.design = pd.concat([batch.design, rules_row], ignore_index=True)
+
+
+def _best(batch: _Batch, cand: _Candidates, mask: np.ndarray) -> tuple[int, float]:
+    """The row of ``mask`` that narrows the width most per FLOP (or raises the power most, as the
+    objective says), and se(phi) with it."""
+    idx = np.flatnonzero(mask)
+    se_new, gain = _gains(
+        batch.sand, cand.J[idx], [cand.cells[i] for i in idx], batch.se, cand.params["phi"], cand.objective
+    )
+    best = int(np.argmax(gain / cand.cost[idx]))
+    return int(idx[best]), float(se_new[best])
+
+
+def _fund(
+    batch: _Batch, cand: _Candidates, theta: np.ndarray, rs: Sequence[int], skip: set[Any]
+) -> list[design_rules.Need]:
+    """Add the runs the design still needs (:func:`phifit.plan.design_rules.unmet`, needs in ``skip``
+    left aside), one need at a time, while they fit the batch and the cap.  Returns the needs left
+    unmet: no pool run meets them, or none that does fits."""
+    skipped = set(skip)
+    unfunded: list[design_rules.Need] = []
+    for _ in range(len(cand.frame) + 4 * len(design_rules.RULES) * max(len(rs), 1) + 10):
+        needs = [n for n in design_rules.unmet(batch.design, theta, rs) if n.key not in skipped]
+        if not needs:
+            break
+        need = needs[0]
+        fits = design_rules.meets(need, batch.design, cand.frame) & batch.room(cand)
+        if not fits.any():
+            skipped.add(need.key)
+            unfunded.append(need)
+            continue
+        i, se_new = _best(batch, cand, fits)
+        _add(batch, cand, i, se_new, need)
+    return unfunded
+
+
+def _ruled_picks(
+    batch: _Batch, cand: _Candidates, theta: np.ndarray, rs: Sequence[int]
+) -> tuple[_Batch, str]:
+    """The greedy batch under the design rules (module docstring): the runs so far's own needs first,
+    then at each step the best candidate (gain per FLOP) whose needs can all be met within the batch and
+    the cap, with them (a candidate that leaves a need of its own unmet, even one no pool run could
+    meet, waits behind every candidate that does not).  Returns the batch and why fewer than ``k`` were
+    picked ("" when all were)."""
+    skip = {need.key for need in _fund(batch, cand, theta, rs, set())}
+    stopped = ""
+    while len(batch.picks) < cand.k:
+        room = batch.room(cand)
+        if not room.any():
+            stopped = "no candidate left within the FLOP cap" if batch.left.any() else "the pool is exhausted"
+            break
+        idx = np.flatnonzero(room)
+        se_new, gain = _gains(
+            batch.sand,
+            cand.J[idx],
+            [cand.cells[i] for i in idx],
+            batch.se,
+            cand.params["phi"],
+            cand.objective,
+        )
+        useful = gain > 1e-12 * max(batch.se, 1e-300)
+        if not useful.any():
+            stopped = (
+                "no remaining candidate narrows the predicted interval"
+                if cand.objective == "width"
+                else "no remaining candidate raises the power (it may already be 1)"
+            )
+            break
+        order = np.argsort(-(gain / cand.cost[idx]), kind="stable")
+        order = [int(o) for o in order if useful[o]]
+        chosen = None
+        for o in order:
+            trial = batch.copy()
+            _add(trial, cand, int(idx[o]), float(se_new[o]), None)
+            if not _fund(trial, cand, theta, rs, skip):
+                chosen = trial
+                break
+        if chosen is None:  # no candidate's needs fit: the best one, and what fits of its needs
+            chosen = batch.copy()
+            _add(chosen, cand, int(idx[order[0]]), float(se_new[order[0]]), None)
+            _fund(chosen, cand, theta, rs, skip)
+        batch = chosen
+    return batch, stopped
+
+
+def _rule_notes(batch: _Batch, cand: _Candidates, theta: np.ndarray, rs: Sequence[int]) -> list[str]:
+    """One note per need the runs so far plus the picks leave unmet, with why: the pool has no run
+    that meets it, the batch of ``k`` is full, or no such run fits what is left of the FLOP cap."""
+    notes = []
+    for need in design_rules.unmet(batch.design, theta, rs):
+        meets = design_rules.meets(need, batch.design, cand.frame) & batch.left
+        if not meets.any():
+            why = POOL_LACKS
+        elif len(batch.picks) >= cand.k:
+            why = f"the batch of {cand.k} runs is full"
+        else:
+            why = "no run that meets it fits what is left of the FLOP cap"
+        notes.append(f"{need.text()}: {why}")
+    return notes
+
+
 def _noise_warnings(n_runs: int, n_params: int, noise: NoiseModel) -> list[str]:
     """A warning when the runs leave fewer than :data:`MIN_NOISE_DOF` residual degrees of freedom
     (runs minus parameters): their noise, and so every predicted width, is then a guess."""
@@ -410,6 +621,7 @@ def choose_next(
     pool_source: str = "the pool",
     delta: float = DELTA,
     recipe: str | None = None,
+    rules: bool = True,
 ) -> NextRuns:
     """The ``k`` pool runs that most narrow phi's predicted interval per FLOP (module docstring).
 
@@ -418,7 +630,8 @@ def choose_next(
     among the runs are left out); ``max_flops``: cap on the picks' summed FLOPs; ``misfit``,
     ``cell_noise``: the noise, as ``phifit plan --pilot`` takes it.  ``recipe``: the recipe of a table whose
     ``variant`` column holds several (default the one ``fit`` was fitted to, else "baseline";
-    :func:`phifit.recipes.pairing.recipe_runs`)."""
+    :func:`phifit.recipes.pairing.recipe_runs`).  ``rules``: apply the design rules
+    (:mod:`phifit.plan.design_rules`; module docstring); False leaves the greedy batch alone."""
     from ..fitters.huber import fit_huber
     from .inputs import design_from_table, pilot_noise
 
@@ -442,9 +655,34 @@ def choose_next(
         sand.add(j, cell)
     J = _jacobian(cand, theta) if len(cand) else np.zeros((0, len(THETA_NAMES)))
     se_now = sand.se()
-    picks, se, spent, stopped = _greedy_picks(
-        sand, cand, J, set(_cells(now)), k, params=params, se=se_now, max_flops=max_flops, objective=objective
-    )
+    notes: list[str] = []
+    if rules:
+        context = _Candidates(
+            cand, J, _cells(cand), cand["flops"].to_numpy(float), params, k, max_flops, objective
+        )
+        start = _Batch(
+            sand,
+            now[list(design_rules.RULE_COLUMNS)].reset_index(drop=True),
+            np.ones(len(cand), bool),
+            set(_cells(now)),
+            se_now,
+        )
+        rs = design_rules.rule_rs(now, pool)
+        batch, stopped = _ruled_picks(start, context, theta, rs)
+        picks, se, spent = batch.picks, batch.se, batch.spent
+        notes = _rule_notes(batch, context, theta, rs)
+    else:
+        picks, se, spent, stopped = _greedy_picks(
+            sand,
+            cand,
+            J,
+            set(_cells(now)),
+            k,
+            params=params,
+            se=se_now,
+            max_flops=max_flops,
+            objective=objective,
+        )
     return NextRuns(
         warnings=_noise_warnings(len(now), len(params), noise),
         k=k,
@@ -464,4 +702,6 @@ def choose_next(
         flops_added=spent,
         picks=picks,
         stopped=stopped,
+        rules=rules,
+        rule_notes=notes,
     )

@@ -9,14 +9,18 @@ fsynced before the loop goes on (:func:`append_record`); nothing rewrites it.  T
   phi, its percentile interval and the realised width, next to the width the round's decision predicted
   (round 0 is the pilot: no prediction);
 - ``decision`` (round k >= 1): the runs :func:`phifit.plan.next_runs.choose_next` picked (run id, budget,
-  r, width, FLOPs, why) and the width it predicts once they are trained, recorded before any of them trains;
+  r, width, FLOPs, why; ``rule`` on a pick a design rule forced) and the width it predicts once they are
+  trained, recorded before any of them trains, with ``rule_notes``: the design rules the picks could not
+  meet (:mod:`phifit.plan.design_rules`);
 - ``stop``: why the loop stopped (a target width reached, a cap, the pool exhausted).
 
 Every record also holds the round, the time (UTC), the runs and training FLOPs fitted so far, those of the
-adaptive rounds alone, and phi with its interval.  A record whose line is torn (a process killed while
-writing it) is skipped when read and counted (:attr:`AdaptiveRounds.skipped_lines`); the next append starts
-on a fresh line.  :func:`load_rounds` reads a log into an :class:`AdaptiveRounds`, one row per round, which
-round-trips through JSON like every result (the report's ``results.json["adaptive"]``).
+adaptive rounds alone, phi with its interval, and the stop rule in force: its settings (``rules``,
+``target_width``) and, in words, ``stop_rule``; the round-0 outcome, written before the first decision,
+declares it.  A record whose line is torn (a process killed while writing it) is skipped when read and
+counted (:attr:`AdaptiveRounds.skipped_lines`); the next append starts on a fresh line.
+:func:`load_rounds` reads a log into an :class:`AdaptiveRounds`, one row per round, which round-trips
+through JSON like every result (the report's ``results.json["adaptive"]``).
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ ROUNDS_FILE = "adaptive.jsonl"
 EVENTS = ("outcome", "decision", "stop")
 #: Keys every record has.
 RECORD_KEYS = ("event", "round", "time")
-#: Keys of a pick that the summary keeps (a decision's picks hold these and the pool's columns).
+#: Keys of a pick that the summary keeps (a decision's picks hold these and the pool's columns), and
+#: ``rule`` where a design rule forced the pick.
 PICK_KEYS = ("run_id", "budget", "r", "size", "flops", "width_after", "why")
 
 
@@ -210,7 +215,7 @@ class AdaptiveRounds(JsonIO):
         for k in sorted(set(outcomes) | set(decisions)):
             out, dec = outcomes.get(k), decisions.get(k)
             now = out or dec or {}
-            picks = [{key: p.get(key) for key in PICK_KEYS} for p in (dec or {}).get("picks", [])]
+            picks = [_summary_pick(p) for p in (dec or {}).get("picks", [])]
             rows.append(
                 RoundRow(
                     round=k,
@@ -230,6 +235,14 @@ class AdaptiveRounds(JsonIO):
                 )
             )
         return cls(str(source), spec, rows, stop, target, skipped_lines)
+
+
+def _summary_pick(pick: Mapping[str, Any]) -> dict[str, Any]:
+    """What the summary keeps of a pick: :data:`PICK_KEYS`, and ``rule`` when a design rule forced it."""
+    kept = {key: pick.get(key) for key in PICK_KEYS}
+    if pick.get("rule"):
+        kept["rule"] = pick["rule"]
+    return kept
 
 
 def _number(value: Any) -> float | None:
