@@ -124,15 +124,19 @@ def missing_r(design: pd.DataFrame, rs: Iterable[int]) -> list[Need]:
     return needs
 
 
-def law_log_loss(frame: pd.DataFrame, theta: np.ndarray) -> np.ndarray:
-    """Each run's log loss under the law ``theta`` (internal coordinates)."""
-    design = Design.from_arrays(
+def frame_design(frame: pd.DataFrame) -> Design:
+    """The law's design (r, N_once, N_rec, D) of a frame of runs."""
+    return Design.from_arrays(
         frame["r"].to_numpy(float),
         frame["n_once"].to_numpy(float),
         frame["n_rec"].to_numpy(float),
         frame["tokens"].to_numpy(float),
     )
-    return log_loss(theta, design)
+
+
+def law_log_loss(frame: pd.DataFrame, theta: np.ndarray) -> np.ndarray:
+    """Each run's log loss under the law ``theta`` (internal coordinates)."""
+    return log_loss(theta, frame_design(frame))
 
 
 def curve_minimum(size: np.ndarray, pred: np.ndarray) -> tuple[np.ndarray, int]:

@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from ..fitters.objective import DELTA
-from ..law import DEFAULT_BOUNDS, THETA_NAMES, Design, log_loss_and_jacobian, params_to_theta
+from ..law import DEFAULT_BOUNDS, THETA_NAMES, log_loss_and_jacobian, params_to_theta
 from ..serialize import JsonIO, to_plain
 from . import design_rules
 from .inputs import Z95, NoiseModel, huber_moments
@@ -122,13 +122,7 @@ class _Sandwich:
 
 
 def _jacobian(frame: pd.DataFrame, theta: np.ndarray) -> np.ndarray:
-    design = Design.from_arrays(
-        frame["r"].to_numpy(float),
-        frame["n_once"].to_numpy(float),
-        frame["n_rec"].to_numpy(float),
-        frame["tokens"].to_numpy(float),
-    )
-    return log_loss_and_jacobian(theta, design)[1]
+    return log_loss_and_jacobian(theta, design_rules.frame_design(frame))[1]
 
 
 def _cells(frame: pd.DataFrame) -> list[tuple[float, int]]:
