@@ -20,6 +20,11 @@ The result is a reference, not a proof: a greedy path with revealed losses, one 
 from the benchmark's own pilots (``sequential_design.draw_pilots``, seed 0).
 
     python benchmarks/sequential_oracle.py --pilots 3 --jobs 2 --max-share 0.2 --json oracle.json
+
+A path takes minutes to tens of minutes, so ``--keep DIR`` writes each finished pilot (and the
+whole pool's widths) to ``DIR`` as it ends, and a later run with the same settings reads them back
+instead of recomputing: 20 pilots can be gathered over several runs, e.g. ``--pilots 20 --keep
+oracle.d``, stopped and started again.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import os
 import sys
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
@@ -97,6 +102,26 @@ def run_pilot(args: tuple) -> dict[str, Any]:
     return {"pilot": [int(i) for i in pilot], "states": states, "seconds": time.perf_counter() - t0}
 
 
+def _settings_tag(args: argparse.Namespace) -> str:
+    """The settings a kept result depends on, as part of its file name."""
+    return f"{args.pool}-b{args.boot}-f{args.boot_final}x{args.final_seeds}-m{args.max_share:g}"
+
+
+def _read_kept(path: str) -> Any:
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _write_kept(path: str, value: Any) -> None:
+    """Write ``value`` as JSON to ``path`` whole or not at all (a temporary file moved in)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f)
+    os.replace(tmp, path)
+
+
 def width_at(states: list[dict[str, Any]], share: float) -> float:
     """The re-measured width of the last state within ``share`` of the pool's FLOPs."""
     within = [s for s in states if s["share"] <= share + 1e-12]
@@ -114,16 +139,40 @@ def main() -> None:
     ap.add_argument("--max-share", type=float, default=0.2, dest="max_share")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--keep", default=None, help="folder of finished pilots, read back by a later run")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     pool = S.load_pool(args.pool)
     whole = list(range(len(pool)))
-    widths = [S.measure(pool, whole, args.boot_final, seed=k)["width"] for k in range(args.target_seeds)]
+    keep = args.keep
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    tag = _settings_tag(args)
+    whole_name = f"whole-{args.pool}-f{args.boot_final}x{args.target_seeds}.json"
+    target_path = os.path.join(keep, whole_name) if keep else ""
+    widths = _read_kept(target_path) if keep else None
+    if widths is None:
+        widths = [S.measure(pool, whole, args.boot_final, seed=k)["width"] for k in range(args.target_seeds)]
+        if keep:
+            _write_kept(target_path, widths)
     target = S.TARGET_FACTOR * float(np.mean(widths))
     pilots = S.draw_pilots(pool, S.PILOT_BUDGETS[args.pool], args.pilots, 0)
-    tasks = [(args.pool, p, args.boot, args.boot_final, args.final_seeds, args.max_share) for p in pilots]
+    paths = [os.path.join(keep, f"pilot{i:03d}-{tag}.json") if keep else "" for i in range(len(pilots))]
+    results: list[Any] = [_read_kept(path) if keep else None for path in paths]
+    same = [r is not None and r["pilot"] == [int(i) for i in p] for r, p in zip(results, pilots)]
+    results = [r if ok else None for r, ok in zip(results, same)]
+    todo = [i for i, r in enumerate(results) if r is None]
+    if keep:
+        print(f"{len(pilots) - len(todo)} of {len(pilots)} pilots read from {keep}", flush=True)
+    settings = (args.boot, args.boot_final, args.final_seeds, args.max_share)
+    tasks = [(args.pool, pilots[i], *settings) for i in todo]
     with ProcessPoolExecutor(max_workers=args.jobs) as ex:
-        results = list(ex.map(run_pilot, tasks))
+        futures = {ex.submit(run_pilot, task): i for i, task in zip(todo, tasks)}
+        for done in as_completed(futures):  # each pilot kept as soon as it ends
+            i = futures[done]
+            results[i] = done.result()
+            if keep:
+                _write_kept(paths[i], results[i])
     print(
         f"pool {args.pool}: whole-pool width {np.mean(widths):.4f} ({args.target_seeds} seeds), "
         f"target {target:.4f}"
