@@ -26,7 +26,7 @@ from ..runs.table import RunTable
 
 if TYPE_CHECKING:
     from ..diagnostics.identifiability import ProfilePlan
-    from .analysis import AnalysisOptions
+    from .options import AnalysisOptions
 
 #: Points of the dense budget grid of the frontier figure.
 CURVE_POINTS = 48
