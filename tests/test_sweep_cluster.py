@@ -72,7 +72,7 @@ def test_job_array_with_a_killed_task_completes_after_resubmission(tmp_path: Pat
     """6 runs in 3 concurrent local tasks; one task is SIGKILLed mid-run after its first checkpoint; the status
     says failed; resubmitting the same command re-queues the missing runs only, the killed run resumes from its
     checkpoint, and the table ends with each of the 6 runs once."""
-    spec = load_spec(str(write_spec(tmp_path)))
+    spec = load_spec(str(write_spec(tmp_path, budget=5e9)))
     out = tmp_path / "runs.csv"
     opts = launch.LaunchOptions(array_parallelism=3, time_min=10)
     devnull = open(os.devnull, "w")
