@@ -16,8 +16,8 @@ script measures what the public calls cost:
 - a whole fit: ``phifit.fit(phifit.load_runs("data/looped_study_runs_digitized.csv"))``.
 
 The shortcuts are swapped in by giving the two modules a copy of the ``numpy`` module whose
-``linalg.solve``, ``clip`` and ``linalg.norm`` are the shortcuts (and newton's imported
-``stacked_solve`` and ``clip_to_box`` too); the public variant uses NumPy itself.  Each repeat times
+``linalg.solve``, ``clip`` and ``linalg.norm`` are the shortcuts; the public variant uses NumPy
+itself.  Each repeat times
 both variants, alternating which goes first; reported: the median of each over the repeats and the
 median of the per-repeat ratios (shortcuts / public), with their spread.  The end points of the hot
 path and the fit's parameters are checked bit-identical between the variants.
@@ -119,7 +119,6 @@ def use(variant: str | types.ModuleType) -> None:
     """Point the LM and the Newton finish at a variant's calls (a name of ``VARIANTS``, or a module)."""
     module = MODULES[variant] if isinstance(variant, str) else variant
     lm.np = newton.np = module
-    newton.stacked_solve, newton.clip_to_box = module.linalg.solve, module.clip
 
 
 def calls_of(fn: Callable[[], object]) -> dict[str, int]:

@@ -376,27 +376,6 @@ def test_the_geodesic_correction_is_the_second_order_term_of_the_path():
     assert np.all(geodesic_correction(ev, rows, 1e3 * step, hess, lo, hi, None)[0] == 0.0)
 
 
-def test_the_engines_shortcuts_give_numpys_numbers():
-    """The solve without ``np.linalg.solve``'s wrapper, the box clip and the row norms give
-    NumPy's own numbers bit for bit, and a singular system still raises ``LinAlgError``."""
-    from phifit.fitters.lm import clip_to_box, row_norms, stacked_solve
-
-    rng = np.random.default_rng(3)
-    a = rng.normal(size=(50, 6, 6))
-    a = a @ np.swapaxes(a, 1, 2) + 1e-3 * np.eye(6)
-    b = rng.normal(size=(50, 6, 1))
-    assert np.array_equal(stacked_solve(a, b), np.linalg.solve(a, b))
-    singular = a.copy()
-    singular[7] = 0.0
-    with pytest.raises(np.linalg.LinAlgError):
-        stacked_solve(singular, b)
-    x = rng.normal(size=(40, 6)) * 3
-    x[0, 0] = np.nan
-    lo, hi = np.full(6, -2.0), np.full(6, 2.5)
-    assert np.array_equal(clip_to_box(x, lo, hi), np.clip(x, lo, hi), equal_nan=True)
-    assert np.array_equal(row_norms(x[1:]), np.linalg.norm(x[1:], axis=1))
-
-
 def test_geodesic_steps_follow_a_curved_valley_in_fewer_iterations():
     """From points on the floor of the curved valley, with Huber's small delta (the second
     residual, 1 - x1, stays in the linear zone: the objective is nearly linear along the floor),

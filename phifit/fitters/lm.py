@@ -267,20 +267,9 @@ def _eye(k: int) -> np.ndarray:
     return eye
 
 
-# The solver calls NumPy's public np.linalg.solve, np.clip and np.linalg.norm.  The shortcuts it used
-# before (LAPACK's gufunc from the private numpy.linalg._umath_linalg, clip and norm as bare ufuncs;
-# the same numbers) saved ~0.4 us per small solve and ~1 us per clip or norm, measured by
-# benchmarks/lm_public_calls.py (CPU-time medians of 21 interleaved repeats, NumPy 2.4.6, 2 loaded
-# cores): a whole phifit.fit of the study's table 54.9 ms public against 53.2 ms (ratio 0.979), below
-# the 3% that would keep them; a 4-row crawling finish 56.4 -> 52.3 ms on 116 runs, 52.2 -> 44.5 ms
-# on 12.  These three names stay for the modules that import them (phifit.fitters.newton, tests).
-stacked_solve = np.linalg.solve
-clip_to_box = np.clip
-
-
-def row_norms(v: np.ndarray) -> np.ndarray:
-    """``np.linalg.norm(v, axis=1)``: the Euclidean norm of each row of v (s, k)."""
-    return np.linalg.norm(v, axis=1)
+# The solvers (this module and phifit.fitters.newton) call NumPy's public np.linalg.solve, np.clip and
+# np.linalg.norm: no measured reason keeps a shortcut (benchmarks/lm_public_calls.py; docs/benchmarks.md,
+# "Public NumPy calls in the solver").
 
 
 def newton_decrement(gp: np.ndarray, hess: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -762,13 +751,10 @@ __all__ = [
     "batched_weighted_lm",
     "best_of_starts",
     "checked_rows",
-    "clip_to_box",
     "damped_step",
     "damped_system",
     "finish_lm",
     "geodesic_correction",
     "newton_decrement",
-    "row_norms",
     "solve_damped",
-    "stacked_solve",
 ]

@@ -41,7 +41,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .lm import MAX_DAMPING, BatchedLM, checked_rows, clip_to_box, stacked_solve
+from .lm import MAX_DAMPING, BatchedLM, checked_rows
 from .objective import DELTA, loss_terms
 
 
@@ -139,7 +139,7 @@ def batched_newton(
         definite = np.isfinite(lam_min) & (lam_min > 1e-12 * lam_max)
         decrement = np.full(len(running), np.inf)
         if definite.any():
-            sol = stacked_solve(scaled[definite], g_s[definite][..., None])[..., 0]
+            sol = np.linalg.solve(scaled[definite], g_s[definite][..., None])[..., 0]
             decrement[definite] = 0.5 * np.abs(np.einsum("sk,sk->s", g_s[definite], sol))
         done = definite & (decrement <= tol * obj[running] + floor[running])
         stuck = damping[running] >= MAX_DAMPING
@@ -161,10 +161,10 @@ def batched_newton(
         shift = np.maximum(0.0, -lam_min) * (1 + 1e-9) + damping[running]
         system = scaled + shift[:, None, None] * eye
         try:
-            step = -stacked_solve(system, g_s[..., None])[..., 0] / d
+            step = -np.linalg.solve(system, g_s[..., None])[..., 0] / d
         except np.linalg.LinAlgError:  # rounding left some system singular: a gradient step
             step = -g_s / (1.0 + shift[:, None]) / d
-        x_new = clip_to_box(x[running] + np.where(np.isfinite(step), step, 0.0), lower, upper)
+        x_new = np.clip(x[running] + np.where(np.isfinite(step), step, 0.0), lower, upper)
         pred_new, parts_new = model.forward(x_new)
         res_new = pred_new - y_of(running)
         obj_new = (weights[running] * loss_terms(res_new, delta)).sum(-1)
