@@ -6,7 +6,13 @@
   (tables analysed as the reference method would);
 - :mod:`~phifit.plan.design`: :func:`plan_design` and :func:`plan_from_fit`, which run them and
   return a :class:`PlanResult`;
-- :mod:`~phifit.plan.optimize`: search designs under a compute cap;
+- :mod:`~phifit.plan.pilot_law`: :func:`plan_law`, the law, noise and misfit a plan simulates (the
+  study's, or a pilot's fit, with phi held at an assumed value and the pilot's law draws), and
+  :func:`simulation_settings`, what every simulated table of a plan is made of;
+- :mod:`~phifit.plan.optimize`: search designs under a compute cap; :mod:`~phifit.plan.optimized_plan`:
+  :func:`optimize_plan` sets the optimised design beside the given one, :func:`write_optimized` writes it;
+- :mod:`~phifit.plan.next_runs`: the next runs to train from a pool of candidates
+  (:func:`~phifit.plan.candidate_pool.load_pool` reads one);
 - :mod:`~phifit.plan.rounds`: the round log of an adaptive sweep (``phifit sweep --adaptive``) and
   its per-round summary.
 
@@ -25,9 +31,35 @@ from typing import Any
 from .. import _submodule
 
 #: exported name -> module that defines it (imported on first access)
-_EXPORTS = {"PlanResult": "design", "plan_design": "design", "plan_from_fit": "design"}
+_EXPORTS = {
+    "PlanResult": "design",
+    "plan_design": "design",
+    "plan_from_fit": "design",
+    "PlanLaw": "pilot_law",
+    "plan_law": "pilot_law",
+    "law_with_phi_held": "pilot_law",
+    "pilot_law_draws": "pilot_law",
+    "simulation_settings": "pilot_law",
+    "tables_to_simulate": "pilot_law",
+    "optimize_plan": "optimized_plan",
+    "write_optimized": "optimized_plan",
+    "load_pool": "candidate_pool",
+}
 
-__all__ = ["PlanResult", "plan_design", "plan_from_fit"]
+__all__ = [
+    "PlanResult",
+    "plan_design",
+    "plan_from_fit",
+    "PlanLaw",
+    "plan_law",
+    "law_with_phi_held",
+    "pilot_law_draws",
+    "simulation_settings",
+    "tables_to_simulate",
+    "optimize_plan",
+    "write_optimized",
+    "load_pool",
+]
 
 
 def __getattr__(name: str) -> Any:
