@@ -115,6 +115,22 @@ def test_a_budget_column_is_numbers_or_refused_naming_the_cell(tmp_path):
     assert set(labels.budget) == {"C"}  # a column of labels stays text
 
 
+@pytest.mark.parametrize("infinite", ["-inf", "inf", "1e999"])
+def test_an_infinite_budget_is_refused_among_labels_and_among_numbers(tmp_path, infinite):
+    """Found by the fuzz study: an infinite budget among labels was kept as one more label (and
+    pandas reads it as a number: a number among labels, kept as text without a word)."""
+    labels = [cell(line, "budget", "C") if k else line for k, line in enumerate(LINES)]
+    labels[9] = cell(labels[9], "budget", infinite)
+    where = r"row 9 \(line 10\), column 'budget': expected a finite number of FLOPs \(or a label\)"
+    with pytest.raises(RunTableError, match=where):
+        load_runs(write(tmp_path, labels))
+    numbers = list(LINES)
+    numbers[9] = cell(numbers[9], "budget", infinite)
+    with pytest.raises(RunTableError, match=where) as err:
+        load_runs(write(tmp_path, numbers))
+    assert "like the column's" not in str(err.value)  # one problem for the cell, not two
+
+
 def test_compressed_parquet_and_json_lines_tables_read_like_the_csv(tmp_path, monkeypatch):
     """Defect 5: gzip, Parquet and JSON lines were refused as "invalid start byte" or missing
     columns, with no word about the format; a Windows-1252 file got no "save as UTF-8" hint."""

@@ -201,11 +201,22 @@ def _as_float(text: str) -> float:
 def checked_budget(cells: Cells) -> pd.Series | None:
     """The ``budget`` column as numbers (None: no column, or a column of labels); a column that
     mixes numbers and text is a problem per cell of the smaller kind
-    (:func:`~phifit.runs.budget.budget_numbers`)."""
+    (:func:`~phifit.runs.budget.budget_numbers`), and an infinite cell one of its own."""
     if "budget" not in cells.raw.columns:
         return None
-    numbers, misfits, expected = budget_numbers(cells.raw["budget"])
-    others = len(cells.raw) - len(misfits)
+    values = cells.raw["budget"]
+    # an infinite budget (inf, -inf, 1e999) is neither a number of FLOPs nor a label: refused as such,
+    # and the rest of the column read without it
+    infinite = np.isinf(pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan))
+    for i in np.flatnonzero(infinite):
+        text = cell_text(cells.raw, "budget").iloc[i]
+        cells.problems.append(
+            f"{cells.at(i, 'budget')}: expected a finite number of FLOPs (or a label), got {text!r}"
+        )
+    kept = np.flatnonzero(~infinite)
+    numbers, misfits, expected = budget_numbers(values.iloc[kept])
+    misfits = kept[misfits]
+    others = len(kept) - len(misfits)
     for i in misfits:
         text = cell_text(cells.raw, "budget").iloc[i]
         got = f"got {text!r}" if text else "got an empty cell"
