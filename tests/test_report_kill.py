@@ -285,3 +285,23 @@ def test_a_report_into_the_working_folder_is_replaced_in_place(tmp_path, monkeyp
     kept = ["prediction_of_record.json", "prediction_of_record.txt"]
     assert sorted(snapshot(target)) == sorted([*kept, *listed])
     assert (target / "figures" / "isoflop.png").read_bytes() == b"new"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="forked workers")
+def test_a_signal_while_the_workers_start_raises_the_signals_exception():
+    """Found by the suite on a busy machine: SIGTERM landed inside the executor's first submit, whose
+    manager thread was then created but not started; ending the workers' block tried to join it and
+    raised RuntimeError, so ``phifit report`` exited 1 with a traceback instead of 143.  The block
+    now ends the workers and re-raises the signal's own exception."""
+    import threading
+
+    from phifit.fitters import parallel
+
+    if not parallel.can_fork():
+        pytest.skip("the fork backend is not available here")
+    with pytest.raises(KeyboardInterrupt):
+        with parallel.shared_workers(n_jobs=2, backend="fork"):
+            executor = parallel._shared[1]
+            executor._executor_manager_thread = threading.Thread(target=lambda: None)  # created, not started
+            raise KeyboardInterrupt
+    assert parallel._shared is None

@@ -188,10 +188,16 @@ def shared_workers(
     except BaseException:
         _shared = None
         _kill_workers(executor)
+        try:
+            executor.shutdown(wait=True, cancel_futures=True)
+        except RuntimeError:
+            # a signal (SIGINT, or SIGTERM as phifit report raises it) that lands inside the executor's
+            # first submit can leave its manager thread created but not started, which shutdown cannot
+            # join; the workers are killed already, and the signal's exception must be the one raised
+            pass
         raise
-    finally:
-        _shared = None
-        executor.shutdown(wait=True, cancel_futures=True)
+    _shared = None
+    executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _forked(workers: int) -> ProcessPoolExecutor:
