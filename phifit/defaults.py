@@ -21,8 +21,9 @@ sees one number and changes it in one place.
   at 85%, as at 0.97: docs/calibration.md);
 - ``CONSISTENCY_STARTS = 100``: random starts of each subset refit of the consistency diagnostic;
 - ``PARTS_N_BOOT = 39``: cell-bootstrap replicates per left-out part of the leave-one-part-out
-  analysis (:mod:`phifit.diagnostics.parts`: about 1 s on two cores for the study's 21 parts; its
-  95% ends are then about the extremes of 39, each with its Monte-Carlo error);
+  analysis (:mod:`phifit.diagnostics.parts`: few, since each of the table's parts is refitted
+  and bootstrapped in turn, as timed in docs/benchmarks.md, 'Figures once kept in docstrings';
+  its 95% ends are then about the extremes of 39, each with its Monte-Carlo error);
 - ``PLAN_TABLES = 100``, ``PLAN_N_BOOT = 100``, ``PLAN_N_WILD = 39``, ``PLAN_N_STARTS = 200``: a
   planner simulation's tables, and each table's bootstrap replicates, wild replicates and starts
   (smaller than an analysis's: many tables are analysed, and only their spread is read);

@@ -61,7 +61,9 @@ def bca_levels(values: np.ndarray, estimate: float, acc: float, level: float) ->
     b = values.shape[1]
     prop = (np.sum(values < estimate, axis=1) + 0.5 * np.sum(values == estimate, axis=1)) / b
     # the normal quantile and distribution functions themselves (scipy.stats.norm.ppf / .cdf
-    # call these; scipy.special is loaded with scipy.optimize, scipy.stats takes ~0.4 s more)
+    # call these; scipy.special is loaded with scipy.optimize, scipy.stats would add its own
+    # import to the report's start: docs/benchmarks.md, 'Where `phifit report` spends its time
+    # on table (a)')
     from scipy.special import ndtr, ndtri
 
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -16,8 +16,9 @@ with the test of phi = phi_0 that ``phifit compare`` reports.  Unlike the percen
 the block bootstrap, the set answers "which phi_0 does the test keep?": it may be a union of
 pieces (two basins of the objective) or reach a bound of the box, and says so.
 
-Cost.  A bootstrap evaluation at one phi_0 refits both laws to B tables (about 1-2 s with
-B = 199 on a hundred runs); the profile F(phi_0) alone is one warm-started fit.  So:
+Cost.  A bootstrap evaluation at one phi_0 refits both laws to B tables; the profile F(phi_0)
+alone is one warm-started fit, far cheaper (docs/benchmarks.md, 'Figures once kept in
+docstrings').  So:
 
 1. the profile T(phi_0) on a fine grid (``fine_step``), each fit warm-started from its
    neighbour and from the free estimate;

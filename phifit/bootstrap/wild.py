@@ -181,14 +181,15 @@ FINISH_ITER = 10_000
 #: (``benchmarks/report_speed_tables.py``'s table (a), the test of phi_0 = -3, 100 tables,
 #: against the lowest end of 12 random starts and the polish per table and law): without them
 #: the free law's refit missed that minimum on 14 tables (by a median 49%), with them on 5; its
-#: refits took 1.9 s instead of 3.2 s (better starts leave fewer rows crawling).
+#: refits also took less time (better starts leave fewer rows crawling; docs/benchmarks.md,
+#: 'Figures once kept in docstrings').
 N_SPREAD = 8
 #: A spread start goes on past its exploration only when it is already below its row's best
-#: end (``prune_ratio`` of :func:`~phifit.fitters.refit.search_spread`).  With the block
-#: bootstrap's 2.0, and spread starts on every table, ``phifit report`` on the study's table took
-#: 13.3 s instead of 8.8 s (the free multipliers' and the drift's wild tests carried almost every
-#: spread start); with 1.0 and the unconverged tables only, 8.5 s, and table (a) 18.5 s (25.3 s
-#: without spread starts).
+#: end (``prune_ratio`` of :func:`~phifit.fitters.refit.search_spread`).  The block bootstrap's
+#: 2.0, with spread starts on every table, made the study's report markedly slower (the free
+#: multipliers' and the drift's wild tests carried almost every spread start); 1.0, on the
+#: unconverged tables only, keeps its time and still shortens table (a)'s (docs/benchmarks.md,
+#: 'Figures once kept in docstrings').
 SPREAD_PRUNE = 1.0
 
 #: The least-squares polish of a wild refit stops when an iteration changes the objective by less
@@ -310,8 +311,9 @@ def null_starts(
     table (a)'s test of phi_0 = -3 (100 tables, against the lowest end of 12 random starts and
     the polish per table): the null's refit missed that minimum on 30 tables (by up to 4.7 times
     the objective) from its own fit alone, on 11 (by at most 59%) with the second start.  A live
-    null fit keeps its one start (a second costs every table another LM run: the test-inverted
-    sets of the shipped CPU tables took 10-17% longer with it)."""
+    null fit keeps its one start (a second costs every table another LM run, which lengthened
+    the shipped CPU tables' test-inverted sets: docs/benchmarks.md, 'Where `phifit report` spends
+    its time on table (a)', 'Rows that could not move')."""
     mask = spec0.free_mask
     _, jac = log_loss_and_jacobian(theta0, design)
     if not vanished((jac[:, mask] ** 2).sum(axis=0)).any():

@@ -126,8 +126,8 @@ def entry() -> None:
     """The ``phifit`` console script (and ``python -m phifit``): :func:`main`, then exit.
 
     Before exiting it moves every object to the garbage collector's permanent generation
-    (``gc.freeze()``), so the interpreter's shutdown does not walk them all once more: 0.1-0.3 s
-    of a command's wall time (``phifit fit`` on the study's table: 0.79 -> 0.68 s, whole process).
+    (``gc.freeze()``), so the interpreter's shutdown does not walk them all once more (measured in
+    docs/benchmarks.md, 'Fitting', ``startup_speed.py``).
     Nothing a command writes depends on that pass: files are closed when the command returns, and
     atexit handlers (the worker pool's shutdown) still run.  :func:`main` itself, called from
     Python, leaves the collector alone.

@@ -75,7 +75,8 @@ __all__ = [
 
 #: chi2_1 quantile for an approximate 95% profile interval: ``scipy.stats.chi2.ppf(0.95, 1)``
 #: (= 1.959963984540054^2), written out so that importing the diagnostics does not import
-#: scipy.stats (0.4 s of every report's start; ``tests/test_diagnostics.py`` checks the value).
+#: scipy.stats, which would lengthen every report's start (docs/benchmarks.md, 'Where `phifit
+#: report` spends its time on table (a)'; ``tests/test_diagnostics.py`` checks the value).
 CHI2_95 = 3.841458820694124
 #: What the profile interval is (for figure legends and reports).
 PROFILE_INTERVAL_LABEL = "profile interval (assumes independent runs)"
@@ -472,9 +473,10 @@ def _open_profile_cautions(interval: list[float], grid: list[float]) -> list[Cau
 #: start (objective ratio) counts as hopeless.  Measured on the study's table, cpu_small,
 #: cpu_adaptive and tables (a) and (c) of ``benchmarks/report_speed_tables.py`` against running
 #: every start to convergence: the profile's objective and interval agree to 3e-14 relative,
-#: in about half the time; the other parameters at a profile point move only where the
-#: objective is flat in them (up to 2e-6 relative, and at one point of the study's profile
-#: far from phi_hat, E and A in another basin of equal objective).
+#: and the profile takes less time (docs/benchmarks.md, 'Figures once kept in docstrings'); the
+#: other parameters at a profile point move only where the objective is flat in them (up to
+#: 2e-6 relative, and at one point of the study's profile far from phi_hat, E and A in another
+#: basin of equal objective).
 PROFILE_PRUNE_AFTER = 15
 PROFILE_PRUNE_RATIO = 3.0
 

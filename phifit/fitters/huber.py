@@ -55,9 +55,11 @@ def finish_candidates(
     :func:`~phifit.fitters.refit.polish_unconverged`, for up to its ``FINISH_ITER`` iterations);
     one that still does not converge by scipy's least-squares polish from where the first LM
     left it (:func:`~phifit.fitters.polish.polish`, converged when it meets a tolerance).
-    Measured on a 12-run table's leave-one-budget-out fits (``benchmarks/report_speed_tables.py``'s
-    table (c), 20 fits): 44 candidates went to scipy's polish (10.2 s) before the LM stage, 7.6 s
-    for all 20 fits with it, their ends within 1e-5 of each other (flat valleys)."""
+    The batched stages come first because one polish per candidate costs far more than a batch
+    of steps shared by all: on a 12-run table's leave-one-budget-out fits
+    (``benchmarks/report_speed_tables.py``'s table (c), 20 fits) 44 candidates went to the polish
+    before the LM stage, and the ends with and without it lie within 1e-5 of each other (flat
+    valleys; timings in docs/benchmarks.md, 'Figures once kept in docstrings')."""
     if not candidates:
         return []
     starts = np.array(candidates)

@@ -183,7 +183,8 @@ def lr_test(
         )
     stat = max(raw, 0.0)
     # the chi2 survival function itself (scipy.stats.chi2.sf calls it; scipy.special is loaded
-    # with scipy.optimize, scipy.stats takes ~0.4 s more)
+    # with scipy.optimize, scipy.stats would add its own import: docs/benchmarks.md, 'Where
+    # `phifit report` spends its time on table (a)')
     from scipy.special import chdtrc
 
     p = float(chdtrc(df, stat)) if df > 0 else math.nan

@@ -23,8 +23,9 @@ import numpy as np
 from .objective import DELTA, irls_weights, loss_terms
 
 #: Jacobian bytes per block of rows in :func:`batched_weighted_lm`: about one core's L2
-#: cache.  Measured (``benchmarks/fit_large.py``, 500 starts): 0.5-2 MiB blocks cut the
-#: fit's time by ~0.3x at 1,856 runs and ~0.35x at 116 runs against one block; 4-8 MiB don't.
+#: cache, so a block's Jacobian stays in the cache while the block's rows are solved; blocks
+#: much larger than the cache do not help (``benchmarks/fit_large.py``; docs/benchmarks.md,
+#: 'Figures once kept in docstrings').
 BLOCK_BYTES = 2**20
 
 #: Largest damping: a row whose step fails even there is stuck.
@@ -520,9 +521,9 @@ def batched_weighted_lm(
     it).  Both are for the finishes of rows that crawl: a small table's objective is nearly
     piecewise linear (most residuals beyond Huber's delta), its valleys are curved lines where
     the few residuals inside delta stay put, and a straight step leaves such a line after a
-    fraction of its length.  Measured on the finishes of whole reports (every active-set call
-    replayed with and without): 3.4x fewer seconds on a 10-run table at one token count (701
-    rows), 1.5x on a 12-run table with an outlier (1,548 rows), with as many rows converged.
+    fraction of its length.  Replayed on the finishes of whole reports (every active-set call
+    with and without), the finishes take less time and converge at least as many rows
+    (docs/benchmarks.md, 'Geodesic finishes' and 'Figures once kept in docstrings').
 
     Rows are evaluated in blocks whose Jacobian takes at most ``block_bytes`` (many
     starts on a large table give an (m, k, n) Jacobian that no longer fits in the cache);
@@ -685,11 +686,11 @@ def finish_lm(
     (to a relative 1e-9).
 
     Why both: on a small table's crawling wild refits the near curvature converged where the
-    IRLS phase crept (a 12-run table's report: 7.6 s of finishes against 22 s), while a recipe
-    bootstrap's replicate with log A near 22 and alpha and log E at their bounds converged in
-    146 iterations from the IRLS phase and needed 11,000 from the near curvature.  Every finish
-    of the package (the bootstrap's, the wild tests', the point fit's candidates', the grouped
-    laws', the test-inverted set's) runs through it."""
+    IRLS phase crept (a 12-run table's report: docs/benchmarks.md, 'Figures once kept in
+    docstrings'), while a recipe bootstrap's replicate with log A near 22 and alpha and log E at
+    their bounds converged in 146 iterations from the IRLS phase and needed 11,000 from the near
+    curvature.  Every finish of the package (the bootstrap's, the wild tests', the point fit's
+    candidates', the grouped laws', the test-inverted set's) runs through it."""
     kw = {"delta": delta, "max_iter": max_iter, "active_set": True, "geodesic": True}
     end = batched_weighted_lm(model, x0, y, weights, lower, upper, start_near=True, **kw)
     left = np.flatnonzero(~end.converged & np.isfinite(end.objective))

@@ -8,8 +8,9 @@ The setting is a worker count and a backend:
 
   - ``"fork"`` (the default): worker processes forked from this one.  A forked worker starts
     with this process's modules already imported and its state as it is at the fork, so it
-    skips the start-up of a fresh interpreter (NumPy, SciPy, pandas and phifit imported again:
-    about 1 s of CPU per worker, which on 2 cores the analysis pays in wall time).  Inside
+    skips the start-up of a fresh interpreter (NumPy, SciPy, pandas and phifit imported again,
+    CPU time that a CPU-bound analysis pays in wall time; docs/benchmarks.md, 'Workers forked,
+    not started' and 'Figures once kept in docstrings').  Inside
     :func:`shared_workers` (a whole report's analysis) the workers are forked once, at its first
     parallel call, and serve every call until it ends; outside it each call forks its own and
     ends them once its results are read.  Off Linux (Windows has no fork; on macOS a forked
@@ -18,9 +19,8 @@ The setting is a worker count and a backend:
     another thread holds would stay held in the worker), it runs as ``"loky"``, with the same
     numbers;
   - ``"loky"``: joblib's worker processes (fresh interpreters, kept between calls).  Processes,
-    not threads: the LM's many small NumPy calls hold the GIL, so threads barely overlap (CPU
-    baseline, 1,000 replicates, 2 idle cores: threads 5.0 s, worker processes 3.6 s with their
-    start-up, 2.0 s once started);
+    not threads: the LM's many small NumPy calls hold the GIL, so threads barely overlap
+    (docs/benchmarks.md, 'Figures once kept in docstrings');
   - ``"threading"``: joblib's threads in this process;
   - ``"sequential"``: every task in this process, one after the other;
   - ``"dask"``: the workers of a ``dask.distributed`` cluster; ``scheduler`` is its address

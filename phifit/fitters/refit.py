@@ -22,8 +22,8 @@ Chunks and starts do not depend on the workers or the backend, so neither do the
 :func:`identifiable_rows` says which weightings still identify phi.
 
 This module and what it imports leave pandas and scipy.optimize out of fresh worker processes
-(loky's: their start-up would cost ~1.5 s per worker on 2 cores; a forked worker has them
-already).
+(loky's: a fresh interpreter pays for every import before its first task, docs/benchmarks.md,
+'Figures once kept in docstrings'; a forked worker has them already).
 """
 
 from __future__ import annotations
@@ -204,8 +204,9 @@ def polish_unconverged(
        from where the LM stopped.  Measured on the 1,000 replicates of a 10-run table at one
        token count (``benchmarks/report_speed_tables.py``'s table (a)): 422 rows reach this
        stage, 399 are finished by it (median 9 iterations), none above the objective stages
-       1 and 2 reach from the same point; 0.3 s against 34 s for stages 1 and 2 on those rows,
-       and 49 replicates the polish left unconverged now converge.
+       1 and 2 reach from the same point, in a small fraction of their time (docs/benchmarks.md,
+       'Where `phifit report` spends its time on table (a)'), and 49 replicates the polish left
+       unconverged now converge.
     1. The rows still unfinished continue together from where they stopped in
        :func:`~phifit.fitters.lm.batched_weighted_lm` with ``active_set=True`` (coordinates
        pinned at a bound leave the linear system, the others keep stepping; the stopping rule

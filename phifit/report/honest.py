@@ -15,10 +15,10 @@ every warning of every step.
 
 Every step runs, not only those the headline quotes, because the headline lists every warning
 (the diagnostics' and the drift's included) and a lighter analysis would word a different
-answer.  On the study's 116 runs the default settings (1000 replicates, 999 wild replicates,
-500 starts) take about 35 s on two cores (the shipped report's timings; its figures add 7 s);
-small settings (``n_boot=50``, ``n_wild`` at its minimum :data:`phifit.defaults.N_WILD_MIN`,
-``n_starts=50``, one worker) take about 10 s.
+answer.  It costs what the report's analysis costs (the default settings: 1000 replicates, 999
+wild replicates, 500 starts); small settings (``n_boot=50``, ``n_wild`` at its minimum
+:data:`phifit.defaults.N_WILD_MIN`, ``n_starts=50``, one worker) cut it down (timings in
+docs/benchmarks.md, 'Figures once kept in docstrings').
 """
 
 from __future__ import annotations

@@ -325,14 +325,15 @@ def start_phi_checks(runs: RunTable, free_fit: FitResult, st: Stages) -> Pending
 
     :func:`phifit.report.analysis.analyse` starts them with the diagnostics
     (:func:`start_diagnostics`), whose figures are then drawn while these run.  Started right
-    after the fit instead, beside the bootstrap and the comparison, they took a 12-run table's
-    report from 15.5 to 13.9 s but the study's from 7.68 to 8.20 s (paired whole-process
-    medians, 6 pairs), so they wait.
+    after the fit instead, beside the bootstrap and the comparison, they compete with those two
+    for the cores and delay the diagnostics' figures: a small table's report gained, the study's
+    lost (measured in docs/benchmarks.md, 'Geodesic finishes'), so they wait.
 
-    Why cut: in one piece, a 12-run table's drift (5.8 s, its refits crawling along flat
-    valleys) ran on one worker after the phi profile while the other sat idle, and the study's
-    free multipliers (3 s) did the same; cut into the setup, the wild test and the cell
-    bootstrap's chunks, they spread over the workers.  Each task is a pure function of the
+    Why cut: in one piece, a check whose refits crawl along flat valleys (a 12-run table's
+    drift, the study's free multipliers) ran on one worker after the phi profile while the
+    other had nothing left to do; cut into the setup, the wild test and the cell bootstrap's
+    chunks, they spread over the workers (docs/benchmarks.md, 'The checks of phi cut into
+    tasks').  Each task is a pure function of the
     table, the fit and its own seeded draws, so the numbers are those of the one-piece checks
     (:func:`~phifit.diagnostics.phi_checks.multiplier_check`,
     :func:`~phifit.diagnostics.phi_checks.drift_check`)."""

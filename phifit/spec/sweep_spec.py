@@ -460,7 +460,7 @@ def estimate_seconds(run: PlannedRun, speed: Throughput | float) -> float:
     final one on val_tokens, ~10 intermediate ones on eval_tokens) when probed, plus the overhead.
 
     Speeds from a table carry their own overhead (set-up and evaluations as recorded); a probe or a constant
-    adds the evaluations and 2 s of set-up.
+    adds the evaluations and a fixed set-up overhead (``overhead_s = 2.0``).
     """
     if not isinstance(speed, Throughput):
         speed = Throughput(float(speed), 2.0, "constant")

@@ -8,9 +8,9 @@
   table, the whitening and the fixed values are data, so a new table, or phi = 1 after
   phi = 0, only swaps data (nutpie's ``with_data``).  The compiled logp/gradient and
   expand functions are also kept on disk (:func:`save_compiled`, :func:`load_compiled`),
-  so a later *process* skips
-  Numba's compilation (~20 s) too: the machine code of the two C callbacks (Numba's
-  object code), the layout nutpie needs, and a self-check, in
+  so a later *process* skips Numba's compilation too (its cost: docs/benchmarks.md, 'Figures
+  once kept in docstrings'): the machine code of the two C callbacks (Numba's object code),
+  the layout nutpie needs, and a self-check, in
   ``<cache root>/nutpie/<key>.pkl`` (:func:`phifit.cache.cache_dir`).  The key hashes
   the structure, the data's names/dtypes/ranks, the variables kept, the versions of
   Python, phifit, nutpie, numba, llvmlite, PyMC, PyTensor, NumPy and SciPy, the CPU
