@@ -13,6 +13,9 @@
   :func:`optimize_plan` sets the optimised design beside the given one, :func:`write_optimized` writes it;
 - :mod:`~phifit.plan.next_runs`: the next runs to train from a pool of candidates
   (:func:`~phifit.plan.candidate_pool.load_pool` reads one);
+- :mod:`~phifit.plan.reproduction_rules`: :func:`check_reproduction`, whether a reproduction's design (planned
+  or trained) stands on its whole design (every r at every budget, bracketed curves, budgets spanning 8x,
+  the law's N a third of the compute);
 - :mod:`~phifit.plan.rounds`: the round log of an adaptive sweep (``phifit sweep --adaptive``) and
   its per-round summary.
 
@@ -44,6 +47,7 @@ _EXPORTS = {
     "optimize_plan": "optimized_plan",
     "write_optimized": "optimized_plan",
     "load_pool": "candidate_pool",
+    "check_reproduction": "reproduction_rules",
 }
 
 __all__ = [
@@ -58,6 +62,7 @@ __all__ = [
     "tables_to_simulate",
     "optimize_plan",
     "write_optimized",
+    "check_reproduction",
     "load_pool",
 ]
 
