@@ -150,6 +150,16 @@ def test_disk_key_depends_on_structure_and_versions(paper_noisy, monkeypatch):
     assert set(parts["versions"]) == set(backends._KEY_PACKAGES)
 
 
+def test_tables_of_up_to_32_cells_share_one_compiled_cell_model(paper_noisy):
+    """The cell model's z_cell is padded to 32 slots (then 64, ...), so a table of 6 cells and one of
+    24 share a key (one compile), and a table of 40 cells has another."""
+    spec = LawSpec()
+    codes = {n: np.arange(len(paper_noisy)) % n for n in (6, 24, 32, 40)}
+    keys = {n: backends.disk_key(model_data(paper_noisy, spec, cell=c), spec)[0] for n, c in codes.items()}
+    assert keys[6] == keys[24] == keys[32] != keys[40]
+    assert keys[6] != backends.disk_key(model_data(paper_noisy, spec), spec)[0]  # the independent-runs model
+
+
 def test_a_stale_entry_is_refused(tmp_path, paper_noisy):
     """An entry whose recorded key parts differ (e.g. written by other versions) raises."""
     import pickle

@@ -39,12 +39,14 @@ from .diagnostics import ESS_MIN, PPC_P, RHAT_MAX, convergence_cautions, ppc_cau
 from .loo import pareto_k_caution, psis_loo
 from .loo_compare import MIN_DIFF, RULE, SE_MULT, LooComparison, compare_loo
 from .model import (
+    CELL_SLOTS,
     NOISE_MODELS,
     NU_PRIOR,
     PRIORS,
     SIGMA_PRIOR_SD,
     TAU_PRIOR_SD,
     build_model,
+    cell_slots,
     model_data,
     prior_description,
     resolve_noise,
@@ -57,6 +59,7 @@ from .summary import bayes_summary, posterior_predictive_check, summarise
 
 __all__ = [
     "BayesFit",
+    "CELL_SLOTS",
     "ESS_MIN",
     "LooComparison",
     "MIN_DIFF",
@@ -73,6 +76,7 @@ __all__ = [
     "TAU_PRIOR_SD",
     "bayes_summary",
     "build_model",
+    "cell_slots",
     "compare_loo",
     "compare_noise",
     "convergence_cautions",

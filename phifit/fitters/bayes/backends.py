@@ -51,7 +51,7 @@ import numpy as np
 from ...cache import cache_dir, use_pytensor_cache, write_atomic
 from ...extras import import_optional
 from ...law import LawSpec
-from .model import build_model, model_structure, stored_vars
+from .model import build_model, model_structure, n_cells, stored_vars
 
 SAMPLERS = ("auto", "nutpie", "pymc")
 _NUTPIE_CACHE: dict[tuple, Any] = {}
@@ -144,7 +144,9 @@ def sample_nutpie(
         cores=min(chains, os.cpu_count() or 1),
     )
     sampling_s = time.perf_counter() - t0
-    post, stats = draws_and_stats(trace, stored_vars(data), lp="logp", tree_depth="depth")
+    post, stats = draws_and_stats(
+        trace, stored_vars(data), lp="logp", tree_depth="depth", cells=n_cells(data)
+    )
     cached = info["cache"] in ("memory", "hit")
     return SamplerOutput(post, stats, compile_s, sampling_s, cached, dict(info))
 
@@ -489,15 +491,23 @@ def sample_pymc(
         )
     total = time.perf_counter() - t0
     sampling_s = float(trace.posterior.attrs.get("sampling_time", total))
-    post, stats = draws_and_stats(trace, stored_vars(data), lp="lp", tree_depth="tree_depth")
+    post, stats = draws_and_stats(
+        trace, stored_vars(data), lp="lp", tree_depth="tree_depth", cells=n_cells(data)
+    )
     return SamplerOutput(post, stats, max(total - sampling_s, 0.0), sampling_s, False)
 
 
-def draws_and_stats(trace, names: tuple[str, ...], *, lp: str, tree_depth: str) -> tuple[dict, dict]:
+def draws_and_stats(
+    trace, names: tuple[str, ...], *, lp: str, tree_depth: str, cells: int = 0
+) -> tuple[dict, dict]:
     """Posterior arrays of the stored variables ``names`` and the sampler statistics phifit reports.
 
-    The two backends name two statistics differently (nutpie: ``logp``, ``depth``)."""
+    ``cell_effect`` keeps its first ``cells`` entries, the table's cells (the model's further slots
+    are no run's: :func:`.model.cell_slots`).  The two backends name two statistics differently
+    (nutpie: ``logp``, ``depth``)."""
     post = {k: np.asarray(trace.posterior[k].values, float) for k in names}
+    if "cell_effect" in post:
+        post["cell_effect"] = post["cell_effect"][..., :cells]
     st = trace.sample_stats
     names = {
         "diverging": ("diverging", bool),

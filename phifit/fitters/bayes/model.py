@@ -72,7 +72,10 @@ exactly the model above (the tests check the log density against scipy).
 
 Everything that changes between fits (the table, the whitening, fixed values) is
 ``pm.Data`` (:func:`model_data`); the graph depends only on the spec's structure
-(:func:`model_structure`), so nutpie compiles once per structure and swaps data.
+(:func:`model_structure`), so nutpie compiles once per structure and swaps data.  The cell
+model's z_cell has :func:`cell_slots` entries (32, or the next doubling above the table's
+cells): the entries beyond the table's cells are N(0, 1) that no run's mean uses, so every
+table of up to 32 cells shares one compiled model, and the posterior of the rest is unchanged.
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ NU_PRIOR = (2.0, 0.1)
 LOG_FLOOR = -1.0e4
 #: tau ~ HalfNormal(TAU_PRIOR_SD): sd of the (budget, r) cell effects on log-loss.
 TAU_PRIOR_SD = 0.05
+#: The fewest cell-effect slots of a compiled cell model (:func:`cell_slots`).
+CELL_SLOTS = 32
 #: The variables kept from the sampler: theta, sigma, nu (the cell model adds :data:`CELL_VARS`).
 STORED_VARS = tuple(THETA_NAMES) + ("sigma", "nu")
 #: The cell model's extra variables: tau (a scalar) and cell_effect (one per cell).
@@ -133,6 +138,26 @@ LIKELIHOOD = LIKELIHOODS["run"]
 def n_cells(data: Mapping[str, Any]) -> int:
     """Number of cell effects in the model of ``data``: 0 for the independent-runs model."""
     return int(np.max(data["cell"])) + 1 if "cell" in data else 0
+
+
+def cell_slots(data: Mapping[str, Any]) -> int:
+    """Length of the model's z_cell: :func:`n_cells` rounded up to :data:`CELL_SLOTS` times a power
+    of 2 (0 for the independent-runs model).
+
+    The sampler's dimension is fixed when nutpie compiles, so a model sized to its table's cells
+    would be compiled again for every other number of cells.  With the slots rounded up, every
+    table of up to 32 cells (the study's 24, the CPU tables' 6-16) shares one compiled model per
+    structure (:func:`model_structure`).  The slots beyond the table's cells are N(0, 1) draws that
+    no run's mean uses: they leave the posterior of everything else exactly as it was, cost NUTS
+    a few well-scaled dimensions, and are dropped from the stored draws
+    (:func:`phifit.fitters.bayes.backends.draws_and_stats`)."""
+    n = n_cells(data)
+    if n == 0:
+        return 0
+    slots = CELL_SLOTS
+    while slots < n:
+        slots *= 2
+    return slots
 
 
 def stored_vars(data: Mapping[str, Any]) -> tuple[str, ...]:
@@ -242,12 +267,12 @@ def model_data(
 
 def model_structure(spec: LawSpec, data: Mapping[str, Any]) -> tuple:
     """What the compiled graph depends on: free coordinates, logged exponents, the box and
-    the number of cell effects (0: the independent-runs model)."""
+    the cell-effect slots (:func:`cell_slots`; 0: the independent-runs model)."""
     return (
         tuple(bool(f) for f in spec.free_mask),
         tuple(bool(f) for f in log_exponents(spec)),
         tuple((c, *spec.bounds[c]) for c in THETA_NAMES),
-        n_cells(data),
+        cell_slots(data),
     )
 
 
@@ -367,7 +392,7 @@ def build_model(data: Mapping[str, np.ndarray], spec: LawSpec):
         mu = pm.Deterministic("log_loss_hat", mu)
         if "cell" in d:
             tau = pm.HalfNormal("tau", sigma=TAU_PRIOR_SD)
-            z_cell = pm.Normal("z_cell", 0.0, 1.0, shape=n_cells(data))
+            z_cell = pm.Normal("z_cell", 0.0, 1.0, shape=cell_slots(data))  # padded: cell_slots
             cell_effect = pm.Deterministic("cell_effect", tau * z_cell)
             mu = mu + cell_effect[d["cell"]]
         pm.StudentT("log_loss", nu=nu, mu=mu, sigma=sigma, observed=d["log_loss_obs"])
