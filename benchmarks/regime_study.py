@@ -158,7 +158,8 @@ def budget_rule(name: str, diffs: pd.DataFrame, low_mean: float) -> str:
 
 
 def decision_rules(tables: dict[str, pd.DataFrame | None]) -> list[str]:
-    """The readings of the rules written before the runs of scale, scalectl, nonorm and bpe2k."""
+    """The readings of the rules written before the runs of scale, scalectl, nonorm, bpe2k, lr010
+    and lr040."""
     out = []
     base, scale = tables["base"], tables["scale"]
     loopctl, scalectl = tables["loopctl"], tables["scalectl"]
@@ -198,6 +199,25 @@ def decision_rules(tables: dict[str, pd.DataFrame | None]) -> list[str]:
                 f"against bpe's {ref['gap']:+.3f} [{ref['lo']:+.3f}, {ref['hi']:+.3f}]: **the vocabulary "
                 + ("does not matter to the gap**" if overlap else "does**")
             )
+    base_gap = paired_gap(base[base.r == 4], base[base.r == 1]) if base is not None else None
+    for arm in ("lr010", "lr040"):
+        lr = tables[arm]
+        if lr is None or base is None or not base_gap:
+            continue
+        g = paired_gap(lr[lr.r == 4], base[base.r == 4])
+        if not g or "lo" not in g:
+            continue
+        half = base_gap["gap"] / 2
+        if g["hi"] < 0 and g["gap"] < -half:
+            verdict = "the rate is part of the gap"
+        elif not g["hi"] < 0:
+            verdict = "base's rate stands"
+        else:
+            verdict = f"a small tuning share ({-g['gap'] / base_gap['gap']:.0%})"
+        out.append(
+            f"{arm}'s r = 4 - base's r = 4: {g['gap']:+.3f} [{g['lo']:+.3f}, {g['hi']:+.3f}] "
+            f"({g['pairs']} pairs) against minus half of base's gap, {-half:+.3f}: **{verdict}**"
+        )
     return out
 
 
