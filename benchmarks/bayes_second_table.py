@@ -33,7 +33,8 @@ SETTINGS = ["--draws", "200", "--tune", "200", "--chains", "2", "--quiet"]
 
 def _fit(root: Path, csv: Path, cache: Path, out: Path) -> dict:
     env = {**os.environ, "PHIFIT_CACHE_DIR": str(cache), "PYTHONPATH": str(root)}
-    cmd = [sys.executable, "-m", "phifit", "fit", str(csv), "--method", "bayes", *SETTINGS, "--json", str(out)]
+    cmd = [sys.executable, "-m", "phifit", "fit", str(csv), "--method", "bayes", *SETTINGS]
+    cmd += ["--json", str(out)]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
